@@ -1,0 +1,77 @@
+//! The seed design's token bucket: each retry costs one token, each successful logical
+//! request refills `ratio` tokens, up to `max_tokens`; an empty bucket refuses retries.
+
+use std::time::Duration;
+
+use super::{Grant, RetryBudget, RunCounts, amplification};
+use crate::error::{ConfigError, non_negative};
+use crate::outcome::Outcome;
+
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    ratio: f64,
+    max_tokens: f64,
+    initial_tokens: f64,
+    tokens: f64,
+}
+
+impl TokenBucket {
+    pub fn new(
+        ratio: f64,
+        max_tokens: f64,
+        initial_tokens: f64,
+    ) -> Result<TokenBucket, ConfigError> {
+        let ratio = non_negative("budget.ratio", ratio)?;
+        let max_tokens = non_negative("budget.max_tokens", max_tokens)?;
+        let initial_tokens = non_negative("budget.initial_tokens", initial_tokens)?;
+        if initial_tokens > max_tokens {
+            return Err(ConfigError::TooLarge {
+                field: "budget.initial_tokens",
+                value: initial_tokens,
+                max: max_tokens,
+            });
+        }
+        Ok(TokenBucket {
+            ratio,
+            max_tokens,
+            initial_tokens,
+            tokens: initial_tokens,
+        })
+    }
+}
+
+impl RetryBudget for TokenBucket {
+    fn on_request(&mut self, _now: Duration) {}
+
+    fn on_attempt(
+        &mut self,
+        _now: Duration,
+        outcome: Outcome,
+        _retryable: bool,
+        _grant: Option<Grant>,
+    ) {
+        if outcome.is_success() {
+            self.tokens = (self.tokens + self.ratio).min(self.max_tokens);
+        }
+    }
+
+    fn try_withdraw(&mut self, _now: Duration, _after: Outcome) -> Option<Grant> {
+        (self.tokens >= 1.0).then(|| {
+            self.tokens -= 1.0;
+            Grant { cost: 1.0 }
+        })
+    }
+
+    fn level(&self, _now: Duration) -> f64 {
+        self.tokens
+    }
+
+    /// `1 + (initial + ratio · logical) / logical`: every retry spends a token, and tokens
+    /// come only from the start and from successes (at most one per logical request).
+    fn bound(&self, run: RunCounts) -> Option<f64> {
+        Some(amplification(
+            self.initial_tokens + self.ratio * run.logical as f64,
+            run.logical,
+        ))
+    }
+}

@@ -1,0 +1,67 @@
+//! One error type for every rule a configuration can break.
+//!
+//! Each variant is one rule and says which field broke it and what to do instead, so the
+//! plan loader can put it next to a file:line:column and the user knows what to type.
+
+use std::time::Duration;
+
+/// A policy, backoff, budget or breaker parameter that cannot work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    #[error("`max_attempts` is 0: a request needs at least one attempt (1 means never retry)")]
+    ZeroMaxAttempts,
+    #[error("backoff `base` is zero: use `backoff: none` for no wait, or a positive base")]
+    ZeroBase,
+    #[error("backoff `cap` ({cap:?}) is below `base` ({base:?}): raise `cap` or lower `base`")]
+    CapBelowBase { base: Duration, cap: Duration },
+    #[error(
+        "backoff `multiplier` is {0}: it must be a finite number >= 1 (1 is a fixed delay; 2 doubles)"
+    )]
+    MultiplierBelowOne(f64),
+    #[error("`{field}` is {value}: it must be a finite number >= 0")]
+    NegativeRatio { field: &'static str, value: f64 },
+    #[error("`{field}` is {value}: it must be between 0 and 1")]
+    RatioAboveOne { field: &'static str, value: f64 },
+    #[error("`{field}` is zero: it must be a positive duration")]
+    ZeroDuration { field: &'static str },
+    #[error("`{field}` is {value}: it must be at least {min}")]
+    TooSmall {
+        field: &'static str,
+        value: f64,
+        min: f64,
+    },
+    #[error("`{field}` is {value}: it must be at most {max}")]
+    TooLarge {
+        field: &'static str,
+        value: f64,
+        max: f64,
+    },
+    #[error("unknown preset `{name}`; known presets: {known}")]
+    UnknownPreset { name: String, known: String },
+}
+
+pub(crate) fn non_negative(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(ConfigError::NegativeRatio { field, value })
+    }
+}
+
+pub(crate) fn fraction(field: &'static str, value: f64) -> Result<f64, ConfigError> {
+    let value = non_negative(field, value)?;
+    if value <= 1.0 {
+        Ok(value)
+    } else {
+        Err(ConfigError::RatioAboveOne { field, value })
+    }
+}
+
+pub(crate) fn positive(field: &'static str, value: Duration) -> Result<Duration, ConfigError> {
+    if value.is_zero() {
+        Err(ConfigError::ZeroDuration { field })
+    } else {
+        Ok(value)
+    }
+}

@@ -1,0 +1,56 @@
+//! `chaos-policy`: the pure retry-policy core.
+//!
+//! Every decision a retrying client makes (retry or give up, how long to wait, whether the
+//! budget or the breaker allows another attempt) lives here, as plain deterministic code.
+//! The live engine, the relay tier and the simulator all drive this one core, so what the
+//! simulator predicts is what a live run does.
+//!
+//! The core does no IO and reads no clock. Time is an argument: a [`Duration`] offset from the
+//! start of the run. Randomness comes from a seeded [`rand_core::Rng`] the caller owns. The
+//! driving loop is "feed an event, act on the [`Action`] that comes out":
+//!
+//! ```
+//! use std::time::Duration;
+//! use chaos_policy::{Action, Client, Method, Outcome, Policy, Request};
+//! use rand_chacha::ChaCha8Rng;
+//! use rand_core::SeedableRng;
+//!
+//! let mut rng = ChaCha8Rng::seed_from_u64(42);
+//! let mut client = Client::new(Policy::default());
+//! let now = Duration::ZERO;
+//! let (mut session, action) = client.start(Request::new(Method::Get), now);
+//! assert!(matches!(action, Action::Send { attempt, .. } if attempt.get() == 1));
+//! // The first attempt came back 503: the default policy waits, then tries again.
+//! let action = client.on_outcome(&mut session, now, Outcome::Status(503), None, &mut rng);
+//! let Action::Wait { until } = action else { panic!("expected a backoff") };
+//! let action = client.on_timer(&mut session, until);
+//! assert!(matches!(action, Action::Send { attempt, .. } if attempt.get() == 2));
+//! ```
+//!
+//! [`Duration`]: std::time::Duration
+
+mod backoff;
+mod breaker;
+mod budget;
+mod error;
+mod outcome;
+mod policy;
+mod preset;
+mod random;
+mod request;
+mod session;
+mod window;
+
+pub use backoff::{Backoff, Jitter};
+pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit};
+pub use budget::{
+    Budget, BudgetConfig, Concurrency, Grant, GrpcThrottle, QuotaCosts, RetryBudget, RetryQuota,
+    RunCounts, TokenBucket, TtlWindow,
+};
+pub use error::ConfigError;
+pub use outcome::{Class, Outcome, ResetPhase, RetryCondition, RetryOn, Violation};
+pub use policy::{Policy, PolicyConfig, RetryAfter};
+pub use preset::Preset;
+pub use random::unit_f64;
+pub use request::{Attempt, Method, Request};
+pub use session::{Action, Client, GiveUp, Session, Verdict};

@@ -1,0 +1,230 @@
+//! What one attempt produced, and how the design's vocabulary classifies it.
+//!
+//! Outcomes are typed, never strings: the shells map an HTTP status or an `io::Error` kind to
+//! an [`Outcome`], and everything downstream (classification, budgets, breaker, reports)
+//! matches on the variant.
+
+use std::fmt;
+
+use crate::request::Request;
+
+/// Where in the exchange a connection reset hit, where the shell can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResetPhase {
+    /// The request had not been fully written. Still no proof the server never acted on it:
+    /// part of it may have arrived, so it does not count as "unsent".
+    BeforeWrite,
+    /// The request was written; the response never came.
+    AfterWrite,
+    /// The shell's HTTP stack does not say.
+    Unknown,
+}
+
+/// What one attempt produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// A complete response with this status code.
+    Status(u16),
+    /// The TCP connection was refused: the server never saw the request.
+    ConnectRefused,
+    /// The TCP connection was not established in time: the server never saw the request.
+    ConnectTimeout,
+    /// The connection was reset (RST).
+    Reset(ResetPhase),
+    /// The connection closed cleanly (FIN) before any response: an empty reply.
+    Closed,
+    /// The attempt timed out after the request was sent.
+    AttemptTimeout,
+    /// The status line and headers arrived, then the body was cut short.
+    TruncatedBody,
+}
+
+/// The design's classification of an outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// 1xx, 2xx, 3xx: the request was served.
+    Success,
+    /// Worth retrying: connect errors, resets, timeouts, 408, 429, 502, 503, 504.
+    Transient,
+    /// Retrying will not help: other 4xx, 501, and 500 (ambiguous; see [`Outcome::class`]).
+    Permanent,
+}
+
+impl Outcome {
+    /// The design's vocabulary. A 500 is ambiguous (AWS SDKs retry it, gRPC does not), so it
+    /// is permanent unless a policy's `retry_on` names it.
+    pub fn class(self) -> Class {
+        match self {
+            Outcome::Status(code) => match code {
+                100..=399 => Class::Success,
+                408 | 429 | 502 | 503 | 504 => Class::Transient,
+                _ => Class::Permanent,
+            },
+            Outcome::ConnectRefused
+            | Outcome::ConnectTimeout
+            | Outcome::Reset(_)
+            | Outcome::Closed
+            | Outcome::AttemptTimeout
+            | Outcome::TruncatedBody => Class::Transient,
+        }
+    }
+
+    pub fn is_success(self) -> bool {
+        self.class() == Class::Success
+    }
+
+    /// The failure proves the server never saw the request, so even a non-idempotent
+    /// request may be sent again.
+    pub fn proves_unsent(self) -> bool {
+        matches!(self, Outcome::ConnectRefused | Outcome::ConnectTimeout)
+    }
+
+    /// Retrying after this outcome is a violation whatever a policy says: a 4xx other than
+    /// 408 and 429, or a 501. (A 500 is ambiguous and not flagged.)
+    pub fn forbids_retry(self) -> bool {
+        matches!(self, Outcome::Status(code) if (code / 100 == 4 && code != 408 && code != 429) || code == 501)
+    }
+
+    /// Counts as a failure of the server for a circuit breaker: transient outcomes and 5xx.
+    /// A 4xx other than 408/429 is the client's fault and says nothing of the server's health.
+    pub fn is_server_failure(self) -> bool {
+        match self {
+            Outcome::Status(code) => code >= 500 || self.class() == Class::Transient,
+            other => other.class() == Class::Transient,
+        }
+    }
+
+    /// A stable snake_case name for reports and metrics.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Outcome::Status(_) => "status",
+            Outcome::ConnectRefused => "connect_refused",
+            Outcome::ConnectTimeout => "connect_timeout",
+            Outcome::Reset(_) => "reset",
+            Outcome::Closed => "closed",
+            Outcome::AttemptTimeout => "attempt_timeout",
+            Outcome::TruncatedBody => "truncated_body",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Status(code) => write!(f, "{code}"),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
+/// One entry of a policy's `retry_on` list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetryCondition {
+    /// Every failure, permanent ones included. Deliberately wrong; the gates catch it.
+    Any,
+    /// The design's transient set (the default).
+    Transient,
+    /// This exact status code.
+    Status(u16),
+    /// Any 5xx status (Envoy's `5xx`).
+    ServerError,
+    /// 502, 503, 504 (Envoy's `gateway-error`).
+    GatewayError,
+    /// Connect refused or connect timeout (Envoy's `connect-failure`).
+    ConnectFailure,
+    /// Reset, clean close or truncated body (Envoy's `reset`).
+    Reset,
+    /// The attempt timed out after sending.
+    Timeout,
+}
+
+impl RetryCondition {
+    fn matches(self, outcome: Outcome) -> bool {
+        match self {
+            RetryCondition::Any => !outcome.is_success(),
+            RetryCondition::Transient => outcome.class() == Class::Transient,
+            RetryCondition::Status(code) => outcome == Outcome::Status(code),
+            RetryCondition::ServerError => matches!(outcome, Outcome::Status(500..=599)),
+            RetryCondition::GatewayError => matches!(outcome, Outcome::Status(502..=504)),
+            RetryCondition::ConnectFailure => outcome.proves_unsent(),
+            RetryCondition::Reset => matches!(
+                outcome,
+                Outcome::Reset(_) | Outcome::Closed | Outcome::TruncatedBody
+            ),
+            RetryCondition::Timeout => outcome == Outcome::AttemptTimeout,
+        }
+    }
+
+    /// Parses one `retry_on` entry: `any`, `transient`, `5xx`, `gateway-error`,
+    /// `connect-failure`, `reset`, `timeout`, or a status code such as `500`.
+    pub fn parse(text: &str) -> Option<RetryCondition> {
+        let condition = match text.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "any" => RetryCondition::Any,
+            "transient" => RetryCondition::Transient,
+            "5xx" => RetryCondition::ServerError,
+            "gateway-error" => RetryCondition::GatewayError,
+            "connect-failure" => RetryCondition::ConnectFailure,
+            "reset" => RetryCondition::Reset,
+            "timeout" => RetryCondition::Timeout,
+            code => match code.parse::<u16>() {
+                Ok(code @ 100..=599) => RetryCondition::Status(code),
+                _ => return None,
+            },
+        };
+        Some(condition)
+    }
+}
+
+/// A policy's `retry_on`: the outcomes it considers retryable. A failure is retryable when
+/// any condition matches; a success never is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryOn(Vec<RetryCondition>);
+
+impl RetryOn {
+    pub fn new(conditions: impl IntoIterator<Item = RetryCondition>) -> RetryOn {
+        RetryOn(conditions.into_iter().collect())
+    }
+
+    pub fn conditions(&self) -> &[RetryCondition] {
+        &self.0
+    }
+
+    pub fn matches(&self, outcome: Outcome) -> bool {
+        !outcome.is_success() && self.0.iter().any(|c| c.matches(outcome))
+    }
+}
+
+impl Default for RetryOn {
+    fn default() -> RetryOn {
+        RetryOn(vec![RetryCondition::Transient])
+    }
+}
+
+/// A retry that breaks one of the invariants the harness proves, whatever the policy said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Violation {
+    /// Retried after a 4xx other than 408/429, or after a 501.
+    RetriedPermanent,
+    /// Retried a non-idempotent request after an outcome that does not prove it was unsent.
+    RetriedNonIdempotent,
+}
+
+impl Violation {
+    /// The violations a retry of `request` after `previous` commits (none, one or both).
+    /// Shared by every shell so the engine and the simulator flag exactly the same retries.
+    pub fn of_retry(request: Request, previous: Outcome) -> impl Iterator<Item = Violation> {
+        let permanent = previous
+            .forbids_retry()
+            .then_some(Violation::RetriedPermanent);
+        let unsafe_retry = (!request.is_idempotent() && !previous.proves_unsent())
+            .then_some(Violation::RetriedNonIdempotent);
+        permanent.into_iter().chain(unsafe_retry)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Violation::RetriedPermanent => "retried_permanent",
+            Violation::RetriedNonIdempotent => "retried_non_idempotent",
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! One logical request, driven through a policy: feed it events, act on what comes out.
+//!
+//! A [`Client`] holds a policy and the state its requests share (budget, breaker); a
+//! [`Session`] is one logical request's progress. The shell calls [`Client::start`], then
+//! for each [`Action`]: `Send` an attempt and report its outcome with
+//! [`Client::on_outcome`]; `Wait` until a time and call [`Client::on_timer`]; `Done` ends it.
+//! The client is passed to every call rather than held, so each shell shares it as it
+//! needs: a mutex in the live engine, plain ownership in the simulator.
+
+use std::time::Duration;
+
+use rand_core::Rng;
+
+use crate::breaker::{Breaker, BreakerState, Permit};
+use crate::budget::{Budget, Grant, RetryBudget, RunCounts};
+use crate::outcome::{Outcome, Violation};
+use crate::policy::{Policy, RetryAfter};
+use crate::request::{Attempt, Request};
+
+/// What the shell does next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// Send this attempt; give up on it after `timeout` (`None`: no limit from the policy).
+    Send {
+        attempt: Attempt,
+        timeout: Option<Duration>,
+    },
+    /// Do nothing for this request until `until` (an offset from the run's start), then call
+    /// [`Client::on_timer`].
+    Wait { until: Duration },
+    /// The logical request is over.
+    Done(Verdict),
+}
+
+/// Why a logical request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GiveUp {
+    /// Every attempt the policy allows failed.
+    MaxAttempts,
+    /// The budget refused a retry.
+    BudgetExhausted,
+    /// The breaker refused an attempt.
+    BreakerOpen,
+    /// The last outcome is not retryable under the policy.
+    Permanent,
+    /// A retry would not be safe: the request is not idempotent and nothing proves the
+    /// server never saw it.
+    NonIdempotent,
+    /// The next attempt could not start before the deadline.
+    Deadline,
+}
+
+impl GiveUp {
+    pub const ALL: [GiveUp; 6] = [
+        GiveUp::BudgetExhausted,
+        GiveUp::BreakerOpen,
+        GiveUp::MaxAttempts,
+        GiveUp::Permanent,
+        GiveUp::NonIdempotent,
+        GiveUp::Deadline,
+    ];
+
+    /// The report's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GiveUp::MaxAttempts => "max_attempts",
+            GiveUp::BudgetExhausted => "budget_exhausted",
+            GiveUp::BreakerOpen => "breaker_open",
+            GiveUp::Permanent => "permanent",
+            GiveUp::NonIdempotent => "non_idempotent",
+            GiveUp::Deadline => "deadline",
+        }
+    }
+}
+
+/// How a logical request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Succeeded {
+        attempts: u32,
+    },
+    GaveUp {
+        reason: GiveUp,
+        /// Attempts actually sent (0 when the breaker refused the first).
+        attempts: u32,
+        /// What the last attempt produced, if one was sent.
+        last: Option<Outcome>,
+    },
+}
+
+impl Verdict {
+    pub fn attempts(&self) -> u32 {
+        match *self {
+            Verdict::Succeeded { attempts } | Verdict::GaveUp { attempts, .. } => attempts,
+        }
+    }
+
+    pub fn is_success(&self) -> bool {
+        matches!(self, Verdict::Succeeded { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// An attempt is out; waiting for its outcome.
+    Sent,
+    Waiting {
+        until: Duration,
+    },
+    Done,
+}
+
+/// One logical request in progress.
+#[derive(Debug, Clone)]
+pub struct Session {
+    request: Request,
+    deadline: Option<Duration>,
+    /// The attempt most recently sent (or refused, when `sent` is still 0).
+    attempt: Attempt,
+    sent: u32,
+    phase: Phase,
+    previous_delay: Option<Duration>,
+    /// What paid for the retry being waited for.
+    pending: Option<Grant>,
+    /// What paid for the attempt in flight.
+    in_flight: Option<Grant>,
+    /// The breaker's leave for the attempt in flight.
+    permit: Option<Permit>,
+    last: Option<Outcome>,
+}
+
+impl Session {
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The outcome of the last attempt that completed.
+    pub fn last_outcome(&self) -> Option<Outcome> {
+        self.last
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// The invariants the attempt just sent breaks, if it is a retry: shells call this on
+    /// each `Send`, so every shell flags exactly the same retries.
+    pub fn violations(&self) -> impl Iterator<Item = Violation> + use<> {
+        let previous = self.last.filter(|_| self.attempt.is_retry());
+        let request = self.request;
+        previous
+            .into_iter()
+            .flat_map(move |outcome| Violation::of_retry(request, outcome))
+    }
+}
+
+/// A policy and the state all its requests share.
+#[derive(Debug, Clone)]
+pub struct Client {
+    policy: Policy,
+    budget: Option<Budget>,
+    breaker: Option<Breaker>,
+}
+
+impl Client {
+    pub fn new(policy: Policy) -> Client {
+        let config = policy.config();
+        let budget = config.budget.as_ref().map(|b| {
+            b.build()
+                .expect("Policy::new validated the budget, so building it cannot fail")
+        });
+        let breaker = config.breaker.map(|b| {
+            Breaker::new(b).expect("Policy::new validated the breaker, so building it cannot fail")
+        });
+        Client {
+            policy,
+            budget,
+            breaker,
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The budget's level at `now`, for the time series.
+    pub fn budget_level(&self, now: Duration) -> Option<f64> {
+        self.budget.as_ref().map(|b| b.level(now))
+    }
+
+    /// The amplification this client's budget permits for a run with these counts.
+    pub fn budget_bound(&self, run: RunCounts) -> Option<f64> {
+        self.budget.as_ref().and_then(|b| b.bound(run))
+    }
+
+    pub fn breaker_state(&self, now: Duration) -> Option<BreakerState> {
+        self.breaker.as_ref().map(|b| b.state(now))
+    }
+
+    /// Times the breaker has opened.
+    pub fn breaker_trips(&self) -> u64 {
+        self.breaker.as_ref().map_or(0, Breaker::trips)
+    }
+
+    /// Starts a logical request at `now`.
+    pub fn start(&mut self, request: Request, now: Duration) -> (Session, Action) {
+        let mut session = Session {
+            request,
+            deadline: self.policy.config().deadline.map(|d| now + d),
+            attempt: Attempt::FIRST,
+            sent: 0,
+            phase: Phase::Sent,
+            previous_delay: None,
+            pending: None,
+            in_flight: None,
+            permit: None,
+            last: None,
+        };
+        if let Some(budget) = &mut self.budget {
+            budget.on_request(now);
+        }
+        let action = self.send(&mut session, now);
+        (session, action)
+    }
+
+    /// Reports what the attempt in flight produced. `retry_after` is the server's
+    /// `Retry-After` (or pushback), already parsed.
+    pub fn on_outcome<R: Rng + ?Sized>(
+        &mut self,
+        session: &mut Session,
+        now: Duration,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        rng: &mut R,
+    ) -> Action {
+        debug_assert_eq!(
+            session.phase,
+            Phase::Sent,
+            "an outcome for an attempt not sent"
+        );
+        if session.phase != Phase::Sent {
+            return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
+        }
+        let config = self.policy.config();
+        let retryable = config.retry_on.matches(outcome);
+        if let Some(budget) = &mut self.budget {
+            budget.on_attempt(now, outcome, retryable, session.in_flight.take());
+        }
+        if let (Some(breaker), Some(permit)) = (&mut self.breaker, session.permit.take()) {
+            breaker.record(now, outcome, permit);
+        }
+        session.last = Some(outcome);
+
+        if outcome.is_success() {
+            return self.finish(session, now, None);
+        }
+        if !retryable {
+            return self.finish(session, now, Some(GiveUp::Permanent));
+        }
+        if !session.request.is_idempotent()
+            && !outcome.proves_unsent()
+            && !config.retry_non_idempotent
+        {
+            return self.finish(session, now, Some(GiveUp::NonIdempotent));
+        }
+        if session.attempt.get() >= config.max_attempts {
+            return self.finish(session, now, Some(GiveUp::MaxAttempts));
+        }
+
+        let backoff = config
+            .backoff
+            .delay(session.attempt.get(), session.previous_delay, rng);
+        session.previous_delay = Some(backoff);
+        let delay = match (config.retry_after, retry_after) {
+            (RetryAfter::Honor { max }, Some(asked)) => asked.min(max),
+            (RetryAfter::Clamp { max_extra }, Some(asked)) => {
+                asked.clamp(backoff, backoff + max_extra)
+            }
+            _ => backoff,
+        };
+        let until = now + delay;
+        if session.deadline.is_some_and(|deadline| until >= deadline) {
+            return self.finish(session, now, Some(GiveUp::Deadline));
+        }
+        if let Some(budget) = &mut self.budget {
+            match budget.try_withdraw(now, outcome) {
+                Some(grant) => session.pending = Some(grant),
+                None => return self.finish(session, now, Some(GiveUp::BudgetExhausted)),
+            }
+        }
+        session.phase = Phase::Waiting { until };
+        Action::Wait { until }
+    }
+
+    /// The wait asked for has passed: send the retry, or give up if the deadline or the
+    /// breaker says so.
+    pub fn on_timer(&mut self, session: &mut Session, now: Duration) -> Action {
+        let Phase::Waiting { .. } = session.phase else {
+            debug_assert!(false, "a timer for a session that is not waiting");
+            return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
+        };
+        session.attempt = session.attempt.next();
+        session.in_flight = session.pending.take();
+        self.send(session, now)
+    }
+
+    fn send(&mut self, session: &mut Session, now: Duration) -> Action {
+        let remaining = match session.deadline {
+            Some(deadline) if now >= deadline => {
+                return self.finish(session, now, Some(GiveUp::Deadline));
+            }
+            Some(deadline) => Some(deadline - now),
+            None => None,
+        };
+        if let Some(breaker) = &mut self.breaker {
+            match breaker.try_admit(now) {
+                Some(permit) => session.permit = Some(permit),
+                None => return self.finish(session, now, Some(GiveUp::BreakerOpen)),
+            }
+        }
+        let timeout = match (self.policy.config().attempt_timeout, remaining) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        };
+        session.sent += 1;
+        session.phase = Phase::Sent;
+        Action::Send {
+            attempt: session.attempt,
+            timeout,
+        }
+    }
+
+    fn finish(&mut self, session: &mut Session, now: Duration, gave_up: Option<GiveUp>) -> Action {
+        if let Some(budget) = &mut self.budget {
+            budget.on_finish(now, session.pending.take().or(session.in_flight.take()));
+        }
+        session.phase = Phase::Done;
+        Action::Done(match gave_up {
+            None => Verdict::Succeeded {
+                attempts: session.sent,
+            },
+            Some(reason) => self.verdict(session, reason),
+        })
+    }
+
+    fn verdict(&self, session: &Session, reason: GiveUp) -> Verdict {
+        Verdict::GaveUp {
+            reason,
+            attempts: session.sent,
+            last: session.last,
+        }
+    }
+}
