@@ -1,1 +1,45 @@
 //! The fault-server: scripted faults, a finite-capacity model and a ledger of the truth.
+//!
+//! Why it exists: a retrying client is only as trustworthy as the failures it was tested
+//! against. This server produces every failure a client meets in production, per request
+//! and over keep-alive connections (a status with `Retry-After`, a delay, a hang, a TCP
+//! RST, a FIN without a response, a truncated body), models a server of finite capacity
+//! so retry storms sustain themselves as they do in real outages, and keeps a ledger of
+//! what it received and executed, so a harness's numbers are checked, not believed.
+//!
+//! The shape (see ARCHITECTURE.md): pure, sans-IO decisions ([`script`] picks the fault
+//! for a request at a time, [`capacity`] serves, queues or rejects) that the harness's
+//! simulator reuses, and a thin HTTP shell around them ([`start`], [`ServerHandle`]).
+//! No module here depends on the harness or the retry-policy crate.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use fault_server::{ServerConfig, Script, start};
+//!
+//! let script = Script::from_yaml_str("faults: [ { until: 10s, respond: { status: 503 } } ]")?;
+//! let server = start(ServerConfig::with_script(script)).await?;
+//! println!("faulting {}", server.url());
+//! // … drive load against server.url() …
+//! let ledger = server.ledger();
+//! println!("{} attempts for {} logical requests", ledger.attempts, ledger.logical);
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod capacity;
+pub mod dist;
+pub mod duration;
+pub mod ledger;
+mod metrics;
+pub mod script;
+mod server;
+
+pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
+pub use dist::Distribution;
+pub use duration::{DurationSpec, format_duration, parse_duration};
+pub use ledger::{LedgerLimits, LedgerSnapshot, Outcome, PolicyLedger};
+pub use script::{Decision, Fault, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec};
+pub use server::{
+    DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig, ServerHandle,
+    StartError, start,
+};

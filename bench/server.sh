@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Throughput of the faultless fault-server against a bare axum hello world, measured by
+# wrk on this machine in one run. The design's goal: fault-server >= 0.9 x hello world.
+#
+#   bench/server.sh                      # defaults below
+#   DURATION=30s CONNECTIONS=128 bench/server.sh
+#
+# Both servers run in release mode with the same runtime; each is measured ROUNDS times,
+# alternating, after a warm-up, and the best round of each is compared (the best round is
+# the least disturbed by whatever else the machine was doing).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+THREADS=${THREADS:-1}
+CONNECTIONS=${CONNECTIONS:-64}
+ROUNDS=${ROUNDS:-2}
+FAULT_PORT=${FAULT_PORT:-18080}
+HELLO_PORT=${HELLO_PORT:-18081}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+
+if ! command -v wrk >/dev/null 2>&1; then
+    echo "wrk not found: installing the Debian package" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq wrk >/dev/null
+fi
+
+echo "building (release)…" >&2
+cargo build --release --quiet -p fault-server --bin fault-server --example hello
+
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_for_port() {
+    local port=$1
+    for _ in $(seq 1 200); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+        sleep 0.05
+    done
+    echo "nothing listens on 127.0.0.1:$port" >&2
+    return 1
+}
+
+"$TARGET_DIR/release/fault-server" --listen "127.0.0.1:$FAULT_PORT" 2>/dev/null &
+PIDS+=($!)
+"$TARGET_DIR/release/examples/hello" "127.0.0.1:$HELLO_PORT" &
+PIDS+=($!)
+wait_for_port "$FAULT_PORT"
+wait_for_port "$HELLO_PORT"
+
+# Requests/sec of one wrk run against a port.
+measure() {
+    local port=$1 duration=$2
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$duration" "http://127.0.0.1:$port/" \
+        | awk '/^Requests\/sec:/ { print $2 }'
+}
+
+measure "$FAULT_PORT" "$WARMUP" >/dev/null
+measure "$HELLO_PORT" "$WARMUP" >/dev/null
+
+best_fault=0
+best_hello=0
+for round in $(seq 1 "$ROUNDS"); do
+    hello=$(measure "$HELLO_PORT" "$DURATION")
+    fault=$(measure "$FAULT_PORT" "$DURATION")
+    echo "round $round: hello world ${hello} req/s, fault-server ${fault} req/s" >&2
+    best_hello=$(awk -v a="$best_hello" -v b="$hello" 'BEGIN { print (b > a ? b : a) }')
+    best_fault=$(awk -v a="$best_fault" -v b="$fault" 'BEGIN { print (b > a ? b : a) }')
+done
+
+ratio=$(awk -v f="$best_fault" -v h="$best_hello" 'BEGIN { printf "%.3f", f / h }')
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, best of $ROUNDS, $(nproc) cores"
+echo "hello world (axum):      ${best_hello} req/s"
+echo "fault-server (faultless): ${best_fault} req/s"
+echo "ratio: ${ratio} (goal >= 0.9)"

@@ -1,0 +1,174 @@
+//! `fault-server`: run the fault-server alone.
+//!
+//! ```text
+//! fault-server --listen 127.0.0.1:8080 --script plans/outage.yaml [--seed N] [--token T]
+//! ```
+//!
+//! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
+//! shutdown; 2 the command line or the script is invalid; 3 the server could not start
+//! (port taken, address not available).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use fault_server::{Script, ServerConfig, StartError, format_duration, parse_duration, start};
+
+/// An HTTP server that executes a scripted fault schedule, models finite capacity and
+/// keeps a ledger of what it received and executed.
+#[derive(Debug, Parser)]
+#[command(name = "fault-server", version, about, long_about = None)]
+struct Args {
+    /// Address to listen on (loopback unless told otherwise; port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A script or a whole plan (YAML or JSON); its `faults:`, `server:` and `seed:`
+    /// are read. Without it the server injects no fault until `PUT /__chaos/script`.
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
+    /// Seed for fault decisions (default: the script's `seed:`, else a fresh one).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Bearer token required by the control API (`/__chaos/`).
+    #[arg(long, env = "FAULT_SERVER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The longest a `timeout` fault holds a request before closing its connection.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    hang_cap: Duration,
+    /// How long shutdown waits for requests in progress.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            say(&format!(
+                "fault-server: cannot start the async runtime: {error}"
+            ));
+            return ExitCode::from(3);
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            say(&format!("fault-server: {}", failure.message));
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Failure> {
+    let script = match &args.script {
+        None => Script::empty(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| Failure {
+                code: 2,
+                message: format!("cannot read script {}: {error}", path.display()),
+            })?;
+            Script::from_yaml_str(&text).map_err(|error| Failure {
+                code: 2,
+                message: format!("invalid script {}: {error}", path.display()),
+            })?
+        }
+    };
+    let seed = args.seed.or(script.seed()).unwrap_or_else(fresh_seed);
+    let describe = describe(&script);
+    let config = ServerConfig {
+        listen: args.listen,
+        script,
+        seed,
+        token: args.token,
+        hang_cap: args.hang_cap,
+        shutdown_grace: args.shutdown_grace,
+        ..ServerConfig::default()
+    };
+    let server = start(config).await.map_err(|error| Failure {
+        code: 3,
+        message: match &error {
+            StartError::AddrInUse { .. } => format!("{error}; pick another with --listen"),
+            StartError::Bind { .. } => error.to_string(),
+        },
+    })?;
+    say(&format!(
+        "fault-server listening on {} (seed {seed}; {describe})",
+        server.url()
+    ));
+    wait_for_signal().await;
+    say("fault-server: shutting down");
+    server.shutdown().await;
+    Ok(())
+}
+
+/// One line to stderr. Unlike `eprintln!`, a closed stderr (a supervisor that stopped
+/// reading) is not a reason to panic.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn describe(script: &Script) -> String {
+    let mut parts = vec![format!("{} fault phase(s)", script.phase_count())];
+    if let Some(capacity) = script.capacity() {
+        parts.push(format!(
+            "capacity {} + queue {}, service time {}",
+            capacity
+                .capacity
+                .map_or_else(|| "unlimited".to_string(), |c| c.to_string()),
+            capacity.queue,
+            capacity.service_time
+        ));
+    }
+    if let Some(end) = script.last_fault_end() {
+        parts.push(format!(
+            "last fault window ends at {}",
+            format_duration(end)
+        ));
+    }
+    parts.join(", ")
+}
+
+/// A seed when none was given: the clock's nanoseconds, mixed. Printed at start so a run
+/// can be repeated.
+fn fresh_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    fault_server::script::splitmix64(nanos ^ u64::from(std::process::id()))
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

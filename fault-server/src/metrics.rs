@@ -1,0 +1,215 @@
+//! `GET /metrics`: Prometheus text exposition, written by hand.
+//!
+//! Why by hand: a dozen counters and gauges do not justify a metrics crate and its
+//! registry; the text format is simple and stable (Prometheus exposition format 0.0.4).
+//! Unlike the ledger, these counters are never reset (Prometheus counters must only go
+//! up; `rate()` copes with restarts, not with resets), so a dashboard keeps working
+//! across `POST /__chaos/reset`.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+use crate::ledger::{Ledger, Outcome};
+
+/// Process-lifetime counters and gauges.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    pub(crate) control_requests: AtomicU64,
+    pub(crate) in_flight: AtomicI64,
+    pub(crate) side_effects: AtomicU64,
+    pub(crate) duplicate_side_effects: AtomicU64,
+    pub(crate) idempotent_replays: AtomicU64,
+    pub(crate) script_loads: AtomicU64,
+}
+
+/// Gauges read from the live capacity model at scrape time.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CapacityGauges {
+    pub(crate) serving: u64,
+    pub(crate) queued: u64,
+    pub(crate) capacity: Option<u64>,
+    pub(crate) queue_limit: Option<u64>,
+}
+
+impl Metrics {
+    /// The exposition text; outcome and fault counts come from the ledger's lifetime
+    /// counters (never reset).
+    pub(crate) fn render(
+        &self,
+        ledger: &Ledger,
+        capacity: CapacityGauges,
+        phases: usize,
+    ) -> String {
+        let mut out = String::with_capacity(2048);
+        let (outcomes, faults) = ledger.lifetime_counts();
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+
+        header(
+            &mut out,
+            "fault_server_requests_total",
+            "counter",
+            "Requests handled outside the control API, by outcome (code: the status sent, when one was).",
+        );
+        for (outcome, n) in outcomes {
+            let (label, code) = match outcome {
+                Outcome::Status(code) => ("status", Some(code)),
+                other => (other.fixed_label(), None),
+            };
+            match code {
+                Some(code) => {
+                    let _ = writeln!(
+                        out,
+                        "fault_server_requests_total{{outcome=\"{label}\",code=\"{code}\"}} {n}"
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "fault_server_requests_total{{outcome=\"{label}\"}} {n}"
+                    );
+                }
+            }
+        }
+
+        header(
+            &mut out,
+            "fault_server_faults_total",
+            "counter",
+            "Faults injected, by kind.",
+        );
+        for (tag, n) in faults {
+            let _ = writeln!(
+                out,
+                "fault_server_faults_total{{kind=\"{}\"}} {n}",
+                tag.name()
+            );
+        }
+
+        let simple: [(&str, &str, &str, u64); 6] = [
+            (
+                "fault_server_requests_received_total",
+                "counter",
+                "Requests received outside the control API.",
+                ledger.lifetime_requests(),
+            ),
+            (
+                "fault_server_control_requests_total",
+                "counter",
+                "Requests to the control API, /healthz and /metrics.",
+                load(&self.control_requests),
+            ),
+            (
+                "fault_server_side_effects_total",
+                "counter",
+                "Side effects executed (non-idempotent requests served or processed).",
+                load(&self.side_effects),
+            ),
+            (
+                "fault_server_duplicate_side_effects_total",
+                "counter",
+                "Side effects executed again for a request id that had executed before.",
+                load(&self.duplicate_side_effects),
+            ),
+            (
+                "fault_server_idempotent_replays_total",
+                "counter",
+                "Requests answered from a stored Idempotency-Key response.",
+                load(&self.idempotent_replays),
+            ),
+            (
+                "fault_server_script_loads_total",
+                "counter",
+                "Scripts installed (at start and by PUT /__chaos/script).",
+                load(&self.script_loads),
+            ),
+        ];
+        for (name, kind, help, value) in simple {
+            header(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+
+        let gauges: [(&str, &str, Option<u64>); 6] = [
+            (
+                "fault_server_in_flight",
+                "Requests being handled now (queued, served, delayed or held).",
+                Some(u64::try_from(self.in_flight.load(Ordering::Relaxed)).unwrap_or(0)),
+            ),
+            (
+                "fault_server_serving",
+                "Requests holding a capacity slot now.",
+                Some(capacity.serving),
+            ),
+            (
+                "fault_server_queue_depth",
+                "Requests waiting for a capacity slot now.",
+                Some(capacity.queued),
+            ),
+            (
+                "fault_server_capacity",
+                "Configured capacity (absent: unlimited).",
+                capacity.capacity,
+            ),
+            (
+                "fault_server_queue_limit",
+                "Configured queue length (absent: no capacity model).",
+                capacity.queue_limit,
+            ),
+            (
+                "fault_server_script_phases",
+                "Fault phases in the current script.",
+                Some(phases as u64),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            if let Some(value) = value {
+                header(&mut out, name, "gauge", help);
+                let _ = writeln!(out, "{name} {value}");
+            }
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_valid_exposition_lines() {
+        let metrics = Metrics::default();
+        let ledger = Ledger::default();
+        ledger.record_outcome(Outcome::Served);
+        ledger.record_outcome(Outcome::Status(503));
+        ledger.record_outcome(Outcome::Reset);
+        ledger.record_fault(crate::script::FaultTag::Reset, "p");
+        // A ledger reset does not reset the metrics.
+        ledger.reset();
+        let text = metrics.render(
+            &ledger,
+            CapacityGauges {
+                serving: 2,
+                queued: 1,
+                capacity: Some(4),
+                queue_limit: Some(8),
+            },
+            3,
+        );
+        assert!(text.contains("fault_server_requests_total{outcome=\"served\"} 1\n"));
+        assert!(text.contains("fault_server_requests_total{outcome=\"status\",code=\"503\"} 1\n"));
+        assert!(text.contains("fault_server_faults_total{kind=\"reset\"} 1\n"));
+        assert!(text.contains("fault_server_faults_total{kind=\"delay\"} 0\n"));
+        assert!(text.contains("fault_server_queue_depth 1\n"));
+        assert!(text.contains("fault_server_capacity 4\n"));
+        assert!(text.contains("fault_server_script_phases 3\n"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line.rsplit_once(' ').expect("name value");
+            assert!(value.parse::<u64>().is_ok(), "{line}");
+            assert!(series.starts_with("fault_server_"), "{line}");
+        }
+    }
+}

@@ -1,0 +1,595 @@
+//! The script as written: serde DTOs for the `faults:` and `server:` blocks of a plan.
+//!
+//! Why separate from [`super::Script`]: these types mirror the YAML and nothing else, so
+//! the harness can embed them in its own plan struct (`faults: Vec<PhaseSpec>`,
+//! `server: Option<CapacitySpec>`) and get serde_yaml's line:column errors for free.
+//! Everything inside a phase is strict (`deny_unknown_fields`); every range check that
+//! concerns one value (a probability in [0, 1], a weight >= 0, a status code, a
+//! duration) runs during deserialisation, so its error also carries line:column. Checks
+//! that relate two fields (`until` after `from`, which fields a fault kind accepts) are
+//! made by [`super::Script::from_spec`], which names the phase and the field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::num::NonZeroU32;
+
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::dist::DistributionSpec;
+use crate::duration::DurationSpec;
+
+/// A whole script: a standalone script file, or a whole plan read as a script.
+///
+/// Only `seed`, `server` and `faults` are read at the top level; any other top-level key
+/// (`name`, `load`, `policies`, …) is ignored, so a harness plan is a valid script. The
+/// insides of `server` and of each phase are strict.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct ScriptSpec {
+    /// Seed for the fault decisions (the server's own seed wins when given explicitly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The capacity model; absent means unlimited capacity and no service time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<CapacitySpec>,
+    /// The fault phases, in priority order: for each request the first phase that
+    /// matches and fires decides.
+    #[serde(default)]
+    pub faults: Vec<PhaseSpec>,
+}
+
+/// One fault phase.
+///
+/// ```yaml
+/// - name: outage
+///   from: 10s
+///   until: 20s
+///   match: { method: POST, path: /payments, header: { x-tenant: blue } }
+///   probability: 0.5
+///   attempts: [1, 2]
+///   respond:
+///     - { status: 503, weight: 8, retry_after: 1s }
+///     - { fault: reset, weight: 1, processed: true }
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    /// A name for reports, metrics and errors (default: `faults[INDEX]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Start of the window, from the start of the run (inclusive; default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<DurationSpec>,
+    /// End of the window (exclusive; default: never ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DurationSpec>,
+    /// Which requests the phase applies to (default: every request).
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<MatchSpec>,
+    /// Share of the matching requests the phase faults (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<Probability>,
+    /// Only these attempt numbers (the `x-chaos-attempt` header, 1-based) are faulted; a
+    /// request without the header does not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Vec<AttemptNumber>>,
+    /// What to do: one entry, or several picked by relative `weight`.
+    pub respond: OneOrMany<RespondSpec>,
+}
+
+/// Which requests a phase applies to. Every given criterion must hold.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchSpec {
+    /// One method or a list (`POST` or `[POST, PATCH]`), compared case-insensitively.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<OneOrMany<MethodSpec>>,
+    /// A path prefix (`/payments` matches `/payments/7`), or a glob when it contains `*`
+    /// (`/items/*/price`; `*` matches any run of characters, `/` included). The query
+    /// string is not part of the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathSpec>,
+    /// Headers that must be present with these values (names case-insensitive; a value
+    /// with `*` is a glob, so `"*"` means "present with any value").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<BTreeMap<HeaderNameSpec, String>>,
+}
+
+/// One entry of `respond`: a status, or a `fault:` of another kind.
+///
+/// ```yaml
+/// - { status: 503, retry_after: 2s, body: "busy", headers: { x-why: drill } }
+/// - { fault: delay, delay: { uniform: [100ms, 900ms] } }
+/// - { fault: timeout }            # hold until the server's hang cap, then close
+/// - { fault: timeout, hold: 5s }  # hold 5 s (still bounded by the cap), then close
+/// - { fault: reset, processed: true }
+/// - { fault: close }
+/// - { fault: truncate, status: 200 }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RespondSpec {
+    /// The fault kind; may be omitted when `status` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<FaultKindSpec>,
+    /// The status code (`status` faults; `truncate`, default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusCodeSpec>,
+    /// Sends `Retry-After` with this many seconds, rounded up (`status` faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<DurationSpec>,
+    /// The response body (`status` and `truncate` faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Extra response headers (`status` and `truncate` faults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<HeaderNameSpec, String>>,
+    /// The delay (`delay` faults): a duration or a distribution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<DistributionSpec>,
+    /// How long a `timeout` holds the request (bounded by the server's hang cap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<DurationSpec>,
+    /// Relative weight among the phase's entries (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<Weight>,
+    /// Execute the request's side effect before the fault (the response is lost after
+    /// the work was done).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processed: Option<bool>,
+}
+
+/// The fault kinds, as written after `fault:`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKindSpec {
+    /// Answer with a status code.
+    Status,
+    /// Wait, then serve normally.
+    Delay,
+    /// Hold the request without answering, then close the connection.
+    Timeout,
+    /// Send a TCP RST instead of a response.
+    Reset,
+    /// Close the connection (FIN) without a response.
+    Close,
+    /// Send the status and headers and part of the body, then RST.
+    Truncate,
+}
+
+/// The finite-capacity model of the server.
+///
+/// ```yaml
+/// server: { capacity: 300, queue: 200, service_time: 5ms, reject_status: 503 }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacitySpec {
+    /// Requests served concurrently (absent: unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<NonZeroU32>,
+    /// Requests waiting for a slot beyond `capacity` (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u32>,
+    /// How long a served request holds its slot: a duration or a distribution
+    /// (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<DistributionSpec>,
+    /// The status answered beyond the queue (default 503).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject_status: Option<StatusCodeSpec>,
+}
+
+/// A probability in `[0, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(into = "f64")]
+pub struct Probability(f64);
+
+impl Probability {
+    /// Always.
+    pub const ONE: Probability = Probability(1.0);
+
+    /// The value, in `[0, 1]`.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Probability {
+    type Error = String;
+
+    fn try_from(value: f64) -> Result<Self, String> {
+        if (0.0..=1.0).contains(&value) {
+            Ok(Probability(value))
+        } else {
+            Err(format!("probability must be within [0, 1], got {value}"))
+        }
+    }
+}
+
+impl From<Probability> for f64 {
+    fn from(p: Probability) -> f64 {
+        p.0
+    }
+}
+
+/// A relative weight: finite and `>= 0`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(into = "f64")]
+pub struct Weight(f64);
+
+impl Weight {
+    /// The value, `>= 0`.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Weight {
+    type Error = String;
+
+    fn try_from(value: f64) -> Result<Self, String> {
+        if value.is_finite() && value >= 0.0 {
+            Ok(Weight(value))
+        } else {
+            Err(format!("weight must be a finite number >= 0, got {value}"))
+        }
+    }
+}
+
+impl From<Weight> for f64 {
+    fn from(w: Weight) -> f64 {
+        w.0
+    }
+}
+
+/// An attempt number, 1-based (attempt 1 is the first send).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "u32")]
+pub struct AttemptNumber(u32);
+
+impl AttemptNumber {
+    /// The number, `>= 1`.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for AttemptNumber {
+    type Error = String;
+
+    fn try_from(value: u32) -> Result<Self, String> {
+        if value >= 1 {
+            Ok(AttemptNumber(value))
+        } else {
+            Err("attempt numbers start at 1 (the first send)".into())
+        }
+    }
+}
+
+impl From<AttemptNumber> for u32 {
+    fn from(a: AttemptNumber) -> u32 {
+        a.0
+    }
+}
+
+/// An HTTP status code a fault may answer with: 200 to 599 (a 1xx is not a final
+/// response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "u16")]
+pub struct StatusCodeSpec(u16);
+
+impl StatusCodeSpec {
+    /// The code, in `200..=599`.
+    pub fn get(self) -> u16 {
+        self.0
+    }
+}
+
+impl TryFrom<u16> for StatusCodeSpec {
+    type Error = String;
+
+    fn try_from(value: u16) -> Result<Self, String> {
+        if (200..=599).contains(&value) {
+            Ok(StatusCodeSpec(value))
+        } else {
+            Err(format!("status must be within 200..=599, got {value}"))
+        }
+    }
+}
+
+impl From<StatusCodeSpec> for u16 {
+    fn from(s: StatusCodeSpec) -> u16 {
+        s.0
+    }
+}
+
+/// An HTTP method name (a token such as `POST`), stored upper-case.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct MethodSpec(String);
+
+impl MethodSpec {
+    /// The method, upper-case.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for MethodSpec {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        if !value.is_empty() && value.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
+            Ok(MethodSpec(value.to_ascii_uppercase()))
+        } else {
+            Err(format!("{value:?} is not an HTTP method (e.g. GET, POST)"))
+        }
+    }
+}
+
+impl From<MethodSpec> for String {
+    fn from(m: MethodSpec) -> String {
+        m.0
+    }
+}
+
+/// A path prefix or glob; must start with `/`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct PathSpec(String);
+
+impl PathSpec {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for PathSpec {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        if value.starts_with('/') || value.starts_with('*') {
+            Ok(PathSpec(value))
+        } else {
+            Err(format!(
+                "path {value:?} must start with / (a prefix such as /payments, or a glob such as /items/*)"
+            ))
+        }
+    }
+}
+
+impl From<PathSpec> for String {
+    fn from(p: PathSpec) -> String {
+        p.0
+    }
+}
+
+/// An HTTP header name (a token), stored lower-case.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct HeaderNameSpec(String);
+
+impl HeaderNameSpec {
+    /// The name, lower-case.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `tchar` of RFC 9110.
+pub(crate) fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl TryFrom<String> for HeaderNameSpec {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        if is_token(&value) {
+            Ok(HeaderNameSpec(value.to_ascii_lowercase()))
+        } else {
+            Err(format!("{value:?} is not a valid HTTP header name"))
+        }
+    }
+}
+
+impl From<HeaderNameSpec> for String {
+    fn from(h: HeaderNameSpec) -> String {
+        h.0
+    }
+}
+
+/// One value or a list of values: `respond: { status: 503 }` or `respond: [ … ]`,
+/// `method: POST` or `method: [POST, PATCH]`. Serialises as a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OneOrMany<T>(pub Vec<T>);
+
+impl<T> Default for OneOrMany<T> {
+    fn default() -> Self {
+        OneOrMany(Vec::new())
+    }
+}
+
+impl<T> From<Vec<T>> for OneOrMany<T> {
+    fn from(items: Vec<T>) -> Self {
+        OneOrMany(items)
+    }
+}
+
+struct OneOrManyVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for OneOrManyVisitor<T> {
+    type Value = OneOrMany<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("one value or a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        Vec::<T>::deserialize(SeqAccessDeserializer::new(seq)).map(OneOrMany)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(map)).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<Self::Value, E> {
+        T::deserialize(value.into_deserializer()).map(|one| OneOrMany(vec![one]))
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(OneOrManyVisitor(PhantomData))
+    }
+}
+
+impl<T: Serialize> Serialize for OneOrMany<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+// Deserialisation of the ranged newtypes runs the range check inside the visitor, so
+// serde_yaml attaches the value's own line and column to the error (with
+// `#[serde(try_from)]` the check would run after the value was consumed, and the error
+// would point at the enclosing mapping instead).
+
+struct FloatVisitor<T>(&'static str, PhantomData<T>);
+
+impl<T: TryFrom<f64, Error = String>> Visitor<'_> for FloatVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<T, E> {
+        T::try_from(value).map_err(E::custom)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<T, E> {
+        self.visit_f64(value as f64)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<T, E> {
+        self.visit_f64(value as f64)
+    }
+}
+
+struct IntVisitor<T, Raw>(&'static str, PhantomData<(T, Raw)>);
+
+impl<Raw, T> Visitor<'_> for IntVisitor<T, Raw>
+where
+    Raw: TryFrom<u64> + fmt::Display,
+    T: TryFrom<Raw, Error = String>,
+{
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<T, E> {
+        let raw = Raw::try_from(value)
+            .map_err(|_| E::custom(format!("{value} is out of range: expected {}", self.0)))?;
+        T::try_from(raw).map_err(E::custom)
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<T, E> {
+        match u64::try_from(value) {
+            Ok(value) => self.visit_u64(value),
+            Err(_) => Err(E::custom(format!(
+                "{value} is negative: expected {}",
+                self.0
+            ))),
+        }
+    }
+}
+
+struct StringVisitor<T>(&'static str, PhantomData<T>);
+
+impl<T: TryFrom<String, Error = String>> Visitor<'_> for StringVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<T, E> {
+        T::try_from(value.to_string()).map_err(E::custom)
+    }
+}
+
+macro_rules! deserialize_with {
+    ($ty:ty, $method:ident, $visitor:expr) => {
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                deserializer.$method($visitor)
+            }
+        }
+    };
+}
+
+deserialize_with!(
+    Probability,
+    deserialize_f64,
+    FloatVisitor::<Probability>("a probability in [0, 1]", PhantomData)
+);
+deserialize_with!(
+    Weight,
+    deserialize_f64,
+    FloatVisitor::<Weight>("a weight >= 0", PhantomData)
+);
+deserialize_with!(
+    AttemptNumber,
+    deserialize_u32,
+    IntVisitor::<AttemptNumber, u32>("an attempt number (1, 2, …)", PhantomData)
+);
+deserialize_with!(
+    StatusCodeSpec,
+    deserialize_u16,
+    IntVisitor::<StatusCodeSpec, u16>("an HTTP status code (200..=599)", PhantomData)
+);
+deserialize_with!(
+    MethodSpec,
+    deserialize_str,
+    StringVisitor::<MethodSpec>("an HTTP method", PhantomData)
+);
+deserialize_with!(
+    PathSpec,
+    deserialize_str,
+    StringVisitor::<PathSpec>("a path prefix or glob", PhantomData)
+);
+deserialize_with!(
+    HeaderNameSpec,
+    deserialize_str,
+    StringVisitor::<HeaderNameSpec>("an HTTP header name", PhantomData)
+);

@@ -1,0 +1,206 @@
+//! The router, and the control API: `/__chaos/script`, `/__chaos/reset`,
+//! `/__chaos/ledger`, plus `/healthz` and `/metrics`.
+//!
+//! Why these are separate routes ahead of the fallback: control requests are never
+//! faulted and never enter the ledger, whatever the script says, so a harness can always
+//! reach the server it is breaking. An optional bearer token guards `/__chaos/` (not
+//! `/healthz` and `/metrics`, which scrapers and orchestrators poll without credentials).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use serde::Serialize;
+
+use super::{Shared, handler};
+use crate::duration::format_duration;
+use crate::script::{Script, ScriptError};
+
+/// The whole router: control routes, then every other request to the fault handler.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/__chaos/script", get(get_script).put(put_script))
+        .route("/__chaos/reset", post(reset))
+        .route("/__chaos/ledger", get(ledger))
+        .route("/__chaos", any(not_found))
+        .route("/__chaos/", any(not_found))
+        .route("/__chaos/{*rest}", any(not_found))
+        .fallback(handler::handle)
+        .with_state(shared)
+}
+
+/// Every way a control request fails.
+#[derive(Debug)]
+enum AppError {
+    Unauthorized,
+    BadScript(ScriptError),
+    NotUtf8,
+    NotFound,
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        match self {
+            AppError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                [(WWW_AUTHENTICATE, "Bearer realm=\"fault-server\"")],
+                "the control API needs `Authorization: Bearer <token>`\n",
+            )
+                .into_response(),
+            AppError::BadScript(error) => {
+                (StatusCode::BAD_REQUEST, format!("invalid script: {error}\n")).into_response()
+            }
+            AppError::NotUtf8 => (
+                StatusCode::BAD_REQUEST,
+                "invalid script: the body is not UTF-8 text\n",
+            )
+                .into_response(),
+            AppError::NotFound => (
+                StatusCode::NOT_FOUND,
+                "no such control endpoint: use PUT|GET /__chaos/script, POST /__chaos/reset, GET /__chaos/ledger\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+impl From<ScriptError> for AppError {
+    fn from(error: ScriptError) -> Self {
+        AppError::BadScript(error)
+    }
+}
+
+fn count_control(shared: &Shared) {
+    shared
+        .metrics
+        .control_requests
+        .fetch_add(1, Ordering::Relaxed);
+}
+
+/// Checks the bearer token, when one is configured (comparison in constant time).
+fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
+    count_control(shared);
+    let Some(token) = &shared.token else {
+        return Ok(());
+    };
+    let presented = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match presented {
+        Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(()),
+        _ => Err(AppError::Unauthorized),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn healthz(State(shared): State<Arc<Shared>>) -> &'static str {
+    count_control(&shared);
+    "ok\n"
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    count_control(&shared);
+    let phases = shared.active().script.phase_count();
+    let text = shared
+        .metrics
+        .render(&shared.ledger, shared.capacity_gauges(), phases);
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    )
+        .into_response()
+}
+
+#[derive(Serialize)]
+struct ScriptSummary {
+    ok: bool,
+    phases: Vec<String>,
+    capacity: Option<String>,
+    seed: u64,
+    last_fault_end: Option<String>,
+}
+
+fn summary(shared: &Shared) -> ScriptSummary {
+    let active = shared.active();
+    let script = &active.script;
+    ScriptSummary {
+        ok: true,
+        phases: (0..script.phase_count())
+            .filter_map(|i| script.phase_name(i).map(str::to_string))
+            .collect(),
+        capacity: script.capacity().map(|c| {
+            format!(
+                "capacity {}, queue {}, service_time {}, reject_status {}",
+                c.capacity
+                    .map_or_else(|| "unlimited".to_string(), |c| c.to_string()),
+                c.queue,
+                c.service_time,
+                c.reject_status
+            )
+        }),
+        seed: active.seed,
+        last_fault_end: script.last_fault_end().map(format_duration),
+    }
+}
+
+async fn put_script(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    let text = std::str::from_utf8(&body).map_err(|_| AppError::NotUtf8)?;
+    let script = Script::from_yaml_str(text)?;
+    shared.install(script);
+    Ok(axum::Json(summary(&shared)).into_response())
+}
+
+async fn get_script(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    let active = shared.active();
+    Ok(axum::Json(active.script.spec().clone()).into_response())
+}
+
+async fn reset(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    shared.reset();
+    Ok(axum::Json(summary(&shared)).into_response())
+}
+
+async fn ledger(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    Ok(axum::Json(shared.ledger.snapshot()).into_response())
+}
+
+async fn not_found(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    Err(AppError::NotFound)
+}

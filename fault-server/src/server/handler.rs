@@ -1,0 +1,553 @@
+//! The handler of every request outside the control API: the thin shell that asks the
+//! pure script what to do and does it on the wire.
+//!
+//! The order of events for one request (the simulator follows the same order):
+//! 1. record its arrival in the ledger (attempts, logical requests, policy);
+//! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
+//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`);
+//! 3. a fault other than `delay` acts now, in front of the capacity model (as a load
+//!    balancer or a proxy in front of the service would): with `processed: true` the
+//!    side effect executes first, instantly;
+//! 4. `delay` waits, then the request is served like one without a fault;
+//! 5. serving: the capacity model admits, queues or rejects; an admitted request checks
+//!    its `Idempotency-Key` (a replay answers the stored response at once), holds its
+//!    slot for the service time, executes its side effect (POST, PATCH) and answers 200.
+
+use std::future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use serde::Serialize;
+
+use super::Shared;
+use super::conn::{ConnControl, current_connection};
+use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
+use crate::script::{
+    Decision, Fault, FaultKind, FaultResponse, HeaderLookup, RequestFacts, request_seed, splitmix64,
+};
+
+pub(crate) const REQUEST_ID: &str = "x-request-id";
+pub(crate) const ATTEMPT: &str = "x-chaos-attempt";
+pub(crate) const POLICY: &str = "x-chaos-policy";
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Names the phase whose fault produced a response.
+pub(crate) const FAULT_HEADER: &str = "x-chaos-fault";
+/// Marks a response replayed from an `Idempotency-Key` (Stripe's header name).
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+const JSON: &str = "application/json";
+
+impl HeaderLookup for HeaderMap {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Counts a request in flight and makes sure every request ends with exactly one
+/// recorded outcome (`abandoned` when its future is dropped before one).
+struct InFlight<'a> {
+    shared: &'a Shared,
+    done: bool,
+}
+
+impl InFlight<'_> {
+    fn new(shared: &Shared) -> InFlight<'_> {
+        shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            shared,
+            done: false,
+        }
+    }
+
+    fn outcome(&mut self, outcome: Outcome) {
+        if !self.done {
+            self.done = true;
+            self.shared.ledger.record_outcome(outcome);
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.outcome(Outcome::Abandoned);
+        self.shared
+            .metrics
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Releases an idempotency key if its request is abandoned before executing.
+struct ClaimGuard<'a> {
+    shared: &'a Shared,
+    claim: Option<KeyClaim>,
+}
+
+impl Drop for ClaimGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(claim) = self.claim.take() {
+            self.shared.ledger.release_key(claim);
+        }
+    }
+}
+
+/// What the application did with a request.
+enum AppResult {
+    /// Executed (a side effect for POST/PATCH, nothing for the others).
+    Done(Response),
+    /// Answered from an idempotency key.
+    Replayed(Arc<StoredResponse>),
+    KeyInFlight,
+    KeyMismatch,
+}
+
+/// The facts of one request the handler needs after its body is read.
+struct Facts {
+    method: Method,
+    request_id: Option<String>,
+    attempt: Option<u32>,
+    policy: Option<String>,
+    key: Option<String>,
+    /// Identifies "the same request" for idempotency keys (computed only with a key).
+    fingerprint: u64,
+}
+
+impl Facts {
+    fn identity(&self) -> RequestIdentity<'_> {
+        RequestIdentity {
+            request_id: self.request_id.as_deref(),
+            policy: self.policy.as_deref(),
+        }
+    }
+
+    fn has_side_effect(&self) -> bool {
+        self.method == Method::POST || self.method == Method::PATCH
+    }
+}
+
+#[derive(Serialize)]
+struct OkBody<'a> {
+    ok: bool,
+    id: Option<&'a str>,
+    attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct FaultBody<'a> {
+    error: &'a str,
+    status: u16,
+    phase: &'a str,
+}
+
+/// The body of a normal response to a request without `x-request-id` nor
+/// `x-chaos-attempt`, and without a side effect: the hot path of a benchmark.
+const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
+
+pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let mut flight = InFlight::new(&shared);
+    let active = shared.active();
+    let now = active.epoch.elapsed();
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let request_id = headers.header(REQUEST_ID).map(str::to_string);
+    let attempt = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
+    let policy = headers.header(POLICY).map(str::to_string);
+    shared.ledger.record_request(
+        RequestIdentity {
+            request_id: request_id.as_deref(),
+            policy: policy.as_deref(),
+        },
+        shared.ledger_now(),
+    );
+
+    let script = &active.script;
+    let needs_rng =
+        script.phase_count() > 0 || script.capacity().is_some_and(|c| !c.service_time.is_zero());
+    let mut rng = if needs_rng {
+        let seed = match &request_id {
+            Some(id) => request_seed(active.seed, id, attempt.unwrap_or(0)),
+            None => splitmix64(active.seed ^ shared.anonymous.fetch_add(1, Ordering::Relaxed)),
+        };
+        Some(ChaCha8Rng::seed_from_u64(seed))
+    } else {
+        None
+    };
+    let decision = match rng.as_mut() {
+        Some(rng) if script.phase_count() > 0 => script.select(
+            &RequestFacts {
+                method: parts.method.as_str(),
+                path: parts.uri.path(),
+                attempt,
+                headers,
+            },
+            now,
+            rng,
+        ),
+        _ => Decision::Serve,
+    };
+
+    let body = if body.size_hint().exact() == Some(0) {
+        Bytes::new()
+    } else {
+        match axum::body::to_bytes(body, shared.max_body).await {
+            Ok(body) => body,
+            Err(_) => {
+                // Above the limit, or the client stopped sending mid-body.
+                flight.outcome(Outcome::BadRequest);
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "request body unreadable or above {} bytes\n",
+                        shared.max_body
+                    ),
+                )
+                    .into_response();
+            }
+        }
+    };
+    let key = parts
+        .headers
+        .header(IDEMPOTENCY_KEY)
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    let facts = Facts {
+        fingerprint: if key.is_some() {
+            fingerprint(&parts.method, &parts.uri, &body)
+        } else {
+            0
+        },
+        method: parts.method.clone(),
+        request_id,
+        attempt,
+        policy,
+        key,
+    };
+
+    if let Decision::Fault { phase, fault } = decision {
+        let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
+        shared.ledger.record_fault(fault.kind.tag(), &phase_name);
+        match fault {
+            Fault {
+                kind: FaultKind::Delay(delay),
+                ..
+            } => {
+                tokio::time::sleep(delay).await;
+            }
+            fault => {
+                return inject(&shared, &mut flight, fault, &phase_name, &facts).await;
+            }
+        }
+    }
+
+    // Normal service, through the capacity model when there is one.
+    let _slot = match &active.capacity {
+        Some(capacity) => match capacity.admit().await {
+            Some(slot) => Some(slot),
+            None => {
+                flight.outcome(Outcome::Rejected);
+                let status = StatusCode::from_u16(capacity.limits.reject_status)
+                    .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                let body = serde_json::to_string(&FaultBody {
+                    error: "over capacity",
+                    status: status.as_u16(),
+                    phase: "server",
+                })
+                .unwrap_or_default();
+                return ([(CONTENT_TYPE, JSON)], body)
+                    .into_response()
+                    .with_status(status);
+            }
+        },
+        None => None,
+    };
+    let service_time = match (script.capacity(), rng.as_mut()) {
+        (Some(limits), Some(rng)) => limits.service_time.sample(rng),
+        _ => Duration::ZERO,
+    };
+    match app(&shared, &facts, service_time).await {
+        AppResult::Done(response) => {
+            flight.outcome(Outcome::Served);
+            response
+        }
+        AppResult::Replayed(stored) => {
+            flight.outcome(Outcome::Replayed);
+            replay(&stored)
+        }
+        AppResult::KeyInFlight => {
+            flight.outcome(Outcome::KeyInFlight);
+            problem(
+                StatusCode::CONFLICT,
+                "a request with this Idempotency-Key is still being processed",
+            )
+        }
+        AppResult::KeyMismatch => {
+            flight.outcome(Outcome::KeyMismatch);
+            problem(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "this Idempotency-Key was used with a different request",
+            )
+        }
+    }
+}
+
+trait WithStatus {
+    fn with_status(self, status: StatusCode) -> Self;
+}
+
+impl WithStatus for Response {
+    fn with_status(mut self, status: StatusCode) -> Response {
+        *self.status_mut() = status;
+        self
+    }
+}
+
+/// The application: idempotency-key check, service time, side effect, response.
+async fn app(shared: &Shared, facts: &Facts, service_time: Duration) -> AppResult {
+    let mut guard = ClaimGuard {
+        shared,
+        claim: None,
+    };
+    if facts.has_side_effect()
+        && let Some(key) = &facts.key
+    {
+        match shared.ledger.begin_keyed(
+            key,
+            facts.fingerprint,
+            facts.identity(),
+            shared.ledger_now(),
+        ) {
+            KeyCheck::Fresh(claim) => guard.claim = Some(claim),
+            KeyCheck::Replay(stored) => {
+                shared
+                    .metrics
+                    .idempotent_replays
+                    .fetch_add(1, Ordering::Relaxed);
+                return AppResult::Replayed(stored);
+            }
+            KeyCheck::InFlight => return AppResult::KeyInFlight,
+            KeyCheck::Mismatch => return AppResult::KeyMismatch,
+        }
+    }
+    if !service_time.is_zero() {
+        tokio::time::sleep(service_time).await;
+    }
+    let effect = facts.has_side_effect().then(|| execute(shared, facts));
+    if effect.is_none() && facts.request_id.is_none() && facts.attempt.is_none() {
+        return AppResult::Done(([(CONTENT_TYPE, JSON)], ANONYMOUS_OK).into_response());
+    }
+    let body = serde_json::to_string(&OkBody {
+        ok: true,
+        id: facts.request_id.as_deref(),
+        attempt: facts.attempt,
+        effect: effect.map(|e| e.number),
+    })
+    .unwrap_or_default();
+    if let Some(claim) = guard.claim.take() {
+        shared.ledger.complete_key(
+            claim,
+            StoredResponse {
+                status: 200,
+                body: body.clone(),
+            },
+        );
+    }
+    AppResult::Done(([(CONTENT_TYPE, JSON)], body).into_response())
+}
+
+fn execute(shared: &Shared, facts: &Facts) -> Execution {
+    let execution = shared.ledger.execute(facts.identity(), shared.ledger_now());
+    shared.metrics.side_effects.fetch_add(1, Ordering::Relaxed);
+    if execution.duplicate {
+        shared
+            .metrics
+            .duplicate_side_effects
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    execution
+}
+
+/// Executes a fault other than `delay`.
+async fn inject(
+    shared: &Shared,
+    flight: &mut InFlight<'_>,
+    fault: Fault,
+    phase: &str,
+    facts: &Facts,
+) -> Response {
+    if fault.processed {
+        // The work is done, then the answer is lost: the retry that follows is the
+        // double-charge scenario (unless an Idempotency-Key saves it).
+        let _ = app(shared, facts, Duration::ZERO).await;
+    }
+    if let FaultKind::Status(response) = &fault.kind {
+        flight.outcome(Outcome::Status(response.status));
+        return status_response(response, phase);
+    }
+    let Some(control): Option<ConnControl> = current_connection() else {
+        // Only reachable when the router is driven without this crate's accept loop.
+        flight.outcome(Outcome::BadRequest);
+        return problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "this fault needs a connection served by fault-server's accept loop",
+        );
+    };
+    match fault.kind {
+        FaultKind::Reset => {
+            flight.outcome(Outcome::Reset);
+            control.reset();
+        }
+        FaultKind::Close => {
+            flight.outcome(Outcome::Close);
+            control.close();
+        }
+        FaultKind::Truncate(response) => {
+            flight.outcome(Outcome::Truncate);
+            let _ = control.write_raw(&truncated_bytes(&response, phase, facts));
+            control.reset();
+        }
+        FaultKind::Timeout { hold } => {
+            flight.outcome(Outcome::Timeout);
+            let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
+            tokio::select! {
+                () = tokio::time::sleep(hold) => {}
+                () = shared.shutdown.cancelled() => {}
+            }
+            control.close();
+        }
+        FaultKind::Status(_) | FaultKind::Delay(_) => {
+            unreachable!("status and delay faults are handled before")
+        }
+    }
+    // The connection task drops this future together with the connection.
+    future::pending().await
+}
+
+fn status_response(fault: &FaultResponse, phase: &str) -> Response {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut headers = HeaderMap::new();
+    let body = match &fault.body {
+        Some(body) => {
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            body.clone()
+        }
+        None => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+            serde_json::to_string(&FaultBody {
+                error: "injected fault",
+                status: fault.status,
+                phase,
+            })
+            .unwrap_or_default()
+        }
+    };
+    if let Some(secs) = fault.retry_after_secs() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Ok(value) = HeaderValue::from_str(phase) {
+        headers.insert(HeaderName::from_static(FAULT_HEADER), value);
+    }
+    for (name, value) in &fault.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    (status, headers, body).into_response()
+}
+
+/// A status line, headers announcing the full body, and the first half of it.
+fn truncated_bytes(fault: &FaultResponse, phase: &str, facts: &Facts) -> Vec<u8> {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
+    let (content_type, body) = match &fault.body {
+        Some(body) if !body.is_empty() => ("text/plain; charset=utf-8", body.clone()),
+        _ => (
+            JSON,
+            serde_json::to_string(&OkBody {
+                ok: true,
+                id: facts.request_id.as_deref(),
+                attempt: facts.attempt,
+                effect: None,
+            })
+            .unwrap_or_default(),
+        ),
+    };
+    let sent = body.len() / 2;
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n{CONTENT_TYPE}: {content_type}\r\n{CONTENT_LENGTH}: {}\r\n{FAULT_HEADER}: {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("Status"),
+        body.len(),
+        sanitize_header_value(phase),
+    );
+    for (name, value) in &fault.headers {
+        if name.as_str() != "content-length" {
+            out.push_str(&format!("{name}: {}\r\n", sanitize_header_value(value)));
+        }
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(&body.as_bytes()[..sent]);
+    bytes
+}
+
+fn sanitize_header_value(value: &str) -> String {
+    value
+        .chars()
+        .filter(|c| *c == '\t' || (' '..='~').contains(c))
+        .collect()
+}
+
+fn replay(stored: &StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    (
+        status,
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(JSON)),
+            (
+                HeaderName::from_static(REPLAYED_HEADER),
+                HeaderValue::from_static("true"),
+            ),
+        ],
+        Body::from(stored.body.clone()),
+    )
+        .into_response()
+}
+
+fn problem(status: StatusCode, detail: &str) -> Response {
+    let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
+    (status, [(CONTENT_TYPE, JSON)], body).into_response()
+}
+
+/// FNV-1a over method, path and query, and body: identifies "the same request" for
+/// idempotency keys.
+fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let parts: [&[u8]; 4] = [
+        method.as_str().as_bytes(),
+        b" ",
+        uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
+        body,
+    ];
+    for part in parts {
+        for byte in part {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash
+}

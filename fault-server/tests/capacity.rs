@@ -1,0 +1,136 @@
+//! The capacity model live: c + q concurrent requests admitted and the next rejected,
+//! queued requests started in order, service time honoured (lower bounds only).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{client, eventually, metric, server};
+
+#[tokio::test]
+async fn capacity_plus_queue_are_admitted_and_the_next_is_rejected() {
+    let server =
+        server("server: { capacity: 2, queue: 1, service_time: 1h, reject_status: 429 }").await;
+    let url = server.url();
+    let held: Vec<_> = (0..3)
+        .map(|i| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                client()
+                    .get(format!("{url}/held"))
+                    .header("x-request-id", format!("held-{i}"))
+                    .send()
+                    .await
+            })
+        })
+        .collect();
+    eventually("two requests served and one queued", || async {
+        metric(&server, "fault_server_serving").await == Some(2)
+            && metric(&server, "fault_server_queue_depth").await == Some(1)
+    })
+    .await;
+
+    let rejected = client()
+        .get(format!("{url}/one-too-many"))
+        .header("x-request-id", "extra")
+        .send()
+        .await
+        .expect("a rejection is a response");
+    assert_eq!(rejected.status().as_u16(), 429);
+    let ledger = server.ledger();
+    assert_eq!(ledger.by_outcome.get("rejected"), Some(&1));
+    assert_eq!(
+        ledger.attempts, 4,
+        "rejected requests were received all the same"
+    );
+
+    for task in held {
+        task.abort();
+    }
+    // Abandoned requests give their places back.
+    eventually("the aborted requests leave the model", || async {
+        metric(&server, "fault_server_serving").await == Some(0)
+            && metric(&server, "fault_server_queue_depth").await == Some(0)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn service_time_is_honoured_and_the_queue_is_served_in_turn() {
+    let server = server("server: { capacity: 1, queue: 5, service_time: 150ms }").await;
+    let started = Instant::now();
+    let single = client().get(server.url()).send().await.expect("served");
+    assert_eq!(single.status().as_u16(), 200);
+    assert!(started.elapsed() >= Duration::from_millis(150));
+
+    // Two at once through one slot: the second waits for the first.
+    let started = Instant::now();
+    let url = server.url();
+    let (a, b) = tokio::join!(client().get(&url).send(), client().get(&url).send());
+    assert_eq!(a.expect("served").status().as_u16(), 200);
+    assert_eq!(b.expect("served").status().as_u16(), 200);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(server.ledger().by_outcome.get("served"), Some(&3));
+}
+
+#[tokio::test]
+async fn without_a_capacity_everything_is_served_concurrently() {
+    let server = server("server: { service_time: 100ms }").await;
+    let url = server.url();
+    let responses = futures_join_all((0..20).map(|_| {
+        let url = url.clone();
+        async move { client().get(url).send().await }
+    }))
+    .await;
+    for response in responses {
+        assert_eq!(response.expect("served").status().as_u16(), 200);
+    }
+    assert_eq!(server.ledger().by_outcome.get("served"), Some(&20));
+}
+
+#[tokio::test]
+async fn status_faults_act_in_front_of_the_capacity_model() {
+    let server = server(
+        r#"
+server: { capacity: 1, queue: 0, service_time: 1h }
+faults: [ { match: { path: /fault }, respond: { status: 502 } } ]
+"#,
+    )
+    .await;
+    let url = server.url();
+    let held = tokio::spawn({
+        let url = url.clone();
+        async move { client().get(format!("{url}/held")).send().await }
+    });
+    eventually("the only slot is taken", || async {
+        metric(&server, "fault_server_serving").await == Some(1)
+    })
+    .await;
+    let full = client()
+        .get(format!("{url}/other"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(full.status().as_u16(), 503, "default reject status");
+    let faulted = client()
+        .get(format!("{url}/fault"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(faulted.status().as_u16(), 502, "faults do not need a slot");
+    held.abort();
+}
+
+/// A join_all without the futures crate: spawn each, then await in order.
+async fn futures_join_all<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::new();
+    for handle in handles {
+        outputs.push(handle.await.expect("task completes"));
+    }
+    outputs
+}

@@ -1,0 +1,111 @@
+//! Helpers shared by the integration tests: a server from YAML, a reqwest client without
+//! retries or pooling, and classification of client errors by their source chain.
+#![allow(dead_code)]
+
+use std::error::Error;
+use std::io;
+use std::time::Duration;
+
+use fault_server::{Script, ServerConfig, ServerHandle, start};
+
+/// Starts a server on 127.0.0.1:0 with this script.
+pub(crate) async fn server(yaml: &str) -> ServerHandle {
+    server_with(yaml, |_| {}).await
+}
+
+/// Starts a server on 127.0.0.1:0 with this script and a tweak of the configuration.
+pub(crate) async fn server_with(yaml: &str, tweak: impl FnOnce(&mut ServerConfig)) -> ServerHandle {
+    let script = Script::from_yaml_str(yaml).expect("test script is valid");
+    let mut config = ServerConfig::with_script(script);
+    config.seed = 7;
+    tweak(&mut config);
+    start(config).await.expect("server starts on port 0")
+}
+
+/// A client that never retries, never reuses a connection a fault may have killed,
+/// ignores proxy settings, and gives up only after a generous timeout.
+pub(crate) fn client() -> reqwest::Client {
+    client_with_timeout(Duration::from_secs(30))
+}
+
+pub(crate) fn client_with_timeout(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(0)
+        .no_proxy()
+        .timeout(timeout)
+        .build()
+        .expect("client builds")
+}
+
+/// Every `io::ErrorKind` in the error's source chain.
+pub(crate) fn io_kinds(error: &(dyn Error + 'static)) -> Vec<io::ErrorKind> {
+    let mut kinds = Vec::new();
+    let mut current: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            kinds.push(io.kind());
+        }
+        current = e.source();
+    }
+    kinds
+}
+
+/// True when the chain holds a connection reset (an RST from the peer).
+pub(crate) fn is_reset(error: &(dyn Error + 'static)) -> bool {
+    io_kinds(error).contains(&io::ErrorKind::ConnectionReset)
+}
+
+/// True when the chain holds hyper's "connection closed before message completed".
+pub(crate) fn is_incomplete(error: &(dyn Error + 'static)) -> bool {
+    let mut current: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if e.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        current = e.source();
+    }
+    false
+}
+
+/// The error and its sources, for assertion messages.
+pub(crate) fn chain(error: &(dyn Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut current: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        parts.push(format!("{e} [{e:?}]"));
+        current = e.source();
+    }
+    parts.join("\n  caused by: ")
+}
+
+/// Polls `check` until it holds; panics after a minute (a deadlock, not a slow machine).
+pub(crate) async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..6000 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// One value of the server's /metrics.
+pub(crate) async fn metric(server: &ServerHandle, series: &str) -> Option<u64> {
+    let text = client()
+        .get(format!("{}/metrics", server.url()))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}

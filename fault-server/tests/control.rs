@@ -1,0 +1,480 @@
+//! The control API, metrics and health, the library handle (start, set_script, reset,
+//! ledger, shutdown), the binary (bad script, port taken, SIGTERM), and bad input
+//! (invalid scripts, malformed HTTP).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{chain, client, client_with_timeout, is_incomplete, metric, server, server_with};
+use fault_server::{LedgerSnapshot, Script, ServerConfig, StartError, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn get(url: &str) -> reqwest::Response {
+    client().get(url).send().await.expect("response")
+}
+
+#[tokio::test]
+async fn control_endpoints_are_never_faulted_nor_counted() {
+    let server = server("faults: [ { respond: { fault: reset } } ]").await;
+    let url = server.url();
+    assert_eq!(get(&format!("{url}/healthz")).await.status().as_u16(), 200);
+    assert_eq!(get(&format!("{url}/metrics")).await.status().as_u16(), 200);
+    let ledger = get(&format!("{url}/__chaos/ledger")).await;
+    assert_eq!(ledger.status().as_u16(), 200);
+    let snapshot: LedgerSnapshot =
+        serde_json::from_str(&ledger.text().await.expect("body")).expect("ledger JSON");
+    assert_eq!(snapshot, LedgerSnapshot::default());
+    assert_eq!(
+        get(&format!("{url}/__chaos/nope")).await.status().as_u16(),
+        404
+    );
+    assert_eq!(server.ledger().requests, 0);
+}
+
+#[tokio::test]
+async fn put_script_replaces_the_script_and_bad_scripts_get_400() {
+    let server = server("").await;
+    let url = server.url();
+    assert_eq!(get(&format!("{url}/x")).await.status().as_u16(), 200);
+
+    let installed = client()
+        .put(format!("{url}/__chaos/script"))
+        .body("faults:\n  - name: drill\n    respond: { status: 503 }\n")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(installed.status().as_u16(), 200);
+    let summary: serde_json::Value =
+        serde_json::from_str(&installed.text().await.expect("body")).expect("json");
+    assert_eq!(summary["phases"], serde_json::json!(["drill"]));
+    assert_eq!(get(&format!("{url}/x")).await.status().as_u16(), 503);
+
+    let json = client()
+        .put(format!("{url}/__chaos/script"))
+        .header("content-type", "application/json")
+        .body(r#"{"faults":[{"respond":{"status":418}}]}"#)
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(json.status().as_u16(), 200);
+    assert_eq!(get(&format!("{url}/x")).await.status().as_u16(), 418);
+
+    let bad = client()
+        .put(format!("{url}/__chaos/script"))
+        .body("faults:\n  - name: a\n    probability: 1.5\n    respond: { status: 503 }\n")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(bad.status().as_u16(), 400);
+    let message = bad.text().await.expect("body");
+    assert!(message.contains("faults[0].probability"), "{message}");
+    assert!(message.contains("line 3 column 18"), "{message}");
+    // The old script stays in force.
+    assert_eq!(get(&format!("{url}/x")).await.status().as_u16(), 418);
+
+    let echoed = get(&format!("{url}/__chaos/script")).await;
+    let spec: serde_json::Value =
+        serde_json::from_str(&echoed.text().await.expect("body")).expect("json");
+    assert_eq!(spec["faults"][0]["respond"][0]["status"], 418);
+}
+
+#[tokio::test]
+async fn reset_clears_the_ledger_but_keeps_the_script() {
+    let server = server("faults: [ { match: { path: /f }, respond: { status: 500 } } ]").await;
+    let url = server.url();
+    for path in ["/a", "/f"] {
+        client()
+            .post(format!("{url}{path}"))
+            .header("x-request-id", "r")
+            .send()
+            .await
+            .expect("response");
+    }
+    assert_eq!(server.ledger().attempts, 2);
+    let reset = client()
+        .post(format!("{url}/__chaos/reset"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(reset.status().as_u16(), 200);
+    assert_eq!(server.ledger(), LedgerSnapshot::default());
+    assert_eq!(get(&format!("{url}/f")).await.status().as_u16(), 500);
+}
+
+#[tokio::test]
+async fn the_token_guards_the_control_api_only() {
+    let server = server_with("", |config| config.token = Some("s3cret".into())).await;
+    let url = server.url();
+    let unauthorized = get(&format!("{url}/__chaos/ledger")).await;
+    assert_eq!(unauthorized.status().as_u16(), 401);
+    assert!(unauthorized.headers().contains_key("www-authenticate"));
+    let wrong = client()
+        .get(format!("{url}/__chaos/ledger"))
+        .bearer_auth("guess")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(wrong.status().as_u16(), 401);
+    let put = client()
+        .put(format!("{url}/__chaos/script"))
+        .body("faults: [ { respond: { status: 503 } } ]")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(put.status().as_u16(), 401);
+    assert_eq!(
+        get(&format!("{url}/x")).await.status().as_u16(),
+        200,
+        "script unchanged"
+    );
+    let authorized = client()
+        .get(format!("{url}/__chaos/ledger"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(authorized.status().as_u16(), 200);
+    assert_eq!(get(&format!("{url}/healthz")).await.status().as_u16(), 200);
+    assert_eq!(get(&format!("{url}/metrics")).await.status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn metrics_count_outcomes_faults_and_side_effects() {
+    let server = server(
+        "faults: [ { match: { path: /boom }, respond: { status: 503 } }, { match: { path: /rst }, respond: { fault: reset } } ]",
+    )
+    .await;
+    let url = server.url();
+    for _ in 0..2 {
+        client()
+            .post(format!("{url}/pay"))
+            .header("x-request-id", "same")
+            .send()
+            .await
+            .expect("served");
+    }
+    get(&format!("{url}/boom")).await;
+    let _ = client().get(format!("{url}/rst")).send().await;
+    let text = get(&format!("{url}/metrics"))
+        .await
+        .text()
+        .await
+        .expect("body");
+    for line in [
+        "fault_server_requests_total{outcome=\"served\"} 2",
+        "fault_server_requests_total{outcome=\"status\",code=\"503\"} 1",
+        "fault_server_requests_total{outcome=\"reset\"} 1",
+        "fault_server_faults_total{kind=\"status\"} 1",
+        "fault_server_faults_total{kind=\"reset\"} 1",
+        "fault_server_side_effects_total 2",
+        "fault_server_duplicate_side_effects_total 1",
+        "fault_server_script_phases 2",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    assert_eq!(metric(&server, "fault_server_in_flight").await, Some(0));
+    // Metrics are not reset with the ledger: Prometheus counters only go up.
+    server.reset();
+    assert_eq!(
+        metric(&server, "fault_server_side_effects_total").await,
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn library_handle_starts_scripts_resets_and_shuts_down() {
+    let server = start(ServerConfig::default()).await.expect("starts");
+    assert!(server.addr().ip().is_loopback());
+    assert_ne!(server.addr().port(), 0);
+    assert_eq!(
+        server.url(),
+        format!("http://127.0.0.1:{}", server.addr().port())
+    );
+    let url = server.url();
+    assert_eq!(get(&url).await.status().as_u16(), 200);
+
+    server.set_script(
+        Script::from_yaml_str("seed: 99\nfaults: [ { name: n, respond: { status: 504 } } ]")
+            .expect("valid"),
+    );
+    assert_eq!(server.seed(), 99, "a script's seed replaces the server's");
+    assert_eq!(server.script().phase_name(0), Some("n"));
+    assert_eq!(get(&url).await.status().as_u16(), 504);
+    assert_eq!(server.ledger().requests, 2);
+    server.reset();
+    assert_eq!(server.ledger().requests, 0);
+    assert_eq!(
+        get(&url).await.status().as_u16(),
+        504,
+        "reset keeps the script"
+    );
+
+    let addr = server.addr();
+    server.shutdown().await;
+    let refused = client().get(format!("http://{addr}/")).send().await;
+    assert!(refused.is_err(), "nothing listens after shutdown");
+}
+
+#[tokio::test]
+async fn shutdown_ends_hung_requests() {
+    let server = server("faults: [ { respond: { fault: timeout } } ]").await;
+    let url = server.url();
+    let hung = tokio::spawn(async move {
+        client_with_timeout(Duration::from_secs(120))
+            .get(url)
+            .send()
+            .await
+    });
+    let probe = server.clone();
+    common::eventually("the request is held", || {
+        let probe = probe.clone();
+        async move { probe.ledger().by_outcome.get("timeout") == Some(&1) }
+    })
+    .await;
+    server.shutdown().await;
+    let error = hung
+        .await
+        .expect("task")
+        .expect_err("the held request gets no answer");
+    assert!(
+        !error.is_timeout() && is_incomplete(&error),
+        "{}",
+        chain(&error)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_script_and_reset_restart_the_run_clock() {
+    let yaml = "faults: [ { from: 10s, until: 20s, respond: { status: 503 } } ]";
+    let server = server(yaml).await;
+    let url = server.url();
+    let client = reqwest::Client::builder()
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(0)
+        .no_proxy()
+        .build()
+        .expect("client");
+    let status = |client: reqwest::Client, url: String| async move {
+        client
+            .get(url)
+            .send()
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(
+        status(client.clone(), url.clone()).await,
+        200,
+        "before the window"
+    );
+    tokio::time::advance(Duration::from_secs(15)).await;
+    assert_eq!(
+        status(client.clone(), url.clone()).await,
+        503,
+        "inside the window"
+    );
+    server.set_script(Script::from_yaml_str(yaml).expect("valid"));
+    assert_eq!(
+        status(client.clone(), url.clone()).await,
+        200,
+        "clock restarted by set_script"
+    );
+    tokio::time::advance(Duration::from_secs(15)).await;
+    assert_eq!(status(client.clone(), url.clone()).await, 503);
+    server.reset();
+    assert_eq!(
+        status(client.clone(), url.clone()).await,
+        200,
+        "clock restarted by reset"
+    );
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(
+        status(client.clone(), url.clone()).await,
+        503,
+        "from is inclusive"
+    );
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(status(client, url).await, 200, "until is exclusive");
+}
+
+#[tokio::test]
+async fn start_reports_a_taken_port() {
+    let first = start(ServerConfig::default()).await.expect("starts");
+    let error = start(ServerConfig {
+        listen: first.addr(),
+        ..ServerConfig::default()
+    })
+    .await
+    .expect_err("the port is taken");
+    assert!(matches!(error, StartError::AddrInUse { .. }), "{error:?}");
+    assert!(error.to_string().contains("already in use"), "{error}");
+}
+
+#[tokio::test]
+async fn malformed_http_never_crashes_the_server() {
+    let server = server("").await;
+    let garbage: [&[u8]; 6] = [
+        b"\x00\x01\x02\xff\xfe garbage\r\n\r\n",
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"GET /\r\nHost: x\r\n\r\n",
+        b"POST / HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nBad Header Without Colon\r\n\r\n",
+    ];
+    for bytes in garbage {
+        let mut stream = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connect");
+        stream.write_all(bytes).await.expect("write");
+        let mut reply = Vec::new();
+        // The server answers 400 or closes; either way the read ends.
+        let _ = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut reply)).await;
+        let text = String::from_utf8_lossy(&reply);
+        assert!(
+            reply.is_empty() || text.starts_with("HTTP/1.1 4"),
+            "{:?} got {text:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    // A request cut off halfway, and an oversized header block.
+    {
+        let mut stream = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connect");
+        stream
+            .write_all(b"GET /half HTTP/1.1\r\nHo")
+            .await
+            .expect("write");
+    }
+    {
+        let mut stream = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connect");
+        let mut huge = b"GET / HTTP/1.1\r\nX-Big: ".to_vec();
+        huge.extend(std::iter::repeat_n(b'a', 1 << 20));
+        let _ = stream.write_all(&huge).await;
+    }
+    let response = get(&format!("{}/still-alive", server.url())).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        get(&format!("{}/healthz", server.url()))
+            .await
+            .status()
+            .as_u16(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let server = server_with("", |config| config.max_body = 1024).await;
+    let response = client()
+        .post(format!("{}/upload", server.url()))
+        .body(vec![b'x'; 4096])
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status().as_u16(), 413);
+    assert_eq!(server.ledger().by_outcome.get("bad_request"), Some(&1));
+}
+
+// ---- the binary ----
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fault-server"))
+}
+
+fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fault-server-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write temp file");
+    path
+}
+
+#[test]
+fn binary_refuses_a_bad_script_with_its_location() {
+    let path = temp_file(
+        "bad.yaml",
+        "name: plan\nfaults:\n  - name: outage\n    respnd: { status: 503 }\n",
+    );
+    let output = binary()
+        .args(["--listen", "127.0.0.1:0", "--script"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown field `respnd`"), "{stderr}");
+    assert!(stderr.contains("line 4 column 5"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+
+    let path = temp_file(
+        "cross.yaml",
+        "faults:\n  - name: outage\n    from: 20s\n    until: 10s\n    respond: { status: 503 }\n",
+    );
+    let output = binary().arg("--script").arg(&path).output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("faults[0] \"outage\": `until`"), "{stderr}");
+}
+
+#[tokio::test]
+async fn binary_reports_a_taken_port() {
+    let holder = start(ServerConfig::default()).await.expect("starts");
+    let output = binary()
+        .args(["--listen", &holder.addr().to_string()])
+        .output()
+        .expect("runs");
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already in use"), "{stderr}");
+}
+
+#[tokio::test]
+async fn binary_serves_a_plan_and_stops_on_sigterm() {
+    let path = temp_file(
+        "plan.yaml",
+        "name: p\nseed: 5\nload: { rate: 10 }\nfaults: [ { match: { path: /down }, respond: { status: 503 } } ]\n",
+    );
+    let mut child = binary()
+        .args(["--listen", "127.0.0.1:0", "--script"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let stderr = child.stderr.take().expect("piped");
+    let first_line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stderr).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .expect("reader")
+    .expect("a line");
+    assert!(first_line.contains("seed 5"), "{first_line}");
+    let url = first_line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the line names the URL")
+        .to_string();
+    assert_eq!(get(&format!("{url}/up")).await.status().as_u16(), 200);
+    assert_eq!(get(&format!("{url}/down")).await.status().as_u16(), 503);
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("waiter")
+        .expect("exits");
+    assert_eq!(status.code(), Some(0));
+}
