@@ -47,12 +47,59 @@ async fn capacity_plus_queue_are_admitted_and_the_next_is_rejected() {
     for task in held {
         task.abort();
     }
-    // Abandoned requests give their places back.
-    eventually("the aborted requests leave the model", || async {
-        metric(&server, "fault_server_serving").await == Some(0)
-            && metric(&server, "fault_server_queue_depth").await == Some(0)
+    // A real server does not notice its clients leaving: the abandoned requests keep
+    // their places (whatever the time given to notice, they must still be there).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(metric(&server, "fault_server_serving").await, Some(2));
+    assert_eq!(metric(&server, "fault_server_queue_depth").await, Some(1));
+}
+
+#[tokio::test]
+async fn abandoned_requests_are_still_served_and_execute_their_side_effects() {
+    // One slot, 300 ms each: three POSTs whose clients give up after 50 ms are all
+    // served anyway, one after another, and each executes its side effect.
+    let server = server("server: { capacity: 1, queue: 5, service_time: 300ms }").await;
+    let url = server.url();
+    for i in 0..3 {
+        let sent = client()
+            .post(format!("{url}/payments"))
+            .header("x-request-id", format!("gone-{i}"))
+            .timeout(Duration::from_millis(50))
+            .send()
+            .await;
+        assert!(sent.is_err_and(|e| e.is_timeout()), "the client gave up");
+    }
+    eventually("the abandoned requests are served in turn", || async {
+        server.ledger().by_outcome.get("served") == Some(&3)
     })
     .await;
+    let ledger = server.ledger();
+    assert_eq!(ledger.side_effects, 3);
+    assert_eq!(ledger.by_outcome.get("abandoned"), None);
+}
+
+#[tokio::test]
+async fn a_delay_is_spent_holding_a_capacity_slot() {
+    let server = server(
+        "server: { capacity: 1, queue: 0 }\nfaults: [ { match: { path: /slow }, respond: { fault: delay, delay: 1h } } ]",
+    )
+    .await;
+    let url = server.url();
+    let slow = tokio::spawn({
+        let url = url.clone();
+        async move { client().get(format!("{url}/slow")).send().await }
+    });
+    eventually("the slow request holds the only slot", || async {
+        metric(&server, "fault_server_serving").await == Some(1)
+    })
+    .await;
+    let rejected = client()
+        .get(format!("{url}/fast"))
+        .send()
+        .await
+        .expect("a response");
+    assert_eq!(rejected.status().as_u16(), 503);
+    slow.abort();
 }
 
 #[tokio::test]

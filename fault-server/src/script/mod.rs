@@ -126,6 +126,10 @@ pub struct RequestFacts<'a> {
     pub attempt: Option<u32>,
     /// The request's headers.
     pub headers: &'a dyn HeaderLookup,
+    /// A seed that is the same for every attempt of this logical request (the live server
+    /// uses `request_seed(seed, x-request-id, 0)`); `sticky` phases draw from it. Without
+    /// one, they draw from the per-attempt RNG like any other phase.
+    pub sticky_seed: Option<u64>,
 }
 
 impl std::fmt::Debug for RequestFacts<'_> {
@@ -322,6 +326,7 @@ struct Phase {
     matcher: Matcher,
     probability: f64,
     attempts: Option<Vec<u32>>,
+    sticky: bool,
     outcomes: Vec<Outcome>,
     total_weight: f64,
 }
@@ -455,34 +460,54 @@ impl Script {
             {
                 continue;
             }
-            let fires = if phase.probability >= 1.0 {
-                true
-            } else if phase.probability <= 0.0 {
-                false
-            } else {
-                unit(rng) < phase.probability
+            // A sticky phase draws from a stream of its own for the logical request, so
+            // every attempt of the request gets the same answer from it.
+            let mut sticky_rng = phase
+                .sticky
+                .then_some(request.sticky_seed)
+                .flatten()
+                .map(|seed| ChaCha8Rng::seed_from_u64(splitmix64(seed ^ (index as u64 + 1))));
+            let drawn = match sticky_rng.as_mut() {
+                Some(sticky) => phase.draw(sticky),
+                None => phase.draw(rng),
             };
-            if !fires {
-                continue;
+            if let Some(fault) = drawn {
+                return Decision::Fault {
+                    phase: index,
+                    fault,
+                };
             }
-            let outcome = pick(&phase.outcomes, phase.total_weight, rng);
-            let kind = match &outcome.template {
-                Template::Status(response) => FaultKind::Status(Arc::clone(response)),
-                Template::Delay(distribution) => FaultKind::Delay(distribution.sample(rng)),
-                Template::Timeout { hold } => FaultKind::Timeout { hold: *hold },
-                Template::Reset => FaultKind::Reset,
-                Template::Close => FaultKind::Close,
-                Template::Truncate(response) => FaultKind::Truncate(Arc::clone(response)),
-            };
-            return Decision::Fault {
-                phase: index,
-                fault: Fault {
-                    kind,
-                    processed: outcome.processed,
-                },
-            };
         }
         Decision::Serve
+    }
+}
+
+impl Phase {
+    /// The phase's own draws for a request it matched: does it fire, and with which fault.
+    fn draw<R: Rng + ?Sized>(&self, rng: &mut R) -> Option<Fault> {
+        let fires = if self.probability >= 1.0 {
+            true
+        } else if self.probability <= 0.0 {
+            false
+        } else {
+            unit(rng) < self.probability
+        };
+        if !fires {
+            return None;
+        }
+        let outcome = pick(&self.outcomes, self.total_weight, rng);
+        let kind = match &outcome.template {
+            Template::Status(response) => FaultKind::Status(Arc::clone(response)),
+            Template::Delay(distribution) => FaultKind::Delay(distribution.sample(rng)),
+            Template::Timeout { hold } => FaultKind::Timeout { hold: *hold },
+            Template::Reset => FaultKind::Reset,
+            Template::Close => FaultKind::Close,
+            Template::Truncate(response) => FaultKind::Truncate(Arc::clone(response)),
+        };
+        Some(Fault {
+            kind,
+            processed: outcome.processed,
+        })
     }
 }
 
@@ -603,6 +628,7 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
         matcher,
         probability: spec.probability.unwrap_or(Probability::ONE).get(),
         attempts,
+        sticky: spec.sticky.unwrap_or(false),
         outcomes,
         total_weight,
     })

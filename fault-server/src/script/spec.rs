@@ -75,6 +75,11 @@ pub struct PhaseSpec {
     /// request without the header does not match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<AttemptNumber>>,
+    /// Decide once per logical request (`x-request-id`) instead of per attempt: every
+    /// attempt of a request that this phase faults gets the same fault. A permanent error
+    /// stays permanent however often it is retried, as a real 400 does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticky: Option<bool>,
     /// What to do: one entry, or several picked by relative `weight`.
     pub respond: OneOrMany<RespondSpec>,
 }

@@ -31,6 +31,9 @@ fn facts<'a>(
             .header("x-chaos-attempt")
             .and_then(|a| a.parse().ok()),
         headers,
+        sticky_seed: headers
+            .header("x-request-id")
+            .map(|id| request_seed(7, id, 0)),
     }
 }
 
@@ -597,4 +600,55 @@ proptest! {
         let expected = if inside { (0, FaultTag::Status) } else { (1, FaultTag::Close) };
         prop_assert_eq!(got, Some(expected));
     }
+}
+
+#[test]
+fn a_sticky_phase_gives_every_attempt_of_a_request_the_same_answer() {
+    let sticky = script(
+        "faults: [ { sticky: true, probability: 0.5, respond: [ { status: 400 }, { status: 404 } ] } ]",
+    );
+    let loose =
+        script("faults: [ { probability: 0.5, respond: [ { status: 400 }, { status: 404 } ] } ]");
+    let answers = |s: &Script, id: &str| -> Vec<Option<u16>> {
+        (1..=8u32)
+            .map(|attempt| {
+                let headers = [
+                    ("x-request-id", id),
+                    ("x-chaos-attempt", &*attempt.to_string()),
+                ];
+                let headers: &[(&str, &str)] = &headers;
+                let facts = facts("GET", "/", &headers);
+                // Each attempt has its own per-attempt stream, as on the live server.
+                let mut rng = request_rng(7, id, attempt);
+                match s.select(&facts, Duration::ZERO, &mut rng) {
+                    Decision::Fault {
+                        fault:
+                            Fault {
+                                kind: FaultKind::Status(r),
+                                ..
+                            },
+                        ..
+                    } => Some(r.status),
+                    _ => None,
+                }
+            })
+            .collect()
+    };
+    let mut faulted = 0;
+    for i in 0..200 {
+        let id = format!("req-{i}");
+        let a = answers(&sticky, &id);
+        assert!(a.windows(2).all(|w| w[0] == w[1]), "{id}: {a:?}");
+        faulted += usize::from(a[0].is_some());
+    }
+    // About half the requests, not half the attempts.
+    assert!((70..=130).contains(&faulted), "{faulted}");
+    let varied = (0..50).filter(|i| {
+        let a = answers(&loose, &format!("req-{i}"));
+        a.windows(2).any(|w| w[0] != w[1])
+    });
+    assert!(
+        varied.count() > 40,
+        "a phase that is not sticky draws per attempt"
+    );
 }

@@ -8,10 +8,11 @@
 //! 3. a fault other than `delay` acts now, in front of the capacity model (as a load
 //!    balancer or a proxy in front of the service would): with `processed: true` the
 //!    side effect executes first, instantly;
-//! 4. `delay` waits, then the request is served like one without a fault;
-//! 5. serving: the capacity model admits, queues or rejects; an admitted request checks
-//!    its `Idempotency-Key` (a replay answers the stored response at once), holds its
-//!    slot for the service time, executes its side effect (POST, PATCH) and answers 200.
+//! 4. serving, detached from the connection (it goes on if the client hangs up): the
+//!    capacity model admits, queues or rejects; an admitted request checks its
+//!    `Idempotency-Key` (a replay answers the stored response at once), holds its slot
+//!    for the `delay` (if a delay fault fired) plus the service time, executes its side
+//!    effect (POST, PATCH) and answers 200.
 
 use std::future;
 use std::sync::Arc;
@@ -53,16 +54,16 @@ impl HeaderLookup for HeaderMap {
 
 /// Counts a request in flight and makes sure every request ends with exactly one
 /// recorded outcome (`abandoned` when its future is dropped before one).
-struct InFlight<'a> {
-    shared: &'a Shared,
+struct InFlight {
+    shared: Arc<Shared>,
     done: bool,
 }
 
-impl InFlight<'_> {
-    fn new(shared: &Shared) -> InFlight<'_> {
+impl InFlight {
+    fn new(shared: &Arc<Shared>) -> InFlight {
         shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight {
-            shared,
+            shared: Arc::clone(shared),
             done: false,
         }
     }
@@ -75,7 +76,7 @@ impl InFlight<'_> {
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.outcome(Outcome::Abandoned);
         self.shared
@@ -189,6 +190,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 path: parts.uri.path(),
                 attempt,
                 headers,
+                sticky_seed: request_id
+                    .as_deref()
+                    .map(|id| request_seed(active.seed, id, 0)),
             },
             now,
             rng,
@@ -233,23 +237,53 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         key,
     };
 
+    let mut delay = Duration::ZERO;
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
         shared.ledger.record_fault(fault.kind.tag(), &phase_name);
         match fault {
             Fault {
-                kind: FaultKind::Delay(delay),
+                kind: FaultKind::Delay(d),
                 ..
-            } => {
-                tokio::time::sleep(delay).await;
-            }
+            } => delay = d,
             fault => {
                 return inject(&shared, &mut flight, fault, &phase_name, &facts).await;
             }
         }
     }
 
-    // Normal service, through the capacity model when there is one.
+    // Normal service runs detached from the connection: a real server does not notice
+    // that its client gave up, so the request keeps its place in the queue, holds its
+    // slot for the whole service time and executes its side effect even after the client
+    // timed out. That wasted work is what lets a retry storm outlive its trigger.
+    let work = tokio::spawn(serve(
+        Arc::clone(&shared),
+        active,
+        facts,
+        flight,
+        delay,
+        rng,
+    ));
+    match work.await {
+        Ok(response) => response,
+        Err(_) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request's task failed",
+        ),
+    }
+}
+
+/// Admission through the capacity model, then the application. A `delay` fault is spent
+/// inside the slot: the server is slow, so a slow request holds its worker.
+async fn serve(
+    shared: Arc<Shared>,
+    active: Arc<super::Active>,
+    facts: Facts,
+    mut flight: InFlight,
+    delay: Duration,
+    mut rng: Option<ChaCha8Rng>,
+) -> Response {
+    let script = &active.script;
     let _slot = match &active.capacity {
         Some(capacity) => match capacity.admit().await {
             Some(slot) => Some(slot),
@@ -274,7 +308,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         (Some(limits), Some(rng)) => limits.service_time.sample(rng),
         _ => Duration::ZERO,
     };
-    match app(&shared, &facts, service_time).await {
+    match app(&shared, &facts, delay + service_time).await {
         AppResult::Done(response) => {
             flight.outcome(Outcome::Served);
             response
@@ -379,7 +413,7 @@ fn execute(shared: &Shared, facts: &Facts) -> Execution {
 /// Executes a fault other than `delay`.
 async fn inject(
     shared: &Shared,
-    flight: &mut InFlight<'_>,
+    flight: &mut InFlight,
     fault: Fault,
     phase: &str,
     facts: &Facts,
