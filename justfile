@@ -1,12 +1,36 @@
 # Thin wrappers over cargo; `just --list` shows them all.
 
+# Run a chaos plan: `just chaos plans/outage.yaml` (extra flags pass through).
+chaos plan *flags:
+    cargo run --release -p harness -- chaos {{plan}} {{flags}}
+
+# Check plans without running them.
+validate +plans="plans/*.yaml":
+    cargo run --release -p harness -- validate {{plans}}
+
+# The policy presets, with their sources and caveats.
+presets:
+    cargo run --release -p harness -- presets
+
+# Start the fault-server alone, scripted by a plan or script file.
+serve script="plans/outage.yaml" listen="127.0.0.1:8080":
+    cargo run --release -p fault-server -- --listen {{listen}} --script {{script}}
+
 # Run every test (the same command CI runs).
 test:
     cargo test --locked --workspace
 
-# fmt, clippy and tests, as CI runs them.
+# fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run
+
+# The harness against oha and hey at a fixed rate (installs them if missing).
+bench:
+    bash bench/harness.sh
+
+# The faultless fault-server against a bare axum hello world, with wrk.
+bench-server:
+    bash bench/server.sh
 
 # Criterion benchmark of the policy core's decision path.
 bench-policy:

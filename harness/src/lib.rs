@@ -1,3 +1,17 @@
-//! The harness: plans, the live engine, reports and gates.
+//! The harness: plans, the live load engine, reports and gates.
+//!
+//! `harness chaos PLAN` loads a plan ([`plan`]), starts or scripts a fault-server, drives
+//! open-loop load through each policy with the [`engine`], reconciles the client's counts
+//! with the server's ledger, evaluates the [`gates`] and writes a [`report`].
 
 pub use chaos_policy as policy;
+
+pub mod attempt;
+pub mod cli;
+pub mod engine;
+pub mod gates;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod schedule;
+pub mod stats;

@@ -1,0 +1,176 @@
+//! One attempt on the wire: build the request with the design's headers, send it, and turn
+//! what came back into a typed [`Outcome`].
+//!
+//! Errors are classified by walking the error's `source()` chain to an `io::Error` kind or a
+//! hyper error, never by their text.
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::Duration;
+
+use chaos_policy::{Attempt, Outcome, ResetPhase};
+
+use crate::plan::RequestKind;
+
+/// What the engine needs to send one attempt of a logical request.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptSpec<'a> {
+    pub base_url: &'a str,
+    pub kind: &'a RequestKind,
+    pub id: &'a str,
+    pub n: u64,
+    pub attempt: Attempt,
+    pub policy: &'a str,
+    pub timeout: Option<Duration>,
+}
+
+/// What came back: the outcome, and the server's `Retry-After` if it sent one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Answer {
+    pub outcome: Outcome,
+    pub retry_after: Option<Duration>,
+}
+
+/// A client that never retries on its own: the only retries are the policy's.
+pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .retry(reqwest::retry::never())
+        .pool_max_idle_per_host(max_idle_per_host)
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .no_proxy()
+        .build()
+}
+
+pub fn path_of(kind: &RequestKind, n: u64) -> String {
+    kind.path.replace("{n}", &n.to_string())
+}
+
+pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
+    let url = format!("{}{}", spec.base_url, path_of(spec.kind, spec.n));
+    let method =
+        reqwest::Method::from_bytes(spec.kind.method.as_bytes()).unwrap_or(reqwest::Method::GET);
+    let mut request = client
+        .request(method, url)
+        .header("x-request-id", spec.id)
+        .header("x-chaos-attempt", spec.attempt.get().to_string())
+        .header("x-chaos-policy", spec.policy);
+    if spec.kind.idempotency_key {
+        request = request.header("idempotency-key", spec.id);
+    }
+    for (name, value) in &spec.kind.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    if let Some(body) = &spec.kind.body {
+        request = request
+            .header("content-type", "application/json")
+            .body(body.clone());
+    }
+    if let Some(timeout) = spec.timeout {
+        request = request.timeout(timeout);
+    }
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            match response.bytes().await {
+                Ok(_) => Answer {
+                    outcome: Outcome::Status(status),
+                    retry_after,
+                },
+                Err(e) if e.is_timeout() => Answer {
+                    outcome: Outcome::AttemptTimeout,
+                    retry_after: None,
+                },
+                // The status line and headers came; the body did not, in full.
+                Err(_) => Answer {
+                    outcome: Outcome::TruncatedBody,
+                    retry_after: None,
+                },
+            }
+        }
+        Err(e) => Answer {
+            outcome: classify(&e),
+            retry_after: None,
+        },
+    }
+}
+
+/// `Retry-After` in delay-seconds (RFC 9110 §10.2.3). An HTTP-date is not honoured: its
+/// meaning depends on the clocks of two machines.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Classifies a failed send by what its source chain holds.
+pub fn classify(error: &reqwest::Error) -> Outcome {
+    let io_kind = io_kind(error);
+    if error.is_timeout() {
+        return if error.is_connect() {
+            Outcome::ConnectTimeout
+        } else {
+            Outcome::AttemptTimeout
+        };
+    }
+    match io_kind {
+        Some(io::ErrorKind::ConnectionRefused) => return Outcome::ConnectRefused,
+        Some(io::ErrorKind::TimedOut) if error.is_connect() => return Outcome::ConnectTimeout,
+        Some(io::ErrorKind::TimedOut) => return Outcome::AttemptTimeout,
+        Some(
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe,
+        ) => {
+            return Outcome::Reset(ResetPhase::Unknown);
+        }
+        _ => {}
+    }
+    if error.is_connect() {
+        return Outcome::ConnectRefused;
+    }
+    if hyper_incomplete(error) || io_kind == Some(io::ErrorKind::UnexpectedEof) {
+        return Outcome::Closed;
+    }
+    Outcome::Reset(ResetPhase::Unknown)
+}
+
+fn io_kind(error: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return Some(io.kind());
+        }
+        source = e.source();
+    }
+    None
+}
+
+fn hyper_incomplete(error: &(dyn StdError + 'static)) -> bool {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(h) = e.downcast_ref::<hyper::Error>() {
+            return h.is_incomplete_message();
+        }
+        source = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::parse_retry_after;
+
+    #[test]
+    fn retry_after_takes_delay_seconds_only() {
+        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_retry_after("-1"), None);
+    }
+}

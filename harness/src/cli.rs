@@ -1,0 +1,289 @@
+//! The command line: a raw layer that parses what was typed (clap), and the calls it makes.
+//! Exit codes are the design's: 0 all gates pass, 1 a gate failed, 2 the plan or the
+//! command line is invalid, 3 the run could not be carried out, 130 interrupted.
+
+// The command line is the one place that writes to stdout: the summary and verdict.
+#![allow(clippy::print_stdout)]
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+
+use crate::plan::{self, NamedPolicy, Plan};
+use crate::policy::Preset;
+use crate::report;
+use crate::run::{self, ProgressFactory, RunOptions};
+
+pub const EXIT_PASS: u8 = 0;
+pub const EXIT_GATE_FAILED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_CANNOT_RUN: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "harness",
+    version,
+    about = "Chaos load tests for client retry policies: inject faults, drive open-loop load, prove the invariants",
+    after_help = "Exit codes: 0 all gates pass, 1 a gate failed, 2 invalid plan or arguments, 3 the run could not be carried out, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a plan: each policy in turn against a freshly reset fault-server; write a report.
+    Chaos {
+        /// The plan file (see plans/README.md).
+        plan: PathBuf,
+        /// Run only this policy (repeat for several).
+        #[arg(long = "policy", value_name = "NAME")]
+        policies: Vec<String>,
+        /// Override the plan's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// No progress bar and no summary table (the report is still written).
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Check a plan without running it: errors carry file:line:column and a hint.
+    Validate {
+        /// One or more plan files.
+        #[arg(required = true)]
+        plans: Vec<PathBuf>,
+    },
+    /// List the policy presets, with their sources and caveats.
+    Presets,
+}
+
+/// Parses the process's arguments and runs; the binary's whole `main`.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                EXIT_INVALID
+            } else {
+                EXIT_PASS
+            });
+        }
+    };
+    ExitCode::from(execute(cli))
+}
+
+/// Runs a parsed command and returns its exit code.
+pub fn execute(cli: Cli) -> u8 {
+    match cli.command {
+        Command::Validate { plans } => validate(&plans),
+        Command::Presets => {
+            presets();
+            EXIT_PASS
+        }
+        Command::Chaos {
+            plan,
+            policies,
+            seed,
+            out,
+            quiet,
+        } => chaos(&plan, policies, seed, out.as_deref(), quiet),
+    }
+}
+
+fn validate(paths: &[PathBuf]) -> u8 {
+    let mut code = EXIT_PASS;
+    for path in paths {
+        match plan::load(path) {
+            Ok(p) => println!(
+                "ok: {}: plan `{}`, {} s, {} polic{}, {} fault phase{}, {} gate{}",
+                path.display(),
+                p.name,
+                p.duration.as_secs_f64(),
+                p.policies.len(),
+                if p.policies.len() == 1 { "y" } else { "ies" },
+                p.script.faults.len(),
+                if p.script.faults.len() == 1 { "" } else { "s" },
+                p.gates.len(),
+                if p.gates.len() == 1 { "" } else { "s" },
+            ),
+            Err(e) => {
+                eprintln!("error: {e}");
+                code = EXIT_INVALID;
+            }
+        }
+    }
+    code
+}
+
+fn presets() {
+    for p in Preset::ALL {
+        println!(
+            "{}\n  source: {}\n  caveat: {}\n",
+            p.name(),
+            p.source(),
+            p.caveat()
+        );
+    }
+}
+
+fn chaos(
+    path: &Path,
+    policies: Vec<String>,
+    seed: Option<u64>,
+    out: Option<&Path>,
+    quiet: bool,
+) -> u8 {
+    let mut plan = match plan::load(path) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if let Some(seed) = seed {
+        plan.seed = seed;
+        plan.script.seed = Some(seed);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    let abort = CancellationToken::new();
+    let show_progress = !quiet && std::io::stderr().is_terminal();
+    let options = RunOptions {
+        policies,
+        abort: abort.clone(),
+        progress: show_progress.then(progress_bars),
+        announce: !quiet,
+    };
+    let result = runtime.block_on(async {
+        let signals = tokio::spawn(interrupted(abort.clone()));
+        let result = run::run(&plan, &options).await;
+        signals.abort();
+        result
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(e @ run::RunError::UnknownPolicy(_)) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  hint: the run could not be carried out; nothing was measured");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    let (stamp, _) = report::timestamp(SystemTime::now());
+    let written = report::write(&report, Path::new("."), out, &stamp);
+    if !quiet {
+        print!("{}", report::summary_table(&report));
+        for p in &report.policies {
+            for g in p.gates.iter().filter(|g| !g.pass) {
+                println!("FAIL {} / {}: {}", p.name, g.name, g.detail);
+            }
+        }
+    }
+    match &written {
+        Ok(dir) => {
+            let verdict = if report.aborted {
+                "ABORTED"
+            } else if report.passed() {
+                "PASS"
+            } else {
+                "FAIL"
+            };
+            println!("{verdict}: report in {}", dir.join("report.html").display());
+        }
+        Err(e) => eprintln!("error: {e}"),
+    }
+    if report.aborted {
+        EXIT_INTERRUPTED
+    } else if written.is_err() {
+        EXIT_CANNOT_RUN
+    } else if report.passed() {
+        EXIT_PASS
+    } else {
+        EXIT_GATE_FAILED
+    }
+}
+
+/// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and cancels the run.
+async fn interrupted(abort: CancellationToken) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).ok();
+        let terminate = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    eprintln!("interrupted: stopping, the report will be written and marked aborted");
+    abort.cancel();
+}
+
+fn progress_bars() -> ProgressFactory {
+    Arc::new(|policy: &NamedPolicy, plan: &Plan| {
+        let total = (plan.duration + plan.drain).as_secs();
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos:>3}/{len}s {msg}")
+                .expect("a constant template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(policy.name.clone());
+        let bar = FinishOnDrop(bar);
+        Arc::new(move |second: u64, r: &crate::stats::Recorder| {
+            let bar = &bar.0;
+            bar.set_position(second.min(total));
+            bar.set_message(format!(
+                "{} logical, {} attempts, {:.1}% ok, {} dropped",
+                r.logical,
+                r.attempts,
+                if r.logical == 0 {
+                    0.0
+                } else {
+                    r.succeeded as f64 * 100.0 / r.logical as f64
+                },
+                r.dropped
+            ));
+        })
+    })
+}
+
+/// Leaves a policy's bar drawn in full when its run ends.
+struct FinishOnDrop(ProgressBar);
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}

@@ -1,0 +1,247 @@
+//! The live engine: one open-loop load loop, driving each logical request through the
+//! shared policy core over real HTTP.
+//!
+//! The loop sleeps until each arrival's scheduled time and hands it to a task; it never
+//! waits for responses, so a slow server cannot slow the offered load (no coordinated
+//! omission). Beyond `max_in_flight` an arrival is dropped and counted. Each task feeds a
+//! [`Session`] the outcomes of its attempts and acts on what comes out; the budget and
+//! breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex that
+//! is held only for a decision. Time is `tokio::time`, so tests can pause it.
+//!
+//! [`Session`]: chaos_policy::Session
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chaos_policy::{Action, Client, RunCounts};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::attempt::{self, AttemptSpec};
+use crate::plan::{NamedPolicy, Plan};
+use crate::schedule::{Arrival, Schedule};
+use crate::stats::Recorder;
+
+/// What one policy's run produced.
+#[derive(Debug)]
+pub struct PolicyRun {
+    pub recorder: Recorder,
+    /// The amplification the policy's budget permits for this run's counts.
+    pub budget_bound: Option<f64>,
+    pub breaker_trips: u64,
+    /// How long the run took, arrivals and drain.
+    pub elapsed: Duration,
+    /// Stopped by the user before the end.
+    pub aborted: bool,
+}
+
+/// Called once a second with the second just finished and the counts so far.
+pub type Progress = Arc<dyn Fn(u64, &Recorder) + Send + Sync>;
+
+pub struct EngineConfig<'a> {
+    pub plan: &'a Plan,
+    pub policy: &'a NamedPolicy,
+    pub base_url: String,
+    pub http: reqwest::Client,
+    /// Cancelled when the user interrupts the run.
+    pub abort: CancellationToken,
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for EngineConfig<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("plan", &self.plan.name)
+            .field("policy", &self.policy.name)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    client: Mutex<Client>,
+    recorder: Mutex<Recorder>,
+    in_flight: AtomicU32,
+    start: Instant,
+    base_url: String,
+    policy: String,
+    http: reqwest::Client,
+    plan: Arc<Plan>,
+    seed: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A task that panicked mid-decision leaves consistent counters behind: keep going.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
+/// Runs the plan's load through one policy against `base_url`, then drains.
+pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
+    let plan = Arc::new(config.plan.clone());
+    let shared = Arc::new(Shared {
+        client: Mutex::new(Client::new(config.policy.policy.clone())),
+        recorder: Mutex::new(Recorder::default()),
+        in_flight: AtomicU32::new(0),
+        start: Instant::now(),
+        base_url: config.base_url,
+        policy: config.policy.name.clone(),
+        http: config.http,
+        plan: Arc::clone(&plan),
+        seed: plan.seed,
+    });
+    let tasks = TaskTracker::new();
+    // Cancelled when the drain ends: requests still running stop and count as unfinished.
+    let stop = config.abort.child_token();
+
+    let sampler = tokio::spawn(sample_every_second(
+        Arc::clone(&shared),
+        stop.clone(),
+        config.progress,
+    ));
+
+    let max_in_flight = plan.load.max_in_flight;
+    let mut aborted = false;
+    for arrival in Schedule::new(&plan.load, plan.seed) {
+        let due = shared.start + arrival.at;
+        tokio::select! {
+            biased;
+            () = config.abort.cancelled() => { aborted = true; break; }
+            () = sleep_until(due) => {}
+        }
+        if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
+            lock(&shared.recorder).dropped(arrival.at);
+            continue;
+        }
+        shared.in_flight.fetch_add(1, Ordering::Relaxed);
+        let lag = shared.now().saturating_sub(arrival.at);
+        lock(&shared.recorder).arrived(arrival.at, lag);
+        tasks.spawn(drive(Arc::clone(&shared), arrival, stop.clone()));
+    }
+    tasks.close();
+
+    // Drain: in-flight requests get `drain` to finish, then are stopped.
+    if !aborted {
+        tokio::select! {
+            () = tasks.wait() => {}
+            () = tokio::time::sleep(plan.drain) => {}
+            () = config.abort.cancelled() => { aborted = true; }
+        }
+    }
+    stop.cancel();
+    tasks.wait().await;
+    let _ = sampler.await;
+
+    let elapsed = shared.now();
+    let recorder = std::mem::take(&mut *lock(&shared.recorder));
+    let client = lock(&shared.client);
+    let run = RunCounts {
+        logical: recorder.logical,
+        duration: recorder.last_send,
+    };
+    PolicyRun {
+        budget_bound: client.budget_bound(run),
+        breaker_trips: client.breaker_trips(),
+        recorder,
+        elapsed,
+        aborted,
+    }
+}
+
+async fn sample_every_second(
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    progress: Option<Progress>,
+) {
+    let mut second = 0u64;
+    loop {
+        second += 1;
+        let at = shared.start + Duration::from_secs(second);
+        // Sample just before the second ends, so the row holds the state it ended in.
+        let sample_at = at - Duration::from_millis(1);
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = sleep_until(sample_at) => {}
+        }
+        let now = shared.now();
+        let (budget, breaker) = {
+            let client = lock(&shared.client);
+            (client.budget_level(now), client.breaker_state(now))
+        };
+        let mut recorder = lock(&shared.recorder);
+        recorder.sample_state(now, budget, breaker);
+        if let Some(progress) = &progress {
+            progress(second, &recorder);
+        }
+    }
+}
+
+/// Per-request randomness (jitter) from the seed and the request's index, so a request's
+/// decisions do not depend on how the others interleave.
+fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        fault_server::script::splitmix64(seed ^ 0x6a09_e667_f3bc_c908) ^ index,
+    )
+}
+
+async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
+    let kind = &shared.plan.load.requests[arrival.kind];
+    let id = format!("{}-{:07}", shared.policy, arrival.index);
+    let mut rng = request_rng(shared.seed, arrival.index);
+    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), shared.now());
+    loop {
+        match action {
+            Action::Send { attempt, timeout } => {
+                let sent = shared.now();
+                lock(&shared.recorder).sent(sent, attempt.is_retry(), &id, session.violations());
+                let spec = AttemptSpec {
+                    base_url: &shared.base_url,
+                    kind,
+                    id: &id,
+                    n: arrival.n,
+                    attempt,
+                    policy: &shared.policy,
+                    timeout,
+                };
+                let answer = tokio::select! {
+                    () = stop.cancelled() => break,
+                    answer = attempt::send(&shared.http, spec) => answer,
+                };
+                let now = shared.now();
+                lock(&shared.recorder).attempt_done(answer.outcome, now.saturating_sub(sent));
+                action = lock(&shared.client).on_outcome(
+                    &mut session,
+                    now,
+                    answer.outcome,
+                    answer.retry_after,
+                    &mut rng,
+                );
+            }
+            Action::Wait { until } => {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = sleep_until(shared.start + until) => {}
+                }
+                action = lock(&shared.client).on_timer(&mut session, shared.now());
+            }
+            Action::Done(verdict) => {
+                let latency = shared.now().saturating_sub(arrival.at);
+                lock(&shared.recorder).finished(arrival.at, latency, &verdict);
+                shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        }
+    }
+    // Stopped by the drain's end or the user: the request never reached a verdict.
+    lock(&shared.recorder).unfinished(arrival.at);
+    shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+}

@@ -1,0 +1,170 @@
+//! Gates: what a plan requires of each policy, judged on the report's figures.
+//!
+//! Each result records what was measured, the limit, and one line naming example request
+//! ids, so a failed gate in CI says which requests to look for in the server's logs.
+
+use crate::plan::{Check, Gate, GateKind, Metric, Plan};
+use crate::report::{GateResult, PolicyReport};
+
+/// The gates of `plan` that apply to the policy of `report`, evaluated.
+pub fn evaluate(plan: &Plan, report: &PolicyReport) -> Vec<GateResult> {
+    plan.gates
+        .iter()
+        .filter(|g| g.applies_to(&report.name))
+        .map(|g| evaluate_one(g, report))
+        .collect()
+}
+
+fn examples(report: &PolicyReport, key: &str) -> String {
+    match report.violation_examples.get(key) {
+        Some(ids) if !ids.is_empty() => format!("; e.g. {}", ids.join(", ")),
+        _ => String::new(),
+    }
+}
+
+fn count_gate(name: String, measured: u64, what: &str, example: String) -> GateResult {
+    GateResult {
+        name,
+        pass: measured == 0,
+        measured: Some(measured as f64),
+        limit: Some(0.0),
+        detail: if measured == 0 {
+            format!("no {what}")
+        } else {
+            format!("{measured} {what}{example}")
+        },
+    }
+}
+
+fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
+    let name = gate.name();
+    match &gate.kind {
+        GateKind::Check(Check::AmplificationWithinBudget) => {
+            let measured = r
+                .amplification
+                .server
+                .unwrap_or(0.0)
+                .max(r.amplification.client);
+            match r.amplification.budget_bound {
+                Some(bound) => GateResult {
+                    name,
+                    pass: measured <= bound + 1e-9,
+                    measured: Some(measured),
+                    limit: Some(bound),
+                    detail: format!(
+                        "amplification {measured:.3} (client {:.3}{}) vs the budget's bound {bound:.3}",
+                        r.amplification.client,
+                        r.amplification
+                            .server
+                            .map_or(String::new(), |s| format!(", server {s:.3}")),
+                    ),
+                },
+                None => GateResult {
+                    name,
+                    pass: true,
+                    measured: Some(measured),
+                    limit: None,
+                    detail: "not applicable: the policy has no ratio budget; bound it with `{ metric: amplification, max: X }`".to_owned(),
+                },
+            }
+        }
+        GateKind::Check(Check::NoRetryOfPermanent) => count_gate(
+            name,
+            r.violations.retried_permanent,
+            "retries after a permanent outcome (4xx other than 408/429, or 501)",
+            examples(r, "retried_permanent"),
+        ),
+        GateKind::Check(Check::NoRetryOfNonIdempotent) => count_gate(
+            name,
+            r.violations.retried_non_idempotent,
+            "retries of a non-idempotent request without proof it was unsent",
+            examples(r, "retried_non_idempotent"),
+        ),
+        GateKind::Check(Check::NoDuplicateSideEffects) => match r.violations.duplicate_side_effects
+        {
+            Some(n) => count_gate(
+                name,
+                n,
+                "duplicate side effects (ledger)",
+                examples(r, "duplicate_side_effects"),
+            ),
+            None => GateResult {
+                name,
+                pass: false,
+                measured: None,
+                limit: Some(0.0),
+                detail: "cannot be checked without a fault-server ledger".to_owned(),
+            },
+        },
+        GateKind::Check(Check::ClientServerAgree) => match &r.ledger {
+            Some(l) => GateResult {
+                name,
+                pass: l.reconciled,
+                measured: Some(l.attempts as f64),
+                limit: Some(r.attempts as f64),
+                detail: format!(
+                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {}",
+                    l.attempts,
+                    l.logical,
+                    r.attempts,
+                    r.attempts - r.retries
+                ),
+            },
+            None => GateResult {
+                name,
+                pass: false,
+                measured: None,
+                limit: None,
+                detail: "cannot be checked without a fault-server ledger".to_owned(),
+            },
+        },
+        GateKind::Metric { metric, min, max } => {
+            let measured = measure(*metric, r);
+            let pass =
+                measured.is_some_and(|m| min.is_none_or(|x| m >= x) && max.is_none_or(|x| m <= x));
+            let limit = max.or(*min);
+            let detail = match measured {
+                None if *metric == Metric::RecoveryS => {
+                    "did not recover to the pre-fault success rate (or no fault window)".to_owned()
+                }
+                None => "not measured in this run".to_owned(),
+                Some(m) => {
+                    let bound = match (min, max) {
+                        (Some(a), Some(b)) => format!("within [{a}, {b}]"),
+                        (Some(a), None) => format!(">= {a}"),
+                        (None, Some(b)) => format!("<= {b}"),
+                        (None, None) => String::new(),
+                    };
+                    format!("{} = {} (must be {bound})", metric.name(), round(m))
+                }
+            };
+            GateResult {
+                name,
+                pass,
+                measured,
+                limit,
+                detail,
+            }
+        }
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
+    Some(match metric {
+        Metric::SuccessRate => r.success_rate,
+        Metric::P50Ms => r.latency_ms.p50,
+        Metric::P90Ms => r.latency_ms.p90,
+        Metric::P99Ms => r.latency_ms.p99,
+        Metric::P999Ms => r.latency_ms.p999,
+        Metric::Amplification => r.amplification.client,
+        Metric::ServerAmplification => r.amplification.server?,
+        Metric::PeakAmplification => r.amplification.peak_1s,
+        Metric::RecoveryS => r.recovery_s?,
+        Metric::Dropped => r.dropped as f64,
+        Metric::Retries => r.retries as f64,
+    })
+}

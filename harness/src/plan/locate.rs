@@ -1,0 +1,181 @@
+//! Finds where a part of a plan is written, for errors found after parsing.
+//!
+//! serde_yaml gives line and column for what it rejects itself; a check that relates
+//! several parts of a plan (a gate naming a policy that does not exist) runs later, on
+//! values without positions. This scanner follows a path of keys and list indices through
+//! the text (block style, and flow maps on one line) to the line the user must edit. It
+//! is a best effort: where it loses the way it returns the deepest part it found.
+
+/// One step of a path into the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+/// The 1-based line and column of `path` in `text`, or of its longest prefix found.
+pub(crate) fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    // The region still to search: lines [from, to), and the indentation its keys sit at
+    // or beyond.
+    let (mut from, mut to, mut min_indent) = (0usize, lines.len(), 0usize);
+    let mut found: Option<(usize, usize)> = None;
+    for seg in path {
+        match seg {
+            Seg::Key(key) => {
+                let mut hit = None;
+                for (i, line) in lines.iter().enumerate().take(to).skip(from) {
+                    if let Some(col) =
+                        key_column(line, key).filter(|c| *c >= min_indent || i == from)
+                    {
+                        hit = Some((i, col));
+                        break;
+                    }
+                }
+                let Some((i, col)) = hit else {
+                    return found;
+                };
+                found = Some((i + 1, col + 1));
+                let indent = indentation(lines[i]);
+                from = i;
+                to = block_end(&lines, i, indent, to);
+                min_indent = indent + 1;
+            }
+            Seg::Index(n) => {
+                let mut count = 0;
+                let mut hit = None;
+                let mut item_indent = None;
+                for (i, line) in lines.iter().enumerate().take(to).skip(from) {
+                    let trimmed = line.trim_start();
+                    if !trimmed.starts_with("- ") && trimmed != "-" {
+                        continue;
+                    }
+                    let indent = indentation(line);
+                    if indent < min_indent.saturating_sub(1) && i != from {
+                        continue;
+                    }
+                    let expected = *item_indent.get_or_insert(indent);
+                    if indent != expected {
+                        continue;
+                    }
+                    if count == *n {
+                        hit = Some((i, indent));
+                        break;
+                    }
+                    count += 1;
+                }
+                let Some((i, indent)) = hit else {
+                    return found;
+                };
+                found = Some((i + 1, indent + 1));
+                from = i;
+                to = block_end(&lines, i, indent, to);
+                min_indent = indent + 2;
+            }
+        }
+    }
+    found
+}
+
+fn indentation(line: &str) -> usize {
+    line.len() - line.trim_start().len()
+}
+
+/// The 0-based column of `key:` in the line (as a block key, a list item's key, or a key
+/// inside a flow map), if any.
+fn key_column(line: &str, key: &str) -> Option<usize> {
+    let code = line.split(" #").next().unwrap_or(line);
+    let bytes = code.as_bytes();
+    let mut start = 0;
+    while let Some(pos) = code[start..].find(key) {
+        let at = start + pos;
+        let before = at.checked_sub(1).map(|b| bytes[b]);
+        let after = &code[at + key.len()..];
+        let boundary = matches!(
+            before,
+            None | Some(b' ' | b'{' | b',' | b'-' | b'"' | b'\'')
+        );
+        let colon = after
+            .trim_start_matches(['"', '\''])
+            .trim_start()
+            .starts_with(':');
+        if boundary && colon {
+            return Some(at);
+        }
+        start = at + key.len();
+    }
+    None
+}
+
+/// The end (exclusive) of the block that starts at line `at` with indentation `indent`.
+fn block_end(lines: &[&str], at: usize, indent: usize, limit: usize) -> usize {
+    for (i, line) in lines.iter().enumerate().take(limit).skip(at + 1) {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let this = indentation(line);
+        if this < indent || (this == indent && !trimmed.starts_with("- ")) {
+            return i;
+        }
+        if this == indent && trimmed.starts_with("- ") && !lines[at].trim_start().starts_with("- ")
+        {
+            continue;
+        }
+        if this == indent && trimmed.starts_with("- ") {
+            return i;
+        }
+    }
+    limit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Seg, locate};
+
+    const PLAN: &str = "\
+name: x
+load:
+  rate: 10
+policies:
+  - name: a
+    max_attempts: 3
+  - name: b
+    budget:
+      ratio: -1
+  - { name: c, budget: { ratio: 2 } }
+gates:
+  - { metric: success_rate, min: 0.9, policy: zed }
+";
+
+    #[test]
+    fn finds_keys_items_and_flow_keys() {
+        use Seg::{Index, Key};
+        assert_eq!(locate(PLAN, &[Key("load"), Key("rate")]), Some((3, 3)));
+        assert_eq!(locate(PLAN, &[Key("policies"), Index(0)]), Some((5, 3)));
+        assert_eq!(
+            locate(PLAN, &[Key("policies"), Index(1), Key("budget")]),
+            Some((8, 5))
+        );
+        assert_eq!(
+            locate(
+                PLAN,
+                &[Key("policies"), Index(1), Key("budget"), Key("ratio")]
+            ),
+            Some((9, 7))
+        );
+        assert_eq!(
+            locate(PLAN, &[Key("policies"), Index(2), Key("budget")]),
+            Some((10, 16))
+        );
+        assert_eq!(
+            locate(PLAN, &[Key("gates"), Index(0), Key("policy")]),
+            Some((12, 39))
+        );
+    }
+
+    #[test]
+    fn a_missing_step_is_none() {
+        assert_eq!(locate(PLAN, &[Seg::Key("telemetry")]), None);
+    }
+}

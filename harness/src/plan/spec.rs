@@ -1,0 +1,490 @@
+//! The plan as written: serde DTOs that mirror the YAML and nothing else.
+//!
+//! Every struct denies unknown keys. Checks on one value run while deserialising (through
+//! `try_from` newtypes), so serde_yaml reports them with their line and column; checks that
+//! relate several parts of the plan run in [`super::resolve`], which locates the part it
+//! names. The fault and capacity blocks are the fault-server's own DTOs, so a plan is a
+//! valid fault-server script and both read it with the same rules.
+
+use std::fmt;
+
+use fault_server::duration::DurationSpec;
+use fault_server::script::{CapacitySpec, PhaseSpec};
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSpec {
+    /// Names the report directory (`reports/<name>/`); default: the file's stem.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seeds arrivals, request mix, jitter and the server's fault draws; default 1.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// How long arrivals run (default: the sum of `load.stages`).
+    #[serde(default)]
+    pub duration: Option<DurationSpec>,
+    /// How long requests still in flight may finish after arrivals stop (default 10s).
+    #[serde(default)]
+    pub drain: Option<DurationSpec>,
+    #[serde(default)]
+    pub target: Option<TargetSpec>,
+    /// Allows a target outside loopback. Load and faults are for machines you own.
+    #[serde(default)]
+    pub allow_remote: bool,
+    pub load: LoadSpec,
+    #[serde(default)]
+    pub server: Option<CapacitySpec>,
+    #[serde(default)]
+    pub faults: Vec<PhaseSpec>,
+    pub policies: Vec<PolicySpec>,
+    #[serde(default)]
+    pub gates: Vec<GateSpec>,
+}
+
+/// `embedded`, or `{ url, fault_server, token }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    Embedded,
+    Url(UrlTargetSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlTargetSpec {
+    pub url: String,
+    /// The target is a fault-server: script it, reset it and read its ledger (default
+    /// true). `false`: any HTTP service, a black box with client-side accounting only.
+    #[serde(default = "yes")]
+    pub fault_server: bool,
+    /// Bearer token for the fault-server's control API.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl<'de> Deserialize<'de> for TargetSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TargetSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`embedded` or a map like `{ url: \"http://127.0.0.1:8080\" }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
+                if v == "embedded" {
+                    Ok(TargetSpec::Embedded)
+                } else {
+                    Err(E::custom(format!(
+                        "unknown target `{v}`: write `embedded`, or `{{ url: \"{v}\" }}` for a running server"
+                    )))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
+                UrlTargetSpec::deserialize(MapAccessDeserializer::new(map)).map(TargetSpec::Url)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Logical requests per second (the starting rate when `stages` are given).
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    #[serde(default)]
+    pub arrivals: Option<ArrivalsSpec>,
+    #[serde(default)]
+    pub stages: Vec<StageSpec>,
+    /// Beyond this many logical requests in flight, arrivals are dropped and counted.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    pub requests: Vec<RequestSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalsSpec {
+    /// Evenly spaced: `start + i / rate`.
+    Uniform,
+    /// A seeded Poisson process: exponential gaps with mean `1 / rate`.
+    Poisson,
+}
+
+/// A rate in requests per second: finite, >= 0, at most a million.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "f64")]
+pub struct Rate(pub f64);
+
+impl TryFrom<f64> for Rate {
+    type Error = String;
+    fn try_from(v: f64) -> Result<Rate, String> {
+        if v.is_finite() && (0.0..=1_000_000.0).contains(&v) {
+            Ok(Rate(v))
+        } else {
+            Err(format!(
+                "rate {v} is out of range: give requests per second between 0 and 1000000"
+            ))
+        }
+    }
+}
+
+/// `{ to: 500, over: 10s }` ramps linearly to a rate; `{ hold: 20s }` keeps the rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    #[serde(default)]
+    pub to: Option<Rate>,
+    #[serde(default)]
+    pub over: Option<DurationSpec>,
+    #[serde(default)]
+    pub hold: Option<DurationSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default)]
+    pub method: Option<String>,
+    /// `{n}` becomes a random number, so paths vary as real traffic does.
+    pub path: String,
+    #[serde(default)]
+    pub weight: Option<f64>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Send an `Idempotency-Key` (the logical request's id) with every attempt.
+    #[serde(default)]
+    pub idempotency_key: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    pub name: String,
+    /// Start from a real system's policy; the fields below override it.
+    #[serde(default)]
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    #[serde(default)]
+    pub attempt_timeout: Option<DurationSpec>,
+    #[serde(default)]
+    pub deadline: Option<DurationSpec>,
+    #[serde(default, deserialize_with = "BackoffSpec::parse_none")]
+    pub backoff: Option<BackoffSpec>,
+    #[serde(default)]
+    pub retry_on: Option<Vec<String>>,
+    /// Retry POST/PATCH without an idempotency key after any retryable failure.
+    /// Deliberately unsafe; the `no_retry_of_non_idempotent` gate catches it.
+    #[serde(default)]
+    pub retry_non_idempotent: Option<bool>,
+    #[serde(default)]
+    pub honor_retry_after: Option<bool>,
+    /// The longest `Retry-After` honoured (default 30s).
+    #[serde(default)]
+    pub retry_after_max: Option<DurationSpec>,
+    #[serde(default)]
+    pub budget: Option<Toggle<BudgetSpec>>,
+    #[serde(default)]
+    pub breaker: Option<Toggle<BreakerSpec>>,
+}
+
+/// A block a preset may bring that a plan can switch off with `none`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Toggle<T> {
+    Off,
+    On(T),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Toggle<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Toggle<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of settings, or `none`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Toggle<T>, E> {
+                match v {
+                    "none" | "off" => Ok(Toggle::Off),
+                    other => Err(E::custom(format!(
+                        "`{other}`: expected a map of settings, or `none` to switch it off"
+                    ))),
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Toggle<T>, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(Toggle::On)
+            }
+        }
+        deserializer.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// `none`, or one shape (`fixed`, `exponential`, `envoy`) plus an optional `jitter`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffSpec {
+    #[serde(default)]
+    pub fixed: Option<DurationSpec>,
+    #[serde(default)]
+    pub exponential: Option<ExponentialSpec>,
+    /// Envoy's `(2^k - 1) * base`, capped.
+    #[serde(default)]
+    pub envoy: Option<EnvoyBackoffSpec>,
+    #[serde(default)]
+    pub jitter: Option<JitterSpec>,
+    #[serde(skip)]
+    pub none: bool,
+}
+
+impl BackoffSpec {
+    pub(crate) fn parse_none<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<BackoffSpec>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BackoffSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`none` or a map like `{ exponential: { base: 100ms, multiplier: 2, cap: 5s }, jitter: full }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<BackoffSpec, E> {
+                if v == "none" {
+                    Ok(BackoffSpec {
+                        none: true,
+                        ..BackoffSpec::default()
+                    })
+                } else {
+                    Err(E::custom(format!(
+                        "unknown backoff `{v}`: write `none`, `{{ fixed: 1s }}`, `{{ exponential: {{ base: 100ms, multiplier: 2, cap: 5s }} }}` or `{{ envoy: {{ base: 25ms, cap: 250ms }} }}`"
+                    )))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<BackoffSpec, A::Error> {
+                BackoffSpec::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_any(V).map(Some)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExponentialSpec {
+    pub base: DurationSpec,
+    #[serde(default)]
+    pub multiplier: Option<f64>,
+    pub cap: DurationSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvoyBackoffSpec {
+    pub base: DurationSpec,
+    #[serde(default)]
+    pub cap: Option<DurationSpec>,
+}
+
+/// `none`, `full`, `equal`, `decorrelated`, or `{ additive: 0.99 }`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JitterSpec {
+    None,
+    Full,
+    Equal,
+    Decorrelated,
+    Additive(f64),
+}
+
+impl<'de> Deserialize<'de> for JitterSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = JitterSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`none`, `full`, `equal`, `decorrelated` or `{ additive: FACTOR }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<JitterSpec, E> {
+                Ok(match v {
+                    "none" => JitterSpec::None,
+                    "full" => JitterSpec::Full,
+                    "equal" => JitterSpec::Equal,
+                    "decorrelated" => JitterSpec::Decorrelated,
+                    other => {
+                        return Err(E::custom(format!(
+                            "unknown jitter `{other}`: expected none, full, equal, decorrelated or {{ additive: FACTOR }}"
+                        )));
+                    }
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JitterSpec, A::Error> {
+                let key: String = map
+                    .next_key()?
+                    .ok_or_else(|| de::Error::custom("expected `{ additive: FACTOR }`"))?;
+                if key != "additive" {
+                    return Err(de::Error::unknown_field(&key, &["additive"]));
+                }
+                let factor: f64 = map.next_value()?;
+                Ok(JitterSpec::Additive(factor))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<JitterSpec, A::Error> {
+                Err(de::Error::custom("a jitter is one word, not a list"))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A budget; its kind is `kind`, or inferred from its keys (`min_per_sec`/`ttl`: a ttl
+/// window; `token_ratio`: gRPC; `capacity`/`retry_cost`: an AWS quota; `percent`: Envoy;
+/// otherwise a token bucket).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    #[serde(default)]
+    pub kind: Option<BudgetKindSpec>,
+    #[serde(default)]
+    pub ratio: Option<f64>,
+    #[serde(default)]
+    pub max_tokens: Option<f64>,
+    #[serde(default)]
+    pub initial_tokens: Option<f64>,
+    #[serde(default)]
+    pub min_per_sec: Option<f64>,
+    #[serde(default)]
+    pub ttl: Option<DurationSpec>,
+    #[serde(default)]
+    pub token_ratio: Option<f64>,
+    #[serde(default)]
+    pub capacity: Option<f64>,
+    #[serde(default)]
+    pub retry_cost: Option<f64>,
+    #[serde(default)]
+    pub timeout_cost: Option<f64>,
+    #[serde(default)]
+    pub throttling_cost: Option<f64>,
+    #[serde(default)]
+    pub success_refill: Option<f64>,
+    #[serde(default)]
+    pub percent: Option<f64>,
+    #[serde(default)]
+    pub min_concurrency: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKindSpec {
+    TokenBucket,
+    TtlWindow,
+    Grpc,
+    AwsQuota,
+    EnvoyConcurrency,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSpec {
+    pub failure_ratio: f64,
+    #[serde(default)]
+    pub min_requests: Option<u32>,
+    #[serde(default)]
+    pub window: Option<DurationSpec>,
+    #[serde(default)]
+    pub open_for: Option<DurationSpec>,
+    #[serde(default)]
+    pub half_open_probes: Option<u32>,
+}
+
+/// An invariant by name (`no_retry_of_permanent`), the same scoped to policies
+/// (`{ check: no_retry_of_permanent, policy: [a, b] }`), or a metric threshold
+/// (`{ metric: success_rate, min: 0.6, policy: x }`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateSpec {
+    Check {
+        check: String,
+        policies: Vec<String>,
+    },
+    Metric(MetricGateSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricGateSpec {
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub check: Option<String>,
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+    #[serde(default)]
+    pub policy: Option<OneOrMany>,
+}
+
+/// One name or a list of names.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GateSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = GateSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a gate name like `no_retry_of_permanent`, or a map like `{ metric: success_rate, min: 0.9 }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<GateSpec, E> {
+                Ok(GateSpec::Check {
+                    check: v.to_owned(),
+                    policies: Vec::new(),
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GateSpec, A::Error> {
+                let spec = MetricGateSpec::deserialize(MapAccessDeserializer::new(map))?;
+                match (&spec.metric, &spec.check) {
+                    (None, Some(check)) if spec.min.is_none() && spec.max.is_none() => {
+                        Ok(GateSpec::Check {
+                            check: check.clone(),
+                            policies: spec.policy.map(OneOrMany::into_vec).unwrap_or_default(),
+                        })
+                    }
+                    (None, Some(_)) => Err(de::Error::custom(
+                        "an invariant gate (`check:`) takes no `min`/`max`",
+                    )),
+                    (Some(_), None) => Ok(GateSpec::Metric(spec)),
+                    (Some(_), Some(_)) => Err(de::Error::custom(
+                        "a gate is either `check: NAME` or `metric: NAME`, not both",
+                    )),
+                    (None, None) => Err(de::Error::custom(
+                        "a gate map needs `metric:` (with `min:` or `max:`) or `check:`",
+                    )),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}

@@ -1,0 +1,295 @@
+//! From a run's measurements to the report model.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter};
+use fault_server::ledger::LedgerSnapshot;
+
+use super::model::{
+    Amplification, LedgerView, Percentiles, PlanInfo, PolicyReport, Report, SCHEMA, SeriesPoint,
+    Violations,
+};
+use crate::engine::PolicyRun;
+use crate::gates;
+use crate::plan::{NamedPolicy, Plan, Target};
+use crate::stats::{Recorder, Second, quantile_ms};
+
+/// One policy's run and what the server's ledger said of it.
+#[derive(Debug)]
+pub struct PolicyOutcome<'a> {
+    pub policy: &'a NamedPolicy,
+    pub run: PolicyRun,
+    pub ledger: Option<LedgerSnapshot>,
+}
+
+pub fn build(
+    plan: &Plan,
+    outcomes: Vec<PolicyOutcome<'_>>,
+    aborted: bool,
+    generated_at: String,
+) -> Report {
+    let policies: Vec<PolicyReport> = outcomes
+        .into_iter()
+        .map(|o| policy_report(plan, o))
+        .collect();
+    let pass = !aborted && policies.iter().all(|p| p.gates.iter().all(|g| g.pass));
+    Report {
+        schema: SCHEMA.to_owned(),
+        verdict: if pass { "pass" } else { "fail" }.to_owned(),
+        aborted,
+        generated_at,
+        plan: PlanInfo {
+            name: plan.name.clone(),
+            file: plan.file.display().to_string(),
+            description: plan.description.clone(),
+            seed: plan.seed,
+            duration_s: plan.duration.as_secs_f64(),
+            target: match &plan.target {
+                Target::Embedded => "embedded".to_owned(),
+                Target::FaultServer { url, .. } | Target::BlackBox { url } => url.clone(),
+            },
+            ledger: plan.target.has_ledger(),
+            faults: plan
+                .script
+                .faults
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
+                .collect(),
+            fault_window_s: plan
+                .fault_window
+                .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),
+        },
+        policies,
+    }
+}
+
+fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+    Percentiles {
+        p50: quantile_ms(h, 0.50),
+        p90: quantile_ms(h, 0.90),
+        p99: quantile_ms(h, 0.99),
+        p999: quantile_ms(h, 0.999),
+        max: if h.is_empty() {
+            0.0
+        } else {
+            h.max() as f64 / 1000.0
+        },
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
+    let PolicyOutcome {
+        policy,
+        run,
+        ledger,
+    } = outcome;
+    let r: &Recorder = &run.recorder;
+    let peak_1s = r
+        .series
+        .iter()
+        .filter(|s| s.offered > s.dropped)
+        .map(|s| ratio(s.attempts, s.offered - s.dropped))
+        .fold(0.0, f64::max);
+    let ledger_view = ledger.as_ref().map(|l| LedgerView {
+        attempts: l.attempts,
+        logical: l.logical,
+        side_effects: l.side_effects,
+        duplicate_side_effects: l.duplicate_side_effects,
+        idempotent_replays: l.idempotent_replays,
+        // First attempts are the logical requests that reached the wire (the breaker may
+        // refuse one before it is sent).
+        reconciled: l.attempts == r.attempts && l.logical == r.attempts - r.retries,
+        by_outcome: l.by_outcome.clone(),
+    });
+    let mut examples = BTreeMap::new();
+    examples.insert(
+        "retried_permanent".to_owned(),
+        r.retried_permanent.examples.clone(),
+    );
+    examples.insert(
+        "retried_non_idempotent".to_owned(),
+        r.retried_non_idempotent.examples.clone(),
+    );
+    if let Some(l) = &ledger {
+        examples.insert(
+            "duplicate_side_effects".to_owned(),
+            l.duplicate_examples.clone(),
+        );
+    }
+    let mut report = PolicyReport {
+        name: policy.name.clone(),
+        preset: policy.preset.map(|p| p.name().to_owned()),
+        summary: describe(policy),
+        logical: r.logical,
+        succeeded: r.succeeded,
+        failed: r.failed,
+        dropped: r.dropped,
+        unfinished: r.unfinished,
+        attempts: r.attempts,
+        retries: r.retries,
+        success_rate: ratio(r.succeeded, r.logical),
+        amplification: Amplification {
+            client: ratio(r.attempts, r.logical),
+            server: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
+            peak_1s,
+            budget_bound: run.budget_bound,
+        },
+        give_ups: r
+            .give_ups
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect(),
+        violations: Violations {
+            retried_permanent: r.retried_permanent.count,
+            retried_non_idempotent: r.retried_non_idempotent.count,
+            duplicate_side_effects: ledger.as_ref().map(|l| l.duplicate_side_effects),
+        },
+        violation_examples: examples,
+        latency_ms: percentiles(&r.latency),
+        attempt_latency_ms: percentiles(&r.attempt_latency),
+        arrival_lag_ms: percentiles(&r.lag),
+        recovery_s: plan
+            .fault_window
+            .and_then(|(from, until)| recovery_s(&r.series, from, until)),
+        outcomes: r.outcomes.clone(),
+        breaker_trips: run.breaker_trips,
+        ledger: ledger_view,
+        series: r
+            .series
+            .iter()
+            .enumerate()
+            .map(|(t, s)| SeriesPoint {
+                t: t as u64,
+                offered: s.offered,
+                dropped: s.dropped,
+                attempts: s.attempts,
+                succeeded: s.succeeded,
+                failed: s.failed,
+                retries: s.retries,
+                budget_tokens: s.budget_tokens,
+                breaker_open: matches!(s.breaker, Some(BreakerState::Open)),
+            })
+            .collect(),
+        gates: Vec::new(),
+    };
+    report.gates = gates::evaluate(plan, &report);
+    report
+}
+
+/// Seconds from `until` (the end of the last fault phase) to the first second from which
+/// the success rate of the requests scheduled in each later second stays within 5 points
+/// of its level before `from`. `None`: no traffic before the faults to compare with, or it
+/// never got back.
+pub fn recovery_s(series: &[Second], from: Duration, until: Duration) -> Option<f64> {
+    let rate = |s: &Second| {
+        let done = s.succeeded + s.failed;
+        (done > 0).then(|| s.succeeded as f64 / done as f64)
+    };
+    let before = &series[..(from.as_secs() as usize).min(series.len())];
+    let (ok, done) = before.iter().fold((0u64, 0u64), |(a, b), s| {
+        (a + s.succeeded, b + s.succeeded + s.failed)
+    });
+    if done == 0 {
+        return None;
+    }
+    let target = ok as f64 / done as f64 - 0.05;
+    let end = until.as_secs_f64().ceil() as usize;
+    if end >= series.len() {
+        return None;
+    }
+    let mut recovered_at = None;
+    for (t, s) in series.iter().enumerate().skip(end) {
+        match rate(s) {
+            Some(r) if r < target => recovered_at = None,
+            Some(_) => {
+                recovered_at.get_or_insert(t);
+            }
+            None => {}
+        }
+    }
+    recovered_at.map(|t| (t as f64 - until.as_secs_f64()).max(0.0))
+}
+
+fn describe(policy: &NamedPolicy) -> String {
+    let c = policy.policy.config();
+    let mut parts = vec![format!("{} attempts", c.max_attempts)];
+    parts.push(describe_backoff(&c.backoff));
+    if let Some(t) = c.attempt_timeout {
+        parts.push(format!("timeout {}", fmt_duration(t)));
+    }
+    if let Some(b) = &c.budget {
+        parts.push(match *b {
+            BudgetConfig::TokenBucket {
+                ratio, max_tokens, ..
+            } => {
+                format!("token bucket {ratio} (max {max_tokens})")
+            }
+            BudgetConfig::TtlWindow {
+                ratio,
+                min_per_sec,
+                ttl,
+            } => {
+                format!(
+                    "budget {ratio} + {min_per_sec}/s over {}",
+                    fmt_duration(ttl)
+                )
+            }
+            BudgetConfig::GrpcThrottle {
+                max_tokens,
+                token_ratio,
+            } => {
+                format!("gRPC throttle {max_tokens} tokens, {token_ratio}/success")
+            }
+            BudgetConfig::RetryQuota {
+                capacity, costs, ..
+            } => {
+                format!("retry quota {capacity} ({} per retry)", costs.retry)
+            }
+            BudgetConfig::Concurrency {
+                percent,
+                min_concurrency,
+            } => {
+                format!("{percent}% concurrent retries (min {min_concurrency})")
+            }
+        });
+    } else {
+        parts.push("no budget".to_owned());
+    }
+    if let Some(b) = &c.breaker {
+        parts.push(format!(
+            "breaker {}% / {}",
+            b.failure_ratio * 100.0,
+            fmt_duration(b.window)
+        ));
+    }
+    parts.join(", ")
+}
+
+fn describe_backoff(b: &Backoff) -> String {
+    let (base, cap) = b.base_and_cap();
+    if cap.is_zero() {
+        return "no backoff".to_owned();
+    }
+    let shape = if base == cap {
+        format!("fixed {}", fmt_duration(base))
+    } else {
+        format!("backoff {}..{}", fmt_duration(base), fmt_duration(cap))
+    };
+    match b.jitter() {
+        Jitter::None => shape,
+        Jitter::Full => format!("{shape} full jitter"),
+        Jitter::Equal => format!("{shape} equal jitter"),
+        Jitter::Decorrelated => format!("{shape} decorrelated jitter"),
+        Jitter::Additive(f) => format!("{shape} +{f} jitter"),
+    }
+}
+
+pub(crate) fn fmt_duration(d: Duration) -> String {
+    fault_server::duration::format_duration(d)
+}

@@ -1,0 +1,324 @@
+//! `report.html`: one self-contained file (no network, no JavaScript needed) with inline
+//! SVG charts: offered load against attempts reaching the server per second for every
+//! policy, so a storm is visible at a glance; latency percentiles; budget and breaker over
+//! time.
+
+use std::fmt::Write;
+
+use super::model::{PolicyReport, Report, SeriesPoint};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+const W: f64 = 720.0;
+const H: f64 = 200.0;
+const PAD_L: f64 = 48.0;
+const PAD_B: f64 = 24.0;
+const PAD_T: f64 = 12.0;
+
+/// A line chart of several series over the run's seconds.
+fn chart(
+    title: &str,
+    seconds: usize,
+    lines: &[(&str, &str, Vec<f64>)],
+    window: Option<[f64; 2]>,
+    shade: &[bool],
+) -> String {
+    let max = lines
+        .iter()
+        .flat_map(|(_, _, v)| v.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let n = seconds.max(2) as f64;
+    let x = |t: f64| PAD_L + t / (n - 1.0) * (W - PAD_L - 8.0);
+    let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
+        esc(title),
+        esc(title)
+    );
+    if let Some([a, b]) = window {
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{PAD_T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fde2e1\"><title>fault window {a}–{b} s</title></rect>",
+            x(a),
+            (x(b.min(n - 1.0)) - x(a)).max(0.0),
+            H - PAD_T - PAD_B
+        );
+    }
+    for (t, open) in shade.iter().enumerate() {
+        if *open {
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"6\" fill=\"#c0392b\"><title>breaker open in second {t}</title></rect>",
+                x(t as f64),
+                H - PAD_B - 6.0,
+                (x(1.0) - x(0.0)).max(1.0)
+            );
+        }
+    }
+    // Axes and a few grid lines.
+    for i in 0..=4 {
+        let v = max * f64::from(i) / 4.0;
+        let _ = write!(
+            svg,
+            "<line x1=\"{PAD_L}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            W - 8.0,
+            y(v),
+            y(v),
+            PAD_L - 4.0,
+            y(v) + 3.0,
+            short(v)
+        );
+    }
+    let step = (seconds / 10).max(1);
+    for t in (0..seconds).step_by(step) {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{t}s</text>",
+            x(t as f64),
+            H - 6.0
+        );
+    }
+    for (name, color, values) in lines {
+        let points: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(t, v)| format!("{:.1},{:.1}", x(t as f64), y(*v)))
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            points.join(" "),
+            esc(name)
+        );
+    }
+    svg.push_str("</svg><div class=\"legend\">");
+    for (name, color, _) in lines {
+        let _ = write!(
+            svg,
+            "<span><i style=\"background:{color}\"></i>{}</span>",
+            esc(name)
+        );
+    }
+    svg.push_str("</div></figure>");
+    svg
+}
+
+fn short(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn column(series: &[SeriesPoint], f: impl Fn(&SeriesPoint) -> f64) -> Vec<f64> {
+    series.iter().map(f).collect()
+}
+
+/// The budget level per second, each second without a sample (the drain after the last
+/// one) carrying the last value seen.
+fn carried(series: &[SeriesPoint]) -> Vec<f64> {
+    let mut last = 0.0;
+    series
+        .iter()
+        .map(|x| {
+            last = x.budget_tokens.unwrap_or(last);
+            last
+        })
+        .collect()
+}
+
+pub fn render(report: &Report) -> String {
+    let plan = &report.plan;
+    let mut out = String::new();
+    let verdict = if report.aborted {
+        "ABORTED"
+    } else if report.passed() {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    let _ = write!(
+        out,
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>chaos report: {name}</title><style>{CSS}</style></head><body>\
+         <h1>Chaos report: {name} <span class=\"verdict {cls}\">{verdict}</span></h1>",
+        name = esc(&plan.name),
+        cls = verdict.to_ascii_lowercase(),
+    );
+    if let Some(d) = &plan.description {
+        let _ = write!(out, "<p>{}</p>", esc(d));
+    }
+    let _ = write!(
+        out,
+        "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}; faults: {}. Generated {}.</p>",
+        esc(&plan.file),
+        plan.seed,
+        plan.duration_s,
+        esc(&plan.target),
+        if plan.ledger {
+            " (fault-server ledger)"
+        } else {
+            " (black box)"
+        },
+        if plan.faults.is_empty() {
+            "none".to_owned()
+        } else {
+            esc(&plan.faults.join(", "))
+        },
+        esc(&report.generated_at)
+    );
+    let _ = write!(
+        out,
+        "<h2>Summary</h2><pre>{}</pre>",
+        esc(&super::summary_table(report))
+    );
+
+    let seconds = report
+        .policies
+        .iter()
+        .map(|p| p.series.len())
+        .max()
+        .unwrap_or(0);
+    let _ = write!(out, "<h2>Attempts reaching the server per second</h2>");
+    let palette = [
+        "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d35400",
+    ];
+    let mut lines: Vec<(&str, &str, Vec<f64>)> = Vec::new();
+    if let Some(first) = report.policies.first() {
+        lines.push((
+            "offered load",
+            "#111",
+            column(&first.series, |s| s.offered as f64),
+        ));
+    }
+    for (i, p) in report.policies.iter().enumerate() {
+        lines.push((
+            p.name.as_str(),
+            palette[i % palette.len()],
+            column(&p.series, |s| s.attempts as f64),
+        ));
+    }
+    out.push_str(&chart(
+        "offered logical requests vs attempts sent, per second (shaded: fault window)",
+        seconds,
+        &lines,
+        plan.fault_window_s,
+        &[],
+    ));
+    for p in &report.policies {
+        policy_html(&mut out, p, plan.fault_window_s);
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
+    let _ = write!(
+        out,
+        "<h2>Policy <code>{}</code></h2><p>{}</p>",
+        esc(&p.name),
+        esc(&p.summary)
+    );
+    out.push_str("<table><tr><th>gate</th><th>result</th><th>measured</th><th>limit</th><th>detail</th></tr>");
+    for g in &p.gates {
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if g.pass { "pass" } else { "fail" },
+            esc(&g.name),
+            if g.pass { "pass" } else { "FAIL" },
+            g.measured.map_or("–".to_owned(), |m| format!("{m:.3}")),
+            g.limit.map_or("–".to_owned(), |m| format!("{m:.3}")),
+            esc(&g.detail)
+        );
+    }
+    out.push_str("</table>");
+    let s = &p.series;
+    out.push_str(&chart(
+        &format!(
+            "{}: offered, attempts, retries, succeeded per second",
+            p.name
+        ),
+        s.len(),
+        &[
+            ("offered", "#111", column(s, |x| x.offered as f64)),
+            ("attempts", "#2c7be5", column(s, |x| x.attempts as f64)),
+            ("retries", "#e67e22", column(s, |x| x.retries as f64)),
+            ("succeeded", "#27ae60", column(s, |x| x.succeeded as f64)),
+        ],
+        window,
+        &s.iter().map(|x| x.breaker_open).collect::<Vec<_>>(),
+    ));
+    if s.iter().any(|x| x.budget_tokens.is_some()) {
+        out.push_str(&chart(
+            &format!("{}: budget level (red bar: breaker open)", p.name),
+            s.len(),
+            &[("budget", "#8e44ad", carried(s))],
+            window,
+            &s.iter().map(|x| x.breaker_open).collect::<Vec<_>>(),
+        ));
+    }
+    out.push_str("<table><tr><th>latency ms</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>");
+    for (name, l) in [
+        ("logical (from schedule)", &p.latency_ms),
+        ("single attempt", &p.attempt_latency_ms),
+        ("arrival lag", &p.arrival_lag_ms),
+    ] {
+        let _ = write!(
+            out,
+            "<tr><td>{name}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+            l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    out.push_str("</table>");
+    let give_ups: Vec<String> = p
+        .give_ups
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let outcomes: Vec<String> = p.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = write!(
+        out,
+        "<p>Give-ups: {}. Attempt outcomes: {}.</p>",
+        esc(&if give_ups.is_empty() {
+            "none".to_owned()
+        } else {
+            give_ups.join(", ")
+        }),
+        esc(&outcomes.join(", "))
+    );
+    if let Some(l) = &p.ledger {
+        let _ = write!(
+            out,
+            "<p>Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.</p>",
+            l.attempts,
+            l.logical,
+            l.side_effects,
+            l.duplicate_side_effects,
+            l.idempotent_replays,
+            if l.reconciled {
+                "agrees with the client"
+            } else {
+                "<b>does not agree with the client</b>"
+            }
+        );
+    }
+}
+
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:960px;margin:2em auto;color:#222}\
+h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
+.pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted{background:#c0392b}\
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
+pre{background:#f6f8fa;padding:1em;overflow:auto}figure{margin:1em 0}figcaption{font-weight:600}\
+.legend span{margin-right:1em}.legend i{display:inline-block;width:12px;height:3px;margin-right:4px;vertical-align:middle}.meta{color:#555}";

@@ -1,0 +1,59 @@
+//! `junit.xml`: one test case per gate per policy, for CI systems.
+
+use std::fmt::Write;
+
+use super::model::Report;
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+pub fn render(report: &Report) -> String {
+    let cases: usize = report.policies.iter().map(|p| p.gates.len()).sum();
+    let failures: usize = report
+        .policies
+        .iter()
+        .map(|p| p.gates.iter().filter(|g| !g.pass).count())
+        .sum();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"chaos {}\" tests=\"{cases}\" failures=\"{failures}\">",
+        escape(&report.plan.name)
+    );
+    for p in &report.policies {
+        let failed = p.gates.iter().filter(|g| !g.pass).count();
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}.{}\" tests=\"{}\" failures=\"{failed}\">",
+            escape(&report.plan.name),
+            escape(&p.name),
+            p.gates.len()
+        );
+        for g in &p.gates {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{}.{}\" name=\"{}\"",
+                escape(&report.plan.name),
+                escape(&p.name),
+                escape(&g.name)
+            );
+            if g.pass {
+                let _ = writeln!(out, "/>");
+            } else {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
+                    escape(&g.detail)
+                );
+            }
+        }
+        let _ = writeln!(out, "  </testsuite>");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}

@@ -1,0 +1,244 @@
+//! `report.md`: tables a person reads in a terminal or a pull request, and the summary
+//! table the CLI prints.
+
+use std::fmt::Write;
+
+use super::model::{PolicyReport, Report};
+
+fn opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// The one-screen summary: a row per policy.
+pub fn summary_table(report: &Report) -> String {
+    let mut rows = vec![[
+        "policy".to_owned(),
+        "logical".to_owned(),
+        "success".to_owned(),
+        "attempts".to_owned(),
+        "ampl (client/server)".to_owned(),
+        "peak 1s".to_owned(),
+        "bound".to_owned(),
+        "p99 ms".to_owned(),
+        "recovery s".to_owned(),
+        "violations".to_owned(),
+        "gates".to_owned(),
+    ]];
+    for p in &report.policies {
+        let passed = p.gates.iter().filter(|g| g.pass).count();
+        rows.push([
+            p.name.clone(),
+            p.logical.to_string(),
+            format!("{:.1}%", p.success_rate * 100.0),
+            p.attempts.to_string(),
+            format!(
+                "{:.2} / {}",
+                p.amplification.client,
+                opt(p.amplification.server, 2)
+            ),
+            format!("{:.2}", p.amplification.peak_1s),
+            opt(p.amplification.budget_bound, 2),
+            format!("{:.0}", p.latency_ms.p99),
+            opt(p.recovery_s, 0),
+            violations(p),
+            if p.gates.is_empty() {
+                "–".to_owned()
+            } else if passed == p.gates.len() {
+                format!("pass {passed}/{}", p.gates.len())
+            } else {
+                format!("FAIL {passed}/{}", p.gates.len())
+            },
+        ]);
+    }
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                if c == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        if i == 0 {
+            let _ = writeln!(
+                out,
+                "{}",
+                widths
+                    .iter()
+                    .map(|w| "-".repeat(*w))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+            );
+        }
+    }
+    out
+}
+
+fn violations(p: &PolicyReport) -> String {
+    let v = &p.violations;
+    let total =
+        v.retried_permanent + v.retried_non_idempotent + v.duplicate_side_effects.unwrap_or(0);
+    if total == 0 {
+        "0".to_owned()
+    } else {
+        let mut parts = Vec::new();
+        if v.retried_permanent > 0 {
+            parts.push(format!("{} perm", v.retried_permanent));
+        }
+        if v.retried_non_idempotent > 0 {
+            parts.push(format!("{} non-idem", v.retried_non_idempotent));
+        }
+        if let Some(d) = v.duplicate_side_effects.filter(|d| *d > 0) {
+            parts.push(format!("{d} dup"));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The whole `report.md`.
+pub fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let plan = &report.plan;
+    let _ = writeln!(out, "# Chaos report: {}\n", plan.name);
+    if let Some(d) = &plan.description {
+        let _ = writeln!(out, "{d}\n");
+    }
+    let verdict = match (report.aborted, report.passed()) {
+        (true, _) => "**ABORTED** (interrupted; figures cover what ran)",
+        (false, true) => "**PASS**",
+        (false, false) => "**FAIL**",
+    };
+    let _ = writeln!(out, "Verdict: {verdict}\n");
+    let _ = writeln!(
+        out,
+        "Plan `{}` (seed {}), {} s of arrivals against {}{}. Generated {}.\n",
+        plan.file,
+        plan.seed,
+        plan.duration_s,
+        plan.target,
+        if plan.ledger {
+            " (fault-server ledger)"
+        } else {
+            " (black box: client-side accounting only)"
+        },
+        report.generated_at,
+    );
+    if !plan.faults.is_empty() {
+        let window = plan.fault_window_s.map_or(String::new(), |[a, b]| {
+            format!(" (windowed phases from {a} s to {b} s)")
+        });
+        let _ = writeln!(out, "Faults: {}{window}.\n", plan.faults.join(", "));
+    }
+    let _ = writeln!(out, "## Summary\n\n```\n{}```\n", summary_table(report));
+    for p in &report.policies {
+        policy_section(&mut out, p);
+    }
+    out
+}
+
+fn policy_section(out: &mut String, p: &PolicyReport) {
+    let _ = writeln!(out, "## Policy `{}`\n", p.name);
+    if let Some(preset) = &p.preset {
+        let _ = writeln!(out, "Preset `{preset}`. ");
+    }
+    let _ = writeln!(out, "{}\n", p.summary);
+    let _ = writeln!(out, "| gate | result | measured | limit | detail |");
+    let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
+    for g in &p.gates {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            g.name,
+            if g.pass { "pass" } else { "**FAIL**" },
+            opt(g.measured, 3),
+            opt(g.limit, 3),
+            g.detail.replace('|', "\\|")
+        );
+    }
+    if p.gates.is_empty() {
+        let _ = writeln!(out, "| (no gates) | | | | |");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "| count | value |\n| --- | --- |");
+    for (k, v) in [
+        ("logical requests", p.logical),
+        ("succeeded", p.succeeded),
+        ("failed", p.failed),
+        ("dropped (max_in_flight)", p.dropped),
+        ("unfinished at drain end", p.unfinished),
+        ("attempts", p.attempts),
+        ("retries", p.retries),
+        ("breaker trips", p.breaker_trips),
+    ] {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    let a = &p.amplification;
+    let _ = writeln!(
+        out,
+        "| amplification (client / server / peak 1 s / bound) | {:.3} / {} / {:.3} / {} |",
+        a.client,
+        opt(a.server, 3),
+        a.peak_1s,
+        opt(a.budget_bound, 3)
+    );
+    let _ = writeln!(out, "| recovery | {} s |", opt(p.recovery_s, 0));
+    let _ = writeln!(out);
+    let give_ups: Vec<String> = p
+        .give_ups
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "Give-ups: {}.\n",
+        if give_ups.is_empty() {
+            "none".to_owned()
+        } else {
+            give_ups.join(", ")
+        }
+    );
+    let outcomes: Vec<String> = p.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(out, "Attempt outcomes: {}.\n", outcomes.join(", "));
+    let _ = writeln!(
+        out,
+        "| latency (ms) | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |"
+    );
+    for (name, l) in [
+        ("logical (from schedule)", &p.latency_ms),
+        ("single attempt", &p.attempt_latency_ms),
+        ("arrival lag", &p.arrival_lag_ms),
+    ] {
+        let _ = writeln!(
+            out,
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    let _ = writeln!(out);
+    if let Some(l) = &p.ledger {
+        let _ = writeln!(
+            out,
+            "Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.\n",
+            l.attempts,
+            l.logical,
+            l.side_effects,
+            l.duplicate_side_effects,
+            l.idempotent_replays,
+            if l.reconciled {
+                "agrees with the client"
+            } else {
+                "**does not agree with the client**"
+            }
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! Reports: the model, how it is built from a run, and its renderers.
+
+mod build;
+mod html;
+mod junit;
+mod markdown;
+mod model;
+mod write;
+
+pub use build::{PolicyOutcome, build, recovery_s};
+pub use html::render as html;
+pub use junit::render as junit;
+pub use markdown::{render as markdown, summary_table};
+pub use model::*;
+pub use write::{WriteError, timestamp, write};
+
+/// `report.json`.
+pub fn json(report: &Report) -> String {
+    serde_json::to_string_pretty(report).expect("the report model always serialises") + "\n"
+}

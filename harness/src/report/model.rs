@@ -1,0 +1,146 @@
+//! The report: one model, built once from a run, rendered four ways (json, md, html,
+//! junit). Field names are the contract with users' scripts and CI (design.md, "Reports").
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "chaos-report/v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    /// `pass` when every gate of every policy passed.
+    pub verdict: String,
+    /// The run was interrupted; the figures cover what ran.
+    pub aborted: bool,
+    /// When the report was made, UTC, RFC 3339.
+    pub generated_at: String,
+    pub plan: PlanInfo,
+    pub policies: Vec<PolicyReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanInfo {
+    pub name: String,
+    pub file: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub seed: u64,
+    pub duration_s: f64,
+    /// `embedded`, or the target URL.
+    pub target: String,
+    /// Whether a fault-server ledger backs the server-side figures.
+    pub ledger: bool,
+    /// The fault phases, by name.
+    pub faults: Vec<String>,
+    /// First start and last end of the windowed fault phases, in seconds.
+    pub fault_window_s: Option<[f64; 2]>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyReport {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// One line: attempts, backoff, budget, breaker.
+    pub summary: String,
+    /// Logical requests started (arrivals not dropped).
+    pub logical: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Arrivals not sent because `max_in_flight` requests were already running.
+    pub dropped: u64,
+    /// Logical requests still running when the drain ended (counted in `failed`).
+    pub unfinished: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    pub success_rate: f64,
+    pub amplification: Amplification,
+    pub give_ups: BTreeMap<String, u64>,
+    pub violations: Violations,
+    pub violation_examples: BTreeMap<String, Vec<String>>,
+    pub latency_ms: Percentiles,
+    pub attempt_latency_ms: Percentiles,
+    /// How late arrivals were dispatched after their scheduled time.
+    pub arrival_lag_ms: Percentiles,
+    /// Seconds from the end of the last fault phase until the success rate holds at its
+    /// pre-fault level; null when there is no fault window or it never recovered.
+    pub recovery_s: Option<f64>,
+    pub outcomes: BTreeMap<String, u64>,
+    pub breaker_trips: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerView>,
+    pub series: Vec<SeriesPoint>,
+    pub gates: Vec<GateResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Amplification {
+    /// Attempts / logical requests, as the client counted.
+    pub client: f64,
+    /// Attempts the fault-server received / logical requests; null for a black box.
+    pub server: Option<f64>,
+    /// The highest attempts / offered over any one-second window.
+    pub peak_1s: f64,
+    /// What the policy's budget permits for this run; null without a ratio budget.
+    pub budget_bound: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Violations {
+    pub retried_permanent: u64,
+    pub retried_non_idempotent: u64,
+    /// From the ledger; null for a black box.
+    pub duplicate_side_effects: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// What the fault-server's ledger says, and whether it agrees with the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerView {
+    pub attempts: u64,
+    pub logical: u64,
+    pub side_effects: u64,
+    pub duplicate_side_effects: u64,
+    pub idempotent_replays: u64,
+    /// Client and server counted the same attempts and logical requests.
+    pub reconciled: bool,
+    pub by_outcome: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesPoint {
+    pub t: u64,
+    pub offered: u64,
+    pub dropped: u64,
+    pub attempts: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub retries: u64,
+    pub budget_tokens: Option<f64>,
+    pub breaker_open: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateResult {
+    pub name: String,
+    pub pass: bool,
+    pub measured: Option<f64>,
+    pub limit: Option<f64>,
+    pub detail: String,
+}
+
+impl Report {
+    pub fn passed(&self) -> bool {
+        self.verdict == "pass"
+    }
+}

@@ -1,0 +1,264 @@
+//! Running a plan: set up the target, run each policy on a freshly reset server with the
+//! same seed, reconcile with the ledger, and build the report.
+
+use std::time::{Duration, SystemTime};
+
+use fault_server::ledger::LedgerSnapshot;
+use fault_server::script::Script;
+use fault_server::{ServerConfig, ServerHandle};
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::http_client;
+use crate::engine::{self, EngineConfig, Progress};
+use crate::plan::{NamedPolicy, Plan, Target};
+use crate::report::{self, PolicyOutcome, Report};
+
+/// Why a run could not be carried out (exit code 3).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start the embedded fault-server: {0}")]
+    Embedded(String),
+    #[error("target {url} is unreachable: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("the fault-server at {url} refused {what}: {detail}")]
+    Control {
+        url: String,
+        what: &'static str,
+        detail: String,
+    },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("no policy of the plan is named {0}")]
+    UnknownPolicy(String),
+}
+
+/// Makes the progress callback of each policy's run.
+pub type ProgressFactory = std::sync::Arc<dyn Fn(&NamedPolicy, &Plan) -> Progress + Send + Sync>;
+
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// Run only these policies (all when empty).
+    pub policies: Vec<String>,
+    /// Cancelled on Ctrl-C / SIGTERM.
+    pub abort: CancellationToken,
+    /// Builds a progress callback for each policy as it starts.
+    pub progress: Option<ProgressFactory>,
+    /// Says on stderr which policy starts, against which URL.
+    pub announce: bool,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("policies", &self.policies)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The server a run drives: started here, running elsewhere, or a black box.
+enum Server {
+    Embedded(ServerHandle),
+    Remote { url: String, token: Option<String> },
+    BlackBox { url: String },
+}
+
+impl Server {
+    fn url(&self) -> String {
+        match self {
+            Server::Embedded(h) => h.url(),
+            Server::Remote { url, .. } | Server::BlackBox { url } => url.clone(),
+        }
+    }
+}
+
+/// Runs every selected policy of `plan` and builds the report.
+pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
+    let selected = select(plan, &options.policies)?;
+    let control = reqwest::Client::builder()
+        .retry(reqwest::retry::never())
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| RunError::Client(e.to_string()))?;
+    let script =
+        Script::from_spec(plan.script.clone()).map_err(|e| RunError::Embedded(e.to_string()))?;
+    let server = match &plan.target {
+        Target::Embedded => {
+            let config = ServerConfig {
+                script: script.clone(),
+                seed: plan.seed,
+                ..ServerConfig::default()
+            };
+            Server::Embedded(
+                fault_server::start(config)
+                    .await
+                    .map_err(|e| RunError::Embedded(e.to_string()))?,
+            )
+        }
+        Target::FaultServer { url, token } => {
+            let server = Server::Remote {
+                url: url.clone(),
+                token: token.clone(),
+            };
+            probe(&control, &format!("{url}/healthz")).await?;
+            server
+        }
+        Target::BlackBox { url } => {
+            probe(&control, url).await?;
+            Server::BlackBox { url: url.clone() }
+        }
+    };
+    let http = http_client(plan.load.max_in_flight.min(1024) as usize)
+        .map_err(|e| RunError::Client(e.to_string()))?;
+
+    let mut outcomes = Vec::new();
+    let mut aborted = false;
+    for policy in selected {
+        if options.abort.is_cancelled() {
+            aborted = true;
+            break;
+        }
+        reset(&server, &control, plan, &script).await?;
+        if options.announce {
+            eprintln!("running policy `{}` against {}", policy.name, server.url());
+        }
+        let run = engine::run(EngineConfig {
+            plan,
+            policy,
+            base_url: server.url(),
+            http: http.clone(),
+            abort: options.abort.clone(),
+            progress: options.progress.as_ref().map(|p| p(policy, plan)),
+        })
+        .await;
+        let ledger = ledger(&server, &control).await?;
+        aborted |= run.aborted;
+        outcomes.push(PolicyOutcome {
+            policy,
+            run,
+            ledger,
+        });
+        if aborted {
+            break;
+        }
+    }
+    if let Server::Embedded(handle) = server {
+        handle.shutdown().await;
+    }
+    let (_, generated_at) = report::timestamp(SystemTime::now());
+    Ok(report::build(plan, outcomes, aborted, generated_at))
+}
+
+fn select<'a>(plan: &'a Plan, names: &[String]) -> Result<Vec<&'a NamedPolicy>, RunError> {
+    if names.is_empty() {
+        return Ok(plan.policies.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            plan.policies.iter().find(|p| &p.name == n).ok_or_else(|| {
+                RunError::UnknownPolicy(format!(
+                    "`{n}` (the plan has: {})",
+                    plan.policies
+                        .iter()
+                        .map(|p| p.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+async fn probe(client: &reqwest::Client, url: &str) -> Result<(), RunError> {
+    client
+        .get(url)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| RunError::Unreachable {
+            url: url.to_owned(),
+            detail: crate::attempt::classify(&e).to_string(),
+        })
+}
+
+fn authorized(request: reqwest::RequestBuilder, token: Option<&String>) -> reqwest::RequestBuilder {
+    match token {
+        Some(t) => request.bearer_auth(t),
+        None => request,
+    }
+}
+
+/// A fresh server for the next policy: the script again (which restarts its clock) and an
+/// empty ledger.
+async fn reset(
+    server: &Server,
+    control: &reqwest::Client,
+    plan: &Plan,
+    script: &Script,
+) -> Result<(), RunError> {
+    match server {
+        Server::Embedded(handle) => {
+            handle.set_script(script.clone());
+            handle.reset();
+        }
+        Server::Remote { url, token } => {
+            let body =
+                serde_json::to_string(&plan.script).expect("a script spec always serialises");
+            for (what, request) in [
+                (
+                    "the script",
+                    control
+                        .put(format!("{url}/__chaos/script"))
+                        .header("content-type", "application/json")
+                        .body(body),
+                ),
+                ("the reset", control.post(format!("{url}/__chaos/reset"))),
+            ] {
+                let response = authorized(request, token.as_ref())
+                    .send()
+                    .await
+                    .map_err(|e| RunError::Unreachable {
+                        url: url.clone(),
+                        detail: crate::attempt::classify(&e).to_string(),
+                    })?;
+                if !response.status().is_success() {
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    return Err(RunError::Control {
+                        url: url.clone(),
+                        what,
+                        detail: format!("{status}: {}", text.trim()),
+                    });
+                }
+            }
+        }
+        Server::BlackBox { .. } => {}
+    }
+    Ok(())
+}
+
+async fn ledger(
+    server: &Server,
+    control: &reqwest::Client,
+) -> Result<Option<LedgerSnapshot>, RunError> {
+    match server {
+        Server::Embedded(handle) => Ok(Some(handle.ledger())),
+        Server::Remote { url, token } => {
+            let fail = |detail: String| RunError::Control {
+                url: url.clone(),
+                what: "the ledger",
+                detail,
+            };
+            let response = authorized(control.get(format!("{url}/__chaos/ledger")), token.as_ref())
+                .send()
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            let text = response.text().await.map_err(|e| fail(e.to_string()))?;
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| fail(format!("not a ledger: {e}")))
+        }
+        Server::BlackBox { .. } => Ok(None),
+    }
+}

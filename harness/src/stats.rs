@@ -1,0 +1,251 @@
+//! What a run measures, in memory that does not grow with the number of requests.
+//!
+//! Histograms (hdrhistogram, mergeable) for latencies, one row of counters per second for
+//! the time series, totals by outcome and give-up reason, and a bounded sample of request
+//! ids for each violation. Nothing per request is kept once the request completes, so a
+//! long run costs what a short one does plus one row a second.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chaos_policy::{BreakerState, GiveUp, Outcome, Verdict, Violation};
+use hdrhistogram::Histogram;
+
+/// How many example ids each violation keeps for the report.
+pub const SAMPLE_IDS: usize = 5;
+
+/// One second of the run. Arrivals, drops and final results count in the second the
+/// logical request was scheduled; attempts and retries in the second they were sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Second {
+    pub offered: u64,
+    pub dropped: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    pub budget_tokens: Option<f64>,
+    pub breaker: Option<BreakerState>,
+}
+
+/// Ids of the requests that broke an invariant, bounded.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampled {
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+impl Sampled {
+    pub fn add(&mut self, id: &str) {
+        self.count += 1;
+        if self.examples.len() < SAMPLE_IDS && !self.examples.iter().any(|e| e == id) {
+            self.examples.push(id.to_owned());
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    /// Logical requests, from scheduled time to final outcome, in microseconds.
+    pub latency: Histogram<u64>,
+    /// Single attempts, from send to outcome, in microseconds.
+    pub attempt_latency: Histogram<u64>,
+    /// How late each arrival was dispatched after its scheduled time, in microseconds.
+    pub lag: Histogram<u64>,
+    pub series: Vec<Second>,
+    pub logical: u64,
+    pub dropped: u64,
+    pub succeeded: u64,
+    pub failed: u64,
+    /// Logical requests still running when the drain ended.
+    pub unfinished: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    pub outcomes: BTreeMap<String, u64>,
+    pub give_ups: BTreeMap<&'static str, u64>,
+    pub retried_permanent: Sampled,
+    pub retried_non_idempotent: Sampled,
+    /// When the last attempt was sent.
+    pub last_send: Duration,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant bounds are valid")
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros())
+        .unwrap_or(u64::MAX)
+        .clamp(1, 3_600_000_000)
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder {
+            latency: histogram(),
+            attempt_latency: histogram(),
+            lag: histogram(),
+            series: Vec::new(),
+            logical: 0,
+            dropped: 0,
+            succeeded: 0,
+            failed: 0,
+            unfinished: 0,
+            attempts: 0,
+            retries: 0,
+            outcomes: BTreeMap::new(),
+            give_ups: GiveUp::ALL.iter().map(|g| (g.name(), 0)).collect(),
+            retried_permanent: Sampled::default(),
+            retried_non_idempotent: Sampled::default(),
+            last_send: Duration::ZERO,
+        }
+    }
+}
+
+impl Recorder {
+    pub fn second(&mut self, at: Duration) -> &mut Second {
+        let i = usize::try_from(at.as_secs())
+            .unwrap_or(usize::MAX)
+            .min(1 << 20);
+        if self.series.len() <= i {
+            self.series.resize(i + 1, Second::default());
+        }
+        &mut self.series[i]
+    }
+
+    pub fn arrived(&mut self, scheduled: Duration, lag: Duration) {
+        self.logical += 1;
+        self.second(scheduled).offered += 1;
+        let _ = self.lag.record(micros(lag));
+    }
+
+    pub fn dropped(&mut self, scheduled: Duration) {
+        self.dropped += 1;
+        let s = self.second(scheduled);
+        s.offered += 1;
+        s.dropped += 1;
+    }
+
+    pub fn sent(
+        &mut self,
+        now: Duration,
+        retry: bool,
+        id: &str,
+        violations: impl Iterator<Item = Violation>,
+    ) {
+        self.attempts += 1;
+        self.last_send = self.last_send.max(now);
+        let s = self.second(now);
+        s.attempts += 1;
+        if retry {
+            s.retries += 1;
+            self.retries += 1;
+        }
+        for v in violations {
+            match v {
+                Violation::RetriedPermanent => self.retried_permanent.add(id),
+                Violation::RetriedNonIdempotent => self.retried_non_idempotent.add(id),
+            }
+        }
+    }
+
+    pub fn attempt_done(&mut self, outcome: Outcome, took: Duration) {
+        let _ = self.attempt_latency.record(micros(took));
+        let key = match outcome {
+            Outcome::Status(code) => code.to_string(),
+            other => other.kind().to_owned(),
+        };
+        *self.outcomes.entry(key).or_insert(0) += 1;
+    }
+
+    pub fn finished(&mut self, scheduled: Duration, latency: Duration, verdict: &Verdict) {
+        let _ = self.latency.record(micros(latency));
+        match verdict {
+            Verdict::Succeeded { .. } => {
+                self.succeeded += 1;
+                self.second(scheduled).succeeded += 1;
+            }
+            Verdict::GaveUp { reason, .. } => {
+                self.failed += 1;
+                *self.give_ups.entry(reason.name()).or_insert(0) += 1;
+                self.second(scheduled).failed += 1;
+            }
+        }
+    }
+
+    pub fn unfinished(&mut self, scheduled: Duration) {
+        self.unfinished += 1;
+        self.failed += 1;
+        self.second(scheduled).failed += 1;
+    }
+
+    pub fn sample_state(
+        &mut self,
+        at: Duration,
+        budget: Option<f64>,
+        breaker: Option<BreakerState>,
+    ) {
+        let s = self.second(at);
+        s.budget_tokens = budget;
+        s.breaker = breaker;
+    }
+}
+
+/// The `q` quantile of a histogram of microseconds, in milliseconds.
+pub fn quantile_ms(h: &Histogram<u64>, q: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use chaos_policy::{GiveUp, Outcome, Verdict, Violation};
+
+    use super::{Recorder, SAMPLE_IDS};
+
+    #[test]
+    fn counts_land_in_their_seconds_and_samples_stay_bounded() {
+        let mut r = Recorder::default();
+        r.arrived(Duration::from_millis(1500), Duration::ZERO);
+        r.dropped(Duration::from_millis(2500));
+        for i in 0..20 {
+            r.sent(
+                Duration::from_millis(2100),
+                true,
+                &format!("id{i}"),
+                [Violation::RetriedPermanent].into_iter(),
+            );
+        }
+        r.attempt_done(Outcome::Status(503), Duration::from_millis(3));
+        r.attempt_done(Outcome::AttemptTimeout, Duration::from_millis(3));
+        r.finished(
+            Duration::from_millis(1500),
+            Duration::from_millis(700),
+            &Verdict::GaveUp {
+                reason: GiveUp::MaxAttempts,
+                attempts: 3,
+                last: None,
+            },
+        );
+        assert_eq!(r.series.len(), 3);
+        assert_eq!((r.series[1].offered, r.series[1].failed), (1, 1));
+        assert_eq!(
+            (
+                r.series[2].offered,
+                r.series[2].dropped,
+                r.series[2].retries
+            ),
+            (1, 1, 20)
+        );
+        assert_eq!(r.retried_permanent.count, 20);
+        assert_eq!(r.retried_permanent.examples.len(), SAMPLE_IDS);
+        assert_eq!(r.outcomes["503"], 1);
+        assert_eq!(r.outcomes["attempt_timeout"], 1);
+        assert_eq!(r.give_ups["max_attempts"], 1);
+    }
+}

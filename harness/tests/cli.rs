@@ -1,0 +1,274 @@
+//! The real binary: exit codes, plan errors as users see them (insta snapshots), the
+//! shipped plans, and Ctrl-C.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn harness() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+}
+
+/// A fresh directory under the target dir, so runs never write into the repository.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch dir");
+    dir
+}
+
+fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the plan");
+    path
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn every_shipped_plan_validates() {
+    let mut plans: Vec<PathBuf> = std::fs::read_dir(repo().join("plans"))
+        .expect("plans/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    plans.sort();
+    assert!(plans.len() >= 2);
+    let out = harness()
+        .arg("validate")
+        .args(&plans)
+        .output()
+        .expect("run harness");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("ok: ")).count(),
+        plans.len()
+    );
+}
+
+/// `harness validate` on a broken plan: exit 2 and the message, file name normalised.
+fn validate_error(name: &str, text: &str) -> String {
+    let dir = scratch(&format!("validate-{name}"));
+    let path = write_plan(&dir, &format!("{name}.yaml"), text);
+    let out = harness()
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    stderr(&out).replace(&dir.display().to_string(), "$DIR")
+}
+
+const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
+
+#[test]
+fn plan_errors_name_the_place_and_suggest_a_fix() {
+    insta::assert_snapshot!(
+        "misspelt_key",
+        validate_error(
+            "misspelt",
+            &format!("{BASE}policies:\n  - name: a\n    max_atempts: 3\n")
+        )
+    );
+    insta::assert_snapshot!(
+        "probability_out_of_range",
+        validate_error(
+            "probability",
+            &format!(
+                "{BASE}policies: [ {{ name: a }} ]\nfaults:\n  - name: flaky\n    probability: 1.5\n    respond: {{ status: 503 }}\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "until_before_from",
+        validate_error(
+            "window",
+            &format!(
+                "{BASE}policies: [ {{ name: a }} ]\nfaults:\n  - name: late\n    from: 5s\n    until: 2s\n    respond: {{ status: 503 }}\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "gate_names_unknown_policy",
+        validate_error(
+            "gate",
+            &format!(
+                "{BASE}policies: [ {{ name: good }} ]\ngates:\n  - {{ metric: success_rate, min: 0.9, policy: godo }}\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "unknown_preset",
+        validate_error(
+            "preset",
+            &format!("{BASE}policies:\n  - {{ name: a, preset: hystrix }}\n")
+        )
+    );
+    insta::assert_snapshot!(
+        "negative_budget_ratio",
+        validate_error(
+            "budget",
+            &format!(
+                "{BASE}policies:\n  - name: a\n    max_attempts: 3\n    budget:\n      ratio: -0.5\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "remote_target_refused",
+        validate_error(
+            "remote",
+            &format!(
+                "{BASE}target: {{ url: \"http://10.1.2.3:8080\" }}\npolicies: [ {{ name: a }} ]\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "misspelt_gate",
+        validate_error(
+            "gate-name",
+            &format!("{BASE}policies: [ {{ name: a }} ]\ngates: [ no_retry_of_permanant ]\n")
+        )
+    );
+    insta::assert_snapshot!(
+        "bad_duration",
+        validate_error(
+            "duration",
+            "duration: 10\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+}
+
+#[test]
+fn a_missing_plan_file_is_exit_2() {
+    let out = harness()
+        .args(["validate", "no/such/plan.yaml"])
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("cannot read the plan"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn failing_gates_exit_1_and_still_write_the_report() {
+    let dir = scratch("gate-fails");
+    let plan = write_plan(
+        &dir,
+        "fails.yaml",
+        &format!(
+            "name: fails\n{BASE}faults: [ {{ name: down, respond: {{ status: 503 }} }} ]\npolicies: [ {{ name: a }} ]\ngates: [ {{ metric: success_rate, min: 0.5 }} ]\n"
+        ),
+    );
+    let out = harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = dir.join("reports/fails/latest/report.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("report.json"))
+            .expect("json");
+    assert_eq!(json["schema"], "chaos-report/v1");
+    assert_eq!(json["verdict"], "fail");
+    assert_eq!(json["policies"][0]["gates"][0]["pass"], false);
+    for file in ["report.md", "report.html", "junit.xml"] {
+        assert!(
+            dir.join("reports/fails/latest").join(file).is_file(),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_target_is_exit_3() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let dir = scratch("unreachable");
+    let plan = write_plan(
+        &dir,
+        "gone.yaml",
+        &format!(
+            "{BASE}target: {{ url: \"http://127.0.0.1:{port}\" }}\npolicies: [ {{ name: a }} ]\n"
+        ),
+    );
+    let out = harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unknown_policy_flag_is_exit_2() {
+    let out = harness()
+        .args(["chaos", "--policy", "nope"])
+        .arg(repo().join("plans/smoke.yaml"))
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the plan has: budgeted, grpc"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_writes_an_aborted_report_and_exits_130() {
+    let dir = scratch("interrupted");
+    let plan = write_plan(
+        &dir,
+        "long.yaml",
+        "name: long\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a }, { name: b } ]\n",
+    );
+    let mut child = harness()
+        .current_dir(&dir)
+        .arg("chaos")
+        .arg(&plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn harness");
+    // Wait until the run has started (the signal handler is in place by then).
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("running policy `a`"), "{first}");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/long/latest/report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["aborted"], true);
+    assert_eq!(
+        json["policies"].as_array().map(Vec::len),
+        Some(1),
+        "the second policy never ran"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
+}

@@ -1,0 +1,261 @@
+//! End-to-end runs, in-process: short plans (a few seconds each) through the real engine
+//! against a real fault-server on 127.0.0.1:0, checked against its ledger.
+
+use std::path::Path;
+
+use harness::plan::{self, Plan};
+use harness::report::{PolicyReport, Report};
+use harness::run::{self, RunOptions};
+
+fn plan(yaml: &str) -> Plan {
+    plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn run(yaml: &str) -> Report {
+    run::run(&plan(yaml), &RunOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn policy<'a>(report: &'a Report, name: &str) -> &'a PolicyReport {
+    report
+        .policies
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no policy {name}"))
+}
+
+fn gate(p: &PolicyReport, name: &str) -> bool {
+    p.gates
+        .iter()
+        .find(|g| g.name == name)
+        .unwrap_or_else(|| panic!("no gate {name} on {}", p.name))
+        .pass
+}
+
+const OUTAGE: &str = r#"
+name: full-outage
+seed: 3
+duration: 2s
+drain: 2s
+load:
+  rate: 200
+  arrivals: uniform
+  requests: [ { name: read, method: GET, path: "/items/{n}" } ]
+faults:
+  - { name: down, respond: { status: 503 } }
+policies:
+  - name: bucket
+    max_attempts: 5
+    attempt_timeout: 1s
+    backoff: { exponential: { base: 10ms, cap: 40ms }, jitter: full }
+    budget: { ratio: 0.1, max_tokens: 20 }
+  - name: window
+    max_attempts: 5
+    backoff: { exponential: { base: 10ms, cap: 40ms }, jitter: equal }
+    budget: { ratio: 0.1, min_per_sec: 5, ttl: 1s }
+  - { name: grpc, preset: grpc }
+  - { name: unbudgeted, max_attempts: 4, backoff: { fixed: 10ms } }
+gates:
+  - amplification_within_budget
+  - client_server_agree
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgeted_policies_stay_within_their_bound_during_a_full_outage() {
+    let report = run(OUTAGE).await;
+    for name in ["bucket", "window", "grpc"] {
+        let p = policy(&report, name);
+        let bound = p.amplification.budget_bound.expect("a ratio budget");
+        assert!(
+            p.amplification.client <= bound,
+            "{name}: {} > {bound}",
+            p.amplification.client
+        );
+        assert!(p.amplification.client > 1.0, "{name} retried at all");
+        assert!(gate(p, "amplification_within_budget"), "{name}");
+        assert_eq!(p.succeeded, 0, "a full outage");
+        assert!(
+            p.give_ups["budget_exhausted"] > 0,
+            "{name}: the budget refused retries"
+        );
+    }
+    // Without a budget every request makes all its attempts: 4x.
+    let naive = policy(&report, "unbudgeted");
+    assert!(
+        (naive.amplification.client - 4.0).abs() < 1e-9,
+        "{}",
+        naive.amplification.client
+    );
+    assert_eq!(naive.amplification.budget_bound, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_and_server_count_the_same_attempts() {
+    let report = run(OUTAGE).await;
+    for p in &report.policies {
+        let ledger = p
+            .ledger
+            .as_ref()
+            .expect("an embedded fault-server keeps a ledger");
+        assert_eq!(ledger.attempts, p.attempts, "{}", p.name);
+        assert_eq!(ledger.logical, p.logical, "{}", p.name);
+        assert_eq!(p.amplification.server, Some(p.amplification.client));
+        assert!(gate(p, "client_server_agree"), "{}", p.name);
+    }
+}
+
+const EVERYTHING: &str = r#"
+name: retries-everything
+seed: 5
+duration: 2s
+drain: 2s
+load:
+  rate: 100
+  arrivals: uniform
+  requests:
+    - { name: read, method: GET, path: "/items/{n}", weight: 2 }
+    - { name: pay, method: POST, path: /payments, weight: 1 }
+    - { name: pay-keyed, method: POST, path: /payments, weight: 1, idempotency_key: true }
+faults:
+  - { name: bad-input, match: { method: GET }, probability: 0.3, respond: { status: 400 } }
+  - { name: lost, match: { method: POST }, probability: 0.5, respond: { fault: reset, processed: true } }
+policies:
+  - { name: reckless, max_attempts: 3, backoff: { fixed: 10ms }, retry_on: [any], retry_non_idempotent: true }
+  - { name: careful, max_attempts: 3, backoff: { fixed: 10ms } }
+gates:
+  - no_retry_of_permanent
+  - no_retry_of_non_idempotent
+  - no_duplicate_side_effects
+  - client_server_agree
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_that_retries_everything_is_caught_by_every_invariant_gate() {
+    let report = run(EVERYTHING).await;
+    assert_eq!(report.verdict, "fail");
+    let reckless = policy(&report, "reckless");
+    for name in [
+        "no_retry_of_permanent",
+        "no_retry_of_non_idempotent",
+        "no_duplicate_side_effects",
+    ] {
+        assert!(
+            !gate(reckless, name),
+            "{name} should catch the reckless policy"
+        );
+    }
+    assert!(reckless.violations.retried_permanent > 0);
+    assert!(!reckless.violation_examples["retried_permanent"].is_empty());
+    let duplicates = reckless.violations.duplicate_side_effects.expect("ledger");
+    assert!(duplicates > 0);
+    // Only unkeyed POSTs can be executed twice: keyed retries are replayed by the server.
+    assert!(
+        reckless.violation_examples["duplicate_side_effects"]
+            .iter()
+            .all(|id| id.starts_with("reckless-"))
+    );
+    let ledger = reckless.ledger.as_ref().expect("ledger");
+    assert!(
+        ledger.idempotent_replays > 0,
+        "keyed retries were answered from the stored response"
+    );
+    assert!(gate(reckless, "client_server_agree"));
+
+    let careful = policy(&report, "careful");
+    assert!(careful.gates.iter().all(|g| g.pass), "{:?}", careful.gates);
+    assert_eq!(careful.violations.duplicate_side_effects, Some(0));
+    assert!(careful.give_ups["non_idempotent"] > 0);
+    assert!(careful.give_ups["permanent"] > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_prevent_duplicate_side_effects_of_retried_posts() {
+    let report = run(r#"
+name: keys
+seed: 11
+duration: 2s
+drain: 2s
+load:
+  rate: 100
+  requests: [ { name: pay, method: POST, path: /payments, idempotency_key: true } ]
+faults:
+  - { name: lost, probability: 0.5, respond: { fault: reset, processed: true } }
+policies:
+  - { name: keyed, max_attempts: 4, backoff: { fixed: 5ms } }
+gates: [ no_duplicate_side_effects, no_retry_of_non_idempotent ]
+"#)
+    .await;
+    let p = policy(&report, "keyed");
+    assert!(p.retries > 0, "lost responses were retried");
+    assert_eq!(p.violations.duplicate_side_effects, Some(0));
+    assert!(p.ledger.as_ref().expect("ledger").idempotent_replays > 0);
+    assert_eq!(report.verdict, "pass");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrivals_beyond_max_in_flight_are_dropped_and_counted() {
+    let report = run(r#"
+name: tiny
+duration: 1s
+drain: 1s
+load:
+  rate: 200
+  arrivals: uniform
+  max_in_flight: 2
+  requests: [ { name: slow, path: /slow } ]
+faults:
+  - { name: slow, respond: { fault: delay, delay: 100ms } }
+policies: [ { name: once } ]
+gates: [ { metric: dropped, max: 0 } ]
+"#)
+    .await;
+    let p = policy(&report, "once");
+    // Two slots, each busy 100 ms: at most about 20 of 200 arrivals get through.
+    assert!(p.dropped > 150, "{}", p.dropped);
+    assert_eq!(p.logical + p.dropped, 200);
+    assert_eq!(p.series.iter().map(|s| s.offered).sum::<u64>(), 200);
+    assert!(!gate(p, "dropped <= 0"));
+    // Latency counts from the scheduled time: never below the server's delay.
+    assert!(p.latency_ms.p50 >= 100.0, "{}", p.latency_ms.p50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_black_box_target_runs_without_a_ledger() {
+    use axum::Router;
+    use axum::routing::get;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = Router::new().route("/hello", get(|| async { "hi" }));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let report = run(&format!(
+        r#"
+name: black-box
+duration: 1s
+drain: 1s
+target: {{ url: "http://{addr}", fault_server: false }}
+load:
+  rate: 50
+  requests: [ {{ name: hello, path: /hello }}, {{ name: missing, path: /nope }} ]
+policies: [ {{ name: default, max_attempts: 3, backoff: {{ fixed: 5ms }} }} ]
+gates: [ no_retry_of_permanent ]
+"#
+    ))
+    .await;
+    server.abort();
+    assert!(!report.plan.ledger);
+    let p = policy(&report, "default");
+    assert!(p.ledger.is_none());
+    assert_eq!(p.amplification.server, None);
+    assert_eq!(p.violations.duplicate_side_effects, None);
+    assert!(p.succeeded > 0);
+    assert!(
+        p.outcomes.get("404").copied().unwrap_or(0) > 0,
+        "{:?}",
+        p.outcomes
+    );
+    assert_eq!(p.retries, 0, "a 404 is permanent and 200 needs no retry");
+    assert_eq!(report.verdict, "pass");
+}
