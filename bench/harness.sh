@@ -80,7 +80,7 @@ PY
 )
 
 echo "oha: $RATE req/s for ${DURATION}s" >&2
-o_cpu=$(cpu_of "$OUT/oha" oha --no-tui -j -q "$RATE" -z "${DURATION}s" -c "$CONNECTIONS" --latency-correction "$URL")
+o_cpu=$(cpu_of "$OUT/oha" oha --no-tui --output-format json -q "$RATE" -z "${DURATION}s" -c "$CONNECTIONS" --latency-correction "$URL")
 read -r o_count o_p50 o_p99 < <(python3 - "$OUT/oha.out" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -36,6 +36,9 @@ pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client>
     reqwest::Client::builder()
         .retry(reqwest::retry::never())
         .pool_max_idle_per_host(max_idle_per_host)
+        // Below the fault-server's 30 s idle cut-off, so the client never sends on a
+        // connection the server is closing (an attempt the server would never see).
+        .pool_idle_timeout(Duration::from_secs(20))
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true)
         .no_proxy()

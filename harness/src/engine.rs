@@ -6,7 +6,9 @@
 //! omission). Beyond `max_in_flight` an arrival is dropped and counted. Each task feeds a
 //! [`Session`] the outcomes of its attempts and acts on what comes out; the budget and
 //! breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex that
-//! is held only for a decision. Time is `tokio::time`, so tests can pause it.
+//! is held only for a decision. The schedule runs on a thread of its own (see [`dispatch`])
+//! against the real clock, so the engine is not meant for paused tokio time; the
+//! schedule's own timing is tested purely, and the simulator is the virtual-time shell.
 //!
 //! [`Session`]: chaos_policy::Session
 
@@ -109,24 +111,18 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
         config.progress,
     ));
 
-    let max_in_flight = plan.load.max_in_flight;
-    let mut aborted = false;
-    for arrival in Schedule::new(&plan.load, plan.seed) {
-        let due = shared.start + arrival.at;
-        tokio::select! {
-            biased;
-            () = config.abort.cancelled() => { aborted = true; break; }
-            () = sleep_until(due) => {}
-        }
-        if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
-            lock(&shared.recorder).dropped(arrival.at);
-            continue;
-        }
-        shared.in_flight.fetch_add(1, Ordering::Relaxed);
-        let lag = shared.now().saturating_sub(arrival.at);
-        lock(&shared.recorder).arrived(arrival.at, lag);
-        tasks.spawn(drive(Arc::clone(&shared), arrival, stop.clone()));
-    }
+    let mut aborted = {
+        let (shared, tasks, stop, abort) = (
+            Arc::clone(&shared),
+            tasks.clone(),
+            stop.clone(),
+            config.abort.clone(),
+        );
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || dispatch(&shared, &tasks, &stop, &abort, &handle))
+            .await
+            .unwrap_or(true)
+    };
     tasks.close();
 
     // Drain: in-flight requests get `drain` to finish, then are stopped.
@@ -155,6 +151,46 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
         elapsed,
         aborted,
     }
+}
+
+/// The open-loop dispatcher: sleeps until each arrival is due and hands it to a task, or
+/// counts it as dropped when `max_in_flight` requests are already running. Returns whether
+/// the user aborted.
+///
+/// It runs on a thread of its own because tokio's timer wheel has a resolution of one
+/// millisecond and rounds every sleep up, which alone makes the median arrival almost a
+/// millisecond late; a thread sleeping on the OS timer wakes within tens of microseconds.
+fn dispatch(
+    shared: &Arc<Shared>,
+    tasks: &TaskTracker,
+    stop: &CancellationToken,
+    abort: &CancellationToken,
+    handle: &tokio::runtime::Handle,
+) -> bool {
+    // The check interval for an abort while waiting for a distant arrival.
+    const POLL: Duration = Duration::from_millis(50);
+    let start = shared.start.into_std();
+    let max_in_flight = shared.plan.load.max_in_flight;
+    for arrival in Schedule::new(&shared.plan.load, shared.seed) {
+        let due = start + arrival.at;
+        loop {
+            if abort.is_cancelled() {
+                return true;
+            }
+            let now = std::time::Instant::now();
+            if now >= due {
+                break;
+            }
+            std::thread::sleep((due - now).min(POLL));
+        }
+        if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
+            lock(&shared.recorder).dropped(arrival.at);
+            continue;
+        }
+        shared.in_flight.fetch_add(1, Ordering::Relaxed);
+        tasks.spawn_on(drive(Arc::clone(shared), arrival, stop.clone()), handle);
+    }
+    false
 }
 
 async fn sample_every_second(
@@ -197,6 +233,9 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     let kind = &shared.plan.load.requests[arrival.kind];
     let id = format!("{}-{:07}", shared.policy, arrival.index);
     let mut rng = request_rng(shared.seed, arrival.index);
+    // The lag is measured where the request really starts: on a worker, after the spawn.
+    let lag = shared.now().saturating_sub(arrival.at);
+    lock(&shared.recorder).arrived(arrival.at, lag);
     let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), shared.now());
     loop {
         match action {
