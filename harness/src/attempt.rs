@@ -35,6 +35,9 @@ pub struct Answer {
 pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .retry(reqwest::retry::never())
+        // A redirect followed by the client would be a second request behind the policy's
+        // back (and could lead off loopback): a 3xx is the attempt's outcome.
+        .redirect(reqwest::redirect::Policy::none())
         .pool_max_idle_per_host(max_idle_per_host)
         // Below the fault-server's 30 s idle cut-off, so the client never sends on a
         // connection the server is closing (an attempt the server would never see).

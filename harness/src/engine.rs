@@ -125,6 +125,14 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
     };
     tasks.close();
 
+    // Arrivals run for the plan's whole duration even when the last one came early (a slow
+    // Poisson tail), so late fault phases and the recovery after them are observed.
+    if !aborted {
+        tokio::select! {
+            () = config.abort.cancelled() => aborted = true,
+            () = sleep_until(shared.start + plan.duration) => {}
+        }
+    }
     // Drain: in-flight requests get `drain` to finish, then are stopped.
     if !aborted {
         tokio::select! {
@@ -214,7 +222,8 @@ async fn sample_every_second(
             (client.budget_level(now), client.breaker_state(now))
         };
         let mut recorder = lock(&shared.recorder);
-        recorder.sample_state(now, budget, breaker);
+        // The row of the second that is ending, even if this wake-up came late.
+        recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
         if let Some(progress) = &progress {
             progress(second, &recorder);
         }
@@ -229,19 +238,50 @@ fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
     )
 }
 
+/// Holds a logical request's place in `max_in_flight` and makes sure it ends counted: a
+/// request that never reaches a verdict (stopped, or a panic) is recorded as unfinished,
+/// with the time it had been running as a lower bound of its latency.
+struct Running<'a> {
+    shared: &'a Shared,
+    scheduled: Duration,
+    done: bool,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let ran = self.shared.now().saturating_sub(self.scheduled);
+            lock(&self.shared.recorder).unfinished(self.scheduled, ran);
+        }
+        self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
+    let mut running = Running {
+        shared: &shared,
+        scheduled: arrival.at,
+        done: false,
+    };
     let kind = &shared.plan.load.requests[arrival.kind];
     let id = format!("{}-{:07}", shared.policy, arrival.index);
     let mut rng = request_rng(shared.seed, arrival.index);
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let lag = shared.now().saturating_sub(arrival.at);
     lock(&shared.recorder).arrived(arrival.at, lag);
-    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), shared.now());
+    // The session's clock (its deadline) starts at the scheduled time too.
+    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), arrival.at);
     loop {
         match action {
             Action::Send { attempt, timeout } => {
                 let sent = shared.now();
-                lock(&shared.recorder).sent(sent, attempt.is_retry(), &id, session.violations());
+                lock(&shared.recorder).sent(
+                    sent,
+                    arrival.at,
+                    attempt.is_retry(),
+                    &id,
+                    session.violations(),
+                );
                 let spec = AttemptSpec {
                     base_url: &shared.base_url,
                     kind,
@@ -252,7 +292,11 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     timeout,
                 };
                 let answer = tokio::select! {
-                    () = stop.cancelled() => break,
+                    () = stop.cancelled() => {
+                        // Cut mid-attempt: it may or may not have reached the server.
+                        lock(&shared.recorder).cut += 1;
+                        return;
+                    }
                     answer = attempt::send(&shared.http, spec) => answer,
                 };
                 let now = shared.now();
@@ -267,7 +311,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
             }
             Action::Wait { until } => {
                 tokio::select! {
-                    () = stop.cancelled() => break,
+                    () = stop.cancelled() => return,
                     () = sleep_until(shared.start + until) => {}
                 }
                 action = lock(&shared.client).on_timer(&mut session, shared.now());
@@ -275,12 +319,9 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
             Action::Done(verdict) => {
                 let latency = shared.now().saturating_sub(arrival.at);
                 lock(&shared.recorder).finished(arrival.at, latency, &verdict);
-                shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+                running.done = true;
                 return;
             }
         }
     }
-    // Stopped by the drain's end or the user: the request never reached a verdict.
-    lock(&shared.recorder).unfinished(arrival.at);
-    shared.in_flight.fetch_sub(1, Ordering::Relaxed);
 }

@@ -38,6 +38,17 @@ fn count_gate(name: String, measured: u64, what: &str, example: String) -> GateR
 
 fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
     let name = gate.name();
+    if r.logical == 0 {
+        // Nothing was sent: every figure is vacuous, and a green gate would hide a plan
+        // that measured nothing.
+        return GateResult {
+            name,
+            pass: false,
+            measured: None,
+            limit: None,
+            detail: "nothing was measured: the policy started no logical request".to_owned(),
+        };
+    }
     match &gate.kind {
         GateKind::Check(Check::AmplificationWithinBudget) => {
             let measured = r
@@ -103,11 +114,13 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 measured: Some(l.attempts as f64),
                 limit: Some(r.attempts as f64),
                 detail: format!(
-                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {}",
+                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} ({} failed to connect, {} cut at the drain's end)",
                     l.attempts,
                     l.logical,
                     r.attempts,
-                    r.attempts - r.retries
+                    r.attempts - r.retries,
+                    l.client_unsent,
+                    l.client_cut
                 ),
             },
             None => GateResult {

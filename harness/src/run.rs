@@ -76,6 +76,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
     let selected = select(plan, &options.policies)?;
     let control = reqwest::Client::builder()
         .retry(reqwest::retry::never())
+        .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
         .timeout(Duration::from_secs(10))
         .build()
@@ -131,6 +132,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
         })
         .await;
+        settle(&server, &control, plan.drain).await;
         let ledger = ledger(&server, &control).await?;
         aborted |= run.aborted;
         outcomes.push(PolicyOutcome {
@@ -236,6 +238,38 @@ async fn reset(
         Server::BlackBox { .. } => {}
     }
     Ok(())
+}
+
+/// Waits (at most `limit`) until the server has no request in progress: requests whose
+/// client gave up are still served, and their side effects belong to this policy's ledger.
+async fn settle(server: &Server, control: &reqwest::Client, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let busy = match server {
+            Server::Embedded(handle) => handle.in_flight(),
+            Server::Remote { url, .. } => remote_in_flight(control, url).await.unwrap_or(0),
+            Server::BlackBox { .. } => 0,
+        };
+        if busy == 0 || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `fault_server_in_flight` from a remote fault-server's `/metrics`.
+async fn remote_in_flight(control: &reqwest::Client, url: &str) -> Option<u64> {
+    let text = control
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("fault_server_in_flight "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 async fn ledger(

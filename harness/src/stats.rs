@@ -19,6 +19,11 @@ pub const SAMPLE_IDS: usize = 5;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Second {
     pub offered: u64,
+    /// Attempts of the logical requests scheduled in this second, whenever sent: their
+    /// ratio to `offered - dropped` is the amplification of this second's traffic.
+    pub scheduled_attempts: u64,
+    /// Logical requests scheduled in this second still running when the drain ended.
+    pub unfinished: u64,
     pub dropped: u64,
     pub attempts: u64,
     pub retries: u64,
@@ -59,6 +64,8 @@ pub struct Recorder {
     pub failed: u64,
     /// Logical requests still running when the drain ended.
     pub unfinished: u64,
+    /// Attempts still on the wire when the drain ended: the server may not have seen them.
+    pub cut: u64,
     pub attempts: u64,
     pub retries: u64,
     pub outcomes: BTreeMap<String, u64>,
@@ -91,6 +98,7 @@ impl Default for Recorder {
             succeeded: 0,
             failed: 0,
             unfinished: 0,
+            cut: 0,
             attempts: 0,
             retries: 0,
             outcomes: BTreeMap::new(),
@@ -129,12 +137,14 @@ impl Recorder {
     pub fn sent(
         &mut self,
         now: Duration,
+        scheduled: Duration,
         retry: bool,
         id: &str,
         violations: impl Iterator<Item = Violation>,
     ) {
         self.attempts += 1;
         self.last_send = self.last_send.max(now);
+        self.second(scheduled).scheduled_attempts += 1;
         let s = self.second(now);
         s.attempts += 1;
         if retry {
@@ -173,10 +183,16 @@ impl Recorder {
         }
     }
 
-    pub fn unfinished(&mut self, scheduled: Duration) {
+    /// A logical request stopped before its verdict, after running `ran`: that time is a
+    /// lower bound of its latency, recorded so a hung tail cannot vanish from the
+    /// percentiles.
+    pub fn unfinished(&mut self, scheduled: Duration, ran: Duration) {
         self.unfinished += 1;
         self.failed += 1;
-        self.second(scheduled).failed += 1;
+        let _ = self.latency.record(micros(ran));
+        let s = self.second(scheduled);
+        s.failed += 1;
+        s.unfinished += 1;
     }
 
     pub fn sample_state(
@@ -216,6 +232,7 @@ mod tests {
         for i in 0..20 {
             r.sent(
                 Duration::from_millis(2100),
+                Duration::from_millis(1500),
                 true,
                 &format!("id{i}"),
                 [Violation::RetriedPermanent].into_iter(),
@@ -247,5 +264,15 @@ mod tests {
         assert_eq!(r.outcomes["503"], 1);
         assert_eq!(r.outcomes["attempt_timeout"], 1);
         assert_eq!(r.give_ups["max_attempts"], 1);
+        assert_eq!(
+            r.series[1].scheduled_attempts, 20,
+            "attempts count in their request's second too"
+        );
+        r.unfinished(Duration::from_millis(2500), Duration::from_secs(9));
+        assert_eq!((r.series[2].failed, r.series[2].unfinished), (1, 1));
+        assert!(
+            r.latency.max() >= 9_000_000,
+            "a cut-off request still counts its latency"
+        );
     }
 }

@@ -130,6 +130,34 @@ fn plan_errors_name_the_place_and_suggest_a_fix() {
         )
     );
     insta::assert_snapshot!(
+        "reserved_header",
+        validate_error(
+            "header",
+            "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: /, headers: { Idempotency-Key: abc } } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
+        "control_path",
+        validate_error(
+            "control",
+            "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: /healthz } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
+        "no_arrivals",
+        validate_error(
+            "empty",
+            "duration: 10s\nload:\n  stages: [ { hold: 10s } ]\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
+        "policy_name_not_a_token",
+        validate_error(
+            "policy-name",
+            &format!("{BASE}policies: [ {{ name: \"naïve one\" }} ]\n")
+        )
+    );
+    insta::assert_snapshot!(
         "misspelt_gate",
         validate_error(
             "gate-name",

@@ -259,3 +259,28 @@ gates: [ no_retry_of_permanent ]
     assert_eq!(p.retries, 0, "a 404 is permanent and 200 needs no retry");
     assert_eq!(report.verdict, "pass");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_an_outcome_not_a_second_request() {
+    let report = run(r#"
+name: redirects
+duration: 1s
+drain: 1s
+load:
+  rate: 50
+  requests: [ { name: pay, method: POST, path: /payments } ]
+faults:
+  - { name: moved, respond: { status: 307, headers: { location: /payments } } }
+policies: [ { name: once } ]
+gates: [ client_server_agree, no_duplicate_side_effects ]
+"#)
+    .await;
+    let p = policy(&report, "once");
+    assert_eq!(
+        p.outcomes.get("307").copied(),
+        Some(p.attempts),
+        "{:?}",
+        p.outcomes
+    );
+    assert_eq!(report.verdict, "pass", "{:?}", p.gates);
+}

@@ -166,8 +166,9 @@ impl Breaker {
         let failed = outcome.is_server_failure();
         let current_probe = permit.probe && permit.epoch == self.trips;
         match &mut self.phase {
-            // A probe of an earlier half-open period, late: it says nothing of now.
-            Phase::Closed if permit.probe => {}
+            // A probe of an earlier half-open period, or an attempt admitted before the last
+            // trip, reporting late: it says nothing of the window that began since.
+            Phase::Closed if permit.probe || permit.epoch != self.trips => {}
             Phase::Closed => {
                 self.calls.add(
                     now,

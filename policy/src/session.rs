@@ -17,6 +17,9 @@ use crate::outcome::{Outcome, Violation};
 use crate::policy::{Policy, RetryAfter};
 use crate::request::{Attempt, Request};
 
+/// The least time left before the deadline that is worth an attempt.
+pub const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(1);
+
 /// What the shell does next.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Action {
@@ -300,13 +303,14 @@ impl Client {
             return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
         };
         session.attempt = session.attempt.next();
-        session.in_flight = session.pending.take();
         self.send(session, now)
     }
 
     fn send(&mut self, session: &mut Session, now: Duration) -> Action {
         let remaining = match session.deadline {
-            Some(deadline) if now >= deadline => {
+            // Less than a millisecond left cannot carry an attempt: it would time out
+            // before it is written, and the server would never see it.
+            Some(deadline) if now + MIN_ATTEMPT_TIME > deadline => {
                 return self.finish(session, now, Some(GiveUp::Deadline));
             }
             Some(deadline) => Some(deadline - now),
@@ -324,6 +328,8 @@ impl Client {
         };
         session.sent += 1;
         session.phase = Phase::Sent;
+        // The grant waited for is now spent on an attempt on the wire.
+        session.in_flight = session.pending.take();
         Action::Send {
             attempt: session.attempt,
             timeout,
@@ -332,7 +338,9 @@ impl Client {
 
     fn finish(&mut self, session: &mut Session, now: Duration, gave_up: Option<GiveUp>) -> Action {
         if let Some(budget) = &mut self.budget {
-            budget.on_finish(now, session.pending.take().or(session.in_flight.take()));
+            // Only a grant that never paid for a sent attempt is handed back; one that did
+            // was reported with its attempt's outcome.
+            budget.on_finish(now, session.pending.take());
         }
         session.phase = Phase::Done;
         Action::Done(match gave_up {

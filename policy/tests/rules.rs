@@ -1040,3 +1040,89 @@ fn run_counts_of_an_empty_run_bound_at_one() {
     };
     assert_eq!(b.bound(run), Some(1.0));
 }
+
+#[test]
+fn breaker_ignores_attempts_admitted_before_it_last_opened() {
+    let mut b = breaker();
+    let old: Vec<_> = (0..10)
+        .map(|_| b.try_admit(Duration::ZERO).unwrap())
+        .collect();
+    fail(&mut b, Duration::ZERO, 4);
+    let later = Duration::from_secs(5);
+    for _ in 0..2 {
+        let probe = b.try_admit(later).unwrap();
+        b.record(later, OK, probe);
+    }
+    assert_eq!(b.state(later), BreakerState::Closed);
+    // The ten attempts sent before the trip fail long after: the new window ignores them.
+    for permit in old {
+        b.record(later + Duration::from_secs(1), FAIL, permit);
+    }
+    assert_eq!(
+        b.state(later + Duration::from_secs(1)),
+        BreakerState::Closed
+    );
+}
+
+#[test]
+fn a_retry_the_breaker_refuses_gives_its_token_back() {
+    let mut c = policy(|p| {
+        p.budget = Some(BudgetConfig::TokenBucket {
+            ratio: 0.0,
+            max_tokens: 5.0,
+            initial_tokens: 5.0,
+        });
+        p.breaker = Some(BreakerConfig {
+            failure_ratio: 0.5,
+            min_requests: 1,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(5),
+            half_open_probes: 1,
+        });
+    });
+    check(&mut c, GET, &[FAIL], "send1 503 wait100ms breaker_open/1");
+    assert_eq!(
+        c.budget_level(Duration::ZERO),
+        Some(5.0),
+        "the unsent retry was refunded"
+    );
+}
+
+#[test]
+fn an_envoy_budget_frees_the_slot_of_a_retry_never_sent() {
+    let mut c = policy(|p| {
+        p.budget = Some(BudgetConfig::Concurrency {
+            percent: 0.0,
+            min_concurrency: 1,
+        });
+        p.breaker = Some(BreakerConfig {
+            failure_ratio: 0.5,
+            min_requests: 1,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(5),
+            half_open_probes: 1,
+        });
+    });
+    // The retry is granted (one slot), then the open breaker refuses to send it.
+    check(&mut c, GET, &[FAIL], "send1 503 wait100ms breaker_open/1");
+    assert_eq!(
+        c.budget_level(Duration::ZERO),
+        Some(1.0),
+        "the slot is free again"
+    );
+}
+
+#[test]
+fn less_than_a_millisecond_before_the_deadline_is_no_attempt() {
+    let mut c = policy(|p| {
+        p.deadline = Some(ms(120));
+        p.backoff = Backoff::fixed(Duration::from_micros(109_500));
+    });
+    // 10 ms attempt, then a wait to 119.5 ms: half a millisecond left is not enough.
+    check(
+        &mut c,
+        GET,
+        &[FAIL],
+        "send1[120ms] 503 wait109ms deadline/1",
+    );
+}

@@ -425,6 +425,20 @@ impl ServerHandle {
         self.inner.shared.ledger.snapshot()
     }
 
+    /// Requests in progress, those whose client already left included (`fault_server_in_flight`
+    /// in `/metrics`). A harness waits for zero before it reads the ledger, so late side
+    /// effects of abandoned requests are not missed.
+    pub fn in_flight(&self) -> u64 {
+        u64::try_from(
+            self.inner
+                .shared
+                .metrics
+                .in_flight
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+        .unwrap_or(0)
+    }
+
     /// The script in force.
     pub fn script(&self) -> Arc<Script> {
         Arc::clone(&self.inner.shared.active().script)

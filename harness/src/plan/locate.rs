@@ -20,14 +20,23 @@ pub(crate) fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
     // or beyond.
     let (mut from, mut to, mut min_indent) = (0usize, lines.len(), 0usize);
     let mut found: Option<(usize, usize)> = None;
-    for seg in path {
+    for (depth, seg) in path.iter().enumerate() {
         match seg {
             Seg::Key(key) => {
                 let mut hit = None;
                 for (i, line) in lines.iter().enumerate().take(to).skip(from) {
-                    if let Some(col) =
-                        key_column(line, key).filter(|c| *c >= min_indent || i == from)
-                    {
+                    if line.trim_start().starts_with('#') {
+                        continue;
+                    }
+                    // A top-level key sits at the start of its line.
+                    let fits = |c: &usize| {
+                        if depth == 0 {
+                            *c == 0
+                        } else {
+                            *c >= min_indent || i == from
+                        }
+                    };
+                    if let Some(col) = key_column(line, key).filter(fits) {
                         hit = Some((i, col));
                         break;
                     }
@@ -172,6 +181,13 @@ gates:
             locate(PLAN, &[Key("gates"), Index(0), Key("policy")]),
             Some((12, 39))
         );
+    }
+
+    #[test]
+    fn comments_and_nested_keys_are_not_top_level_keys() {
+        let plan = "# target: { url: x }\nload:\n  requests:\n    - { name: r }\nname: real\ntarget: embedded\n";
+        assert_eq!(locate(plan, &[Seg::Key("target")]), Some((6, 1)));
+        assert_eq!(locate(plan, &[Seg::Key("name")]), Some((5, 1)));
     }
 
     #[test]

@@ -439,6 +439,21 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
             }]
         }
     };
+    let expected: f64 = profile
+        .iter()
+        .map(|s| (s.from + s.to) / 2.0 * s.length.as_secs_f64())
+        .sum();
+    if expected < 1.0 {
+        return Err(found(vec![Key("load")], format!("the load profile issues {expected:.2} requests on average: nothing would be measured"))
+            .hint("raise `load.rate` (requests per second) or the `duration`"));
+    }
+    if spec.load.max_in_flight == Some(0) {
+        return Err(found(
+            vec![Key("load"), Key("max_in_flight")],
+            "`max_in_flight` is 0: no request could ever be sent",
+        )
+        .hint("omit it (default 10000) or give the number of logical requests allowed at once"));
+    }
     let requests = requests(&spec.load)?;
     let target = target(spec.target, spec.allow_remote)?;
     let seed = spec.seed.unwrap_or(DEFAULT_SEED);
@@ -455,13 +470,17 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
         )
         .hint("remove `faults:` and `server:`, or point `target.url` at a fault-server"));
     }
-    let fault_window = fault_window(&script);
+    let fault_window = fault_window(&script, duration);
     if spec.policies.is_empty() {
         return Err(found(vec![Key("policies")], "the plan has no policies")
             .hint("add one, e.g. `- { name: default, preset: grpc }`"));
     }
     let mut policies: Vec<NamedPolicy> = Vec::new();
     for (i, p) in spec.policies.into_iter().enumerate() {
+        if !is_token(&p.name) {
+            return Err(found(vec![Key("policies"), Index(i), Key("name")], format!("policy name `{}` cannot be sent in a header", p.name))
+                .hint("use letters, digits, `-`, `_` and `.`: the name goes into `x-chaos-policy` and every request id"));
+        }
         if policies.iter().any(|q| q.name == p.name) {
             return Err(found(
                 vec![Key("policies"), Index(i), Key("name")],
@@ -547,14 +566,18 @@ fn script_error(e: ScriptError) -> Found {
     }
 }
 
-/// The earliest start and latest end of the windowed fault phases.
-fn fault_window(script: &ScriptSpec) -> Option<(Duration, Duration)> {
+/// The earliest start and latest end of the windowed fault phases. A phase that starts
+/// later but never ends lasts to the end of the arrivals; one with no window at all is
+/// background noise, not an incident to recover from.
+fn fault_window(script: &ScriptSpec, duration: Duration) -> Option<(Duration, Duration)> {
     let mut window: Option<(Duration, Duration)> = None;
     for phase in &script.faults {
-        let Some(until) = phase.until.map(|u| u.get()) else {
-            continue;
-        };
         let from = phase.from.map_or(Duration::ZERO, |f| f.get());
+        let until = match phase.until.map(|u| u.get()) {
+            Some(until) => until,
+            None if !from.is_zero() => duration,
+            None => continue,
+        };
         window = Some(match window {
             None => (from, until),
             Some((a, b)) => (a.min(from), b.max(until)),
@@ -629,20 +652,30 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
                     .hint("paths are relative to the target, e.g. `/items/{n}`"),
             );
         }
-        if r.path.starts_with("/__chaos/") {
+        if is_control_path(&r.path) {
             return Err(found(
                 at("path"),
-                "paths under /__chaos/ are the fault-server's control API",
+                format!(
+                    "`{}` is the fault-server's own endpoint: never faulted, never in the ledger",
+                    r.path
+                ),
+            )
+            .hint("load paths are the service's, e.g. `/items/{n}`"));
+        }
+        if r.name.trim().is_empty() || load.requests[..i].iter().any(|q| q.name == r.name) {
+            return Err(found(
+                at("name"),
+                format!("request name `{}` is empty or used twice", r.name),
             ));
         }
         let weight = r.weight.unwrap_or(1.0);
-        if !(weight.is_finite() && weight >= 0.0) {
+        if !(weight.is_finite() && (0.0..=1e9).contains(&weight)) {
             return Err(found(
                 at("weight"),
-                format!("weight {weight} must be a number >= 0"),
+                format!("weight {weight} must be a number between 0 and 1e9"),
             ));
         }
-        for name in r.headers.keys() {
+        for (name, value) in &r.headers {
             if name.is_empty()
                 || !name
                     .bytes()
@@ -651,6 +684,22 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
                 return Err(found(
                     at("headers"),
                     format!("`{name}` is not a valid header name"),
+                ));
+            }
+            if RESERVED_HEADERS
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+            {
+                return Err(found(at("headers"), format!("header `{name}` is set by the harness or the HTTP stack"))
+                    .hint("for an idempotency key write `idempotency_key: true`; ids and attempt numbers are always sent"));
+            }
+            if !value
+                .bytes()
+                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+            {
+                return Err(found(
+                    at("headers"),
+                    format!("the value of header `{name}` must be printable ASCII"),
                 ));
             }
         }
@@ -710,6 +759,35 @@ fn target(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Target, Found>
     } else {
         Target::BlackBox { url }
     })
+}
+
+/// Letters, digits, `-`, `_`, `.`: safe in a header, a file name and a request id.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Headers the harness sets itself, or that only the HTTP stack may set.
+const RESERVED_HEADERS: [&str; 10] = [
+    "x-request-id",
+    "x-chaos-attempt",
+    "x-chaos-policy",
+    "idempotency-key",
+    "traceparent",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "upgrade",
+];
+
+/// Paths the fault-server answers itself: never faulted, never in the ledger.
+fn is_control_path(path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or(path);
+    matches!(path, "/healthz" | "/metrics" | "/__chaos") || path.starts_with("/__chaos/")
 }
 
 /// `localhost`, 127.0.0.0/8 or [::1].
@@ -805,6 +883,8 @@ fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
             m if m.contains("max_attempts") => "max_attempts",
             m if m.contains("attempt_timeout") => "attempt_timeout",
             m if m.contains("deadline") => "deadline",
+            m if m.contains("retry_after_max") => "retry_after_max",
+            m if m.contains("retry_after_max") => "retry_after_max",
             _ => "name",
         };
         found(at(key), format!("policy `{}`: {e}", spec.name))
@@ -971,6 +1051,20 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
                 return Err(found(
                     at(),
                     format!("metric gate `{name}` needs `min:` or `max:`"),
+                ));
+            }
+            if m.min.into_iter().chain(m.max).any(|x| !x.is_finite()) {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` has a limit that is not a number"),
+                ));
+            }
+            if let (Some(min), Some(max)) = (m.min, m.max)
+                && min > max
+            {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` can never pass: min {min} > max {max}"),
                 ));
             }
             Ok(Gate {

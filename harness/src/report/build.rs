@@ -90,22 +90,35 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         ledger,
     } = outcome;
     let r: &Recorder = &run.recorder;
+    // The amplification of each second's traffic: the attempts its logical requests made,
+    // whenever they were sent, over the requests started in it.
     let peak_1s = r
         .series
         .iter()
         .filter(|s| s.offered > s.dropped)
-        .map(|s| ratio(s.attempts, s.offered - s.dropped))
+        .map(|s| ratio(s.scheduled_attempts, s.offered - s.dropped))
         .fold(0.0, f64::max);
-    let ledger_view = ledger.as_ref().map(|l| LedgerView {
-        attempts: l.attempts,
-        logical: l.logical,
-        side_effects: l.side_effects,
-        duplicate_side_effects: l.duplicate_side_effects,
-        idempotent_replays: l.idempotent_replays,
-        // First attempts are the logical requests that reached the wire (the breaker may
-        // refuse one before it is sent).
-        reconciled: l.attempts == r.attempts && l.logical == r.attempts - r.retries,
-        by_outcome: l.by_outcome.clone(),
+    let ledger = ledger.map(|l| own_share(l, &policy.name));
+    let ledger_view = ledger.as_ref().map(|l| {
+        // Attempts that failed to connect never reached the server; attempts cut at the
+        // drain's end may or may not have. Every other attempt must be in the ledger.
+        let unsent = ["connect_refused", "connect_timeout"]
+            .iter()
+            .map(|k| r.outcomes.get(*k).copied().unwrap_or(0))
+            .sum::<u64>();
+        let must_have = r.attempts.saturating_sub(unsent + r.cut);
+        let may_have = r.attempts.saturating_sub(unsent);
+        LedgerView {
+            attempts: l.attempts,
+            logical: l.logical,
+            side_effects: l.side_effects,
+            duplicate_side_effects: l.duplicate_side_effects,
+            idempotent_replays: l.idempotent_replays,
+            client_unsent: unsent,
+            client_cut: r.cut,
+            reconciled: (must_have..=may_have).contains(&l.attempts),
+            by_outcome: l.by_outcome.clone(),
+        }
     });
     let mut examples = BTreeMap::new();
     examples.insert(
@@ -182,13 +195,29 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
     report
 }
 
+/// The ledger's figures for this policy alone: a request of the previous policy that the
+/// server finished after the reset lands in the new ledger, under its own policy's name.
+fn own_share(mut l: LedgerSnapshot, policy: &str) -> LedgerSnapshot {
+    if let Some(own) = l.by_policy.get(policy).cloned() {
+        l.attempts = own.attempts;
+        l.logical = own.logical;
+        l.side_effects = own.side_effects;
+        l.duplicate_side_effects = own.duplicate_side_effects;
+        l.idempotent_replays = own.idempotent_replays;
+        let prefix = format!("{policy}-");
+        l.duplicate_examples.retain(|id| id.starts_with(&prefix));
+    }
+    l
+}
+
 /// Seconds from `until` (the end of the last fault phase) to the first second from which
 /// the success rate of the requests scheduled in each later second stays within 5 points
 /// of its level before `from`. `None`: no traffic before the faults to compare with, or it
 /// never got back.
 pub fn recovery_s(series: &[Second], from: Duration, until: Duration) -> Option<f64> {
+    // Requests cut off by the drain's end have no verdict: they say nothing of recovery.
     let rate = |s: &Second| {
-        let done = s.succeeded + s.failed;
+        let done = s.succeeded + s.failed - s.unfinished;
         (done > 0).then(|| s.succeeded as f64 / done as f64)
     };
     let before = &series[..(from.as_secs() as usize).min(series.len())];

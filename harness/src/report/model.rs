@@ -112,7 +112,12 @@ pub struct LedgerView {
     pub side_effects: u64,
     pub duplicate_side_effects: u64,
     pub idempotent_replays: u64,
-    /// Client and server counted the same attempts and logical requests.
+    /// Attempts the client sent that failed to connect: the server cannot have seen them.
+    pub client_unsent: u64,
+    /// Attempts still on the wire when the drain ended: the server may have seen them.
+    pub client_cut: u64,
+    /// The server saw every attempt the client sent, except those that failed to connect
+    /// (and, at most, those cut at the drain's end), and no other.
     pub reconciled: bool,
     pub by_outcome: BTreeMap<String, u64>,
 }

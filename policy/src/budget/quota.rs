@@ -81,6 +81,13 @@ impl RetryBudget for RetryQuota {
         }
     }
 
+    /// The cost of a retry that was never sent goes back to the quota.
+    fn on_finish(&mut self, _now: Duration, pending: Option<Grant>) {
+        if let Some(grant) = pending {
+            self.available = (self.available + grant.cost).min(self.capacity);
+        }
+    }
+
     fn try_withdraw(&mut self, _now: Duration, after: Outcome) -> Option<Grant> {
         let cost = self.cost_after(after);
         (self.available >= cost).then(|| {

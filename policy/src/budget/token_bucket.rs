@@ -55,6 +55,14 @@ impl RetryBudget for TokenBucket {
         }
     }
 
+    /// A token paid for a retry that was never sent (the breaker or the deadline stopped
+    /// it) goes back: it bought nothing.
+    fn on_finish(&mut self, _now: Duration, pending: Option<Grant>) {
+        if let Some(grant) = pending {
+            self.tokens = (self.tokens + grant.cost).min(self.max_tokens);
+        }
+    }
+
     fn try_withdraw(&mut self, _now: Duration, _after: Outcome) -> Option<Grant> {
         (self.tokens >= 1.0).then(|| {
             self.tokens -= 1.0;
