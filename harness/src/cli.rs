@@ -203,14 +203,11 @@ fn chaos(
     }
     match &written {
         Ok(dir) => {
-            let verdict = if report.aborted {
-                "ABORTED"
-            } else if report.passed() {
-                "PASS"
-            } else {
-                "FAIL"
-            };
-            println!("{verdict}: report in {}", dir.join("report.html").display());
+            println!(
+                "{}: report in {}",
+                report.verdict_label(),
+                dir.join("report.html").display()
+            );
         }
         Err(e) => eprintln!("error: {e}"),
     }

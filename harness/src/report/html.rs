@@ -141,13 +141,7 @@ fn carried(series: &[SeriesPoint]) -> Vec<f64> {
 pub fn render(report: &Report) -> String {
     let plan = &report.plan;
     let mut out = String::new();
-    let verdict = if report.aborted {
-        "ABORTED"
-    } else if report.passed() {
-        "PASS"
-    } else {
-        "FAIL"
-    };
+    let verdict = report.verdict_label();
     let _ = write!(
         out,
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>chaos report: {name}</title><style>{CSS}</style></head><body>\
@@ -281,37 +275,17 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         );
     }
     out.push_str("</table>");
-    let give_ups: Vec<String> = p
-        .give_ups
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let outcomes: Vec<String> = p.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let _ = write!(
         out,
         "<p>Give-ups: {}. Attempt outcomes: {}.</p>",
-        esc(&if give_ups.is_empty() {
-            "none".to_owned()
-        } else {
-            give_ups.join(", ")
-        }),
-        esc(&outcomes.join(", "))
+        esc(&p.give_ups_text()),
+        esc(&p.outcomes_text())
     );
     if let Some(l) = &p.ledger {
         let _ = write!(
             out,
-            "<p>Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.</p>",
-            l.attempts,
-            l.logical,
-            l.side_effects,
-            l.duplicate_side_effects,
-            l.idempotent_replays,
-            if l.reconciled {
-                "agrees with the client"
-            } else {
-                "<b>does not agree with the client</b>"
-            }
+            "<p>{}</p>",
+            l.sentence("<b>does not agree with the client</b>")
         );
     }
 }

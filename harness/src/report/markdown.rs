@@ -112,10 +112,9 @@ pub fn render(report: &Report) -> String {
     if let Some(d) = &plan.description {
         let _ = writeln!(out, "{d}\n");
     }
-    let verdict = match (report.aborted, report.passed()) {
-        (true, _) => "**ABORTED** (interrupted; figures cover what ran)",
-        (false, true) => "**PASS**",
-        (false, false) => "**FAIL**",
+    let verdict = match report.verdict_label() {
+        "ABORTED" => "**ABORTED** (interrupted; figures cover what ran)",
+        label => &format!("**{label}**"),
     };
     let _ = writeln!(out, "Verdict: {verdict}\n");
     let _ = writeln!(
@@ -192,23 +191,8 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     );
     let _ = writeln!(out, "| recovery | {} s |", opt(p.recovery_s, 0));
     let _ = writeln!(out);
-    let give_ups: Vec<String> = p
-        .give_ups
-        .iter()
-        .filter(|(_, v)| **v > 0)
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        "Give-ups: {}.\n",
-        if give_ups.is_empty() {
-            "none".to_owned()
-        } else {
-            give_ups.join(", ")
-        }
-    );
-    let outcomes: Vec<String> = p.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let _ = writeln!(out, "Attempt outcomes: {}.\n", outcomes.join(", "));
+    let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
+    let _ = writeln!(out, "Attempt outcomes: {}.\n", p.outcomes_text());
     let _ = writeln!(
         out,
         "| latency (ms) | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |"
@@ -228,17 +212,8 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     if let Some(l) = &p.ledger {
         let _ = writeln!(
             out,
-            "Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.\n",
-            l.attempts,
-            l.logical,
-            l.side_effects,
-            l.duplicate_side_effects,
-            l.idempotent_replays,
-            if l.reconciled {
-                "agrees with the client"
-            } else {
-                "**does not agree with the client**"
-            }
+            "{}\n",
+            l.sentence("**does not agree with the client**")
         );
     }
 }

@@ -148,4 +148,62 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.verdict == "pass"
     }
+
+    /// `PASS`, `FAIL` or `ABORTED`, as every renderer shows it.
+    pub fn verdict_label(&self) -> &'static str {
+        if self.aborted {
+            "ABORTED"
+        } else if self.passed() {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    }
+}
+
+impl PolicyReport {
+    /// The give-up reasons that occurred, as `reason count, …` (or `none`).
+    pub fn give_ups_text(&self) -> String {
+        let parts: Vec<String> = self
+            .give_ups
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+
+    /// What the attempts produced, as `outcome count, …`.
+    pub fn outcomes_text(&self) -> String {
+        let parts: Vec<String> = self
+            .outcomes
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        parts.join(", ")
+    }
+}
+
+impl LedgerView {
+    /// One sentence on what the server saw; `disagree` is how the renderer stresses a
+    /// disagreement with the client.
+    pub fn sentence(&self, disagree: &str) -> String {
+        format!(
+            "Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.",
+            self.attempts,
+            self.logical,
+            self.side_effects,
+            self.duplicate_side_effects,
+            self.idempotent_replays,
+            if self.reconciled {
+                "agrees with the client"
+            } else {
+                disagree
+            }
+        )
+    }
 }
