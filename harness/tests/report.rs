@@ -1,0 +1,81 @@
+//! The renderers on a fixed report model: report.md and junit.xml as insta snapshots, and
+//! report.html checked for being self-contained and carrying its charts.
+
+use harness::report::{self, Report};
+
+fn fixture() -> Report {
+    let series: Vec<serde_json::Value> = (0..6)
+        .map(|t| {
+            serde_json::json!({
+                "t": t, "offered": 100, "dropped": 0,
+                "attempts": if (2..4).contains(&t) { 340 } else { 100 },
+                "succeeded": if (2..4).contains(&t) { 20 } else { 100 },
+                "failed": if (2..4).contains(&t) { 80 } else { 0 },
+                "retries": if (2..4).contains(&t) { 240 } else { 0 },
+                "budget_tokens": null, "breaker_open": false
+            })
+        })
+        .collect();
+    let json = serde_json::json!({
+        "schema": "chaos-report/v1",
+        "verdict": "fail",
+        "aborted": false,
+        "generated_at": "2026-12-02T12:00:00Z",
+        "plan": {
+            "name": "fixture", "file": "plans/fixture.yaml", "description": "a fixed report",
+            "seed": 42, "duration_s": 6.0, "target": "embedded", "ledger": true,
+            "faults": ["outage"], "fault_window_s": [2.0, 4.0]
+        },
+        "policies": [{
+            "name": "naive", "summary": "4 attempts, fixed 200ms, no budget",
+            "logical": 600, "succeeded": 440, "failed": 160, "dropped": 0, "unfinished": 0,
+            "attempts": 1080, "retries": 480, "success_rate": 0.7333,
+            "amplification": { "client": 1.8, "server": 1.8, "peak_1s": 3.4, "budget_bound": null },
+            "give_ups": { "max_attempts": 150, "permanent": 10, "budget_exhausted": 0, "breaker_open": 0, "deadline": 0, "non_idempotent": 0 },
+            "violations": { "retried_permanent": 12, "retried_non_idempotent": 0, "duplicate_side_effects": 0 },
+            "violation_examples": { "retried_permanent": ["naive-0000017", "naive-0000230"], "retried_non_idempotent": [], "duplicate_side_effects": [] },
+            "latency_ms": { "p50": 1.2, "p90": 400.5, "p99": 1610.0, "p999": 1800.0, "max": 1900.0 },
+            "attempt_latency_ms": { "p50": 0.4, "p90": 0.9, "p99": 1000.0, "p999": 1001.0, "max": 1002.0 },
+            "arrival_lag_ms": { "p50": 0.1, "p90": 0.2, "p99": 0.5, "p999": 1.0, "max": 2.0 },
+            "recovery_s": 0.0,
+            "outcomes": { "200": 440, "503": 600, "400": 40 },
+            "breaker_trips": 0,
+            "ledger": { "attempts": 1080, "logical": 600, "side_effects": 0, "duplicate_side_effects": 0, "idempotent_replays": 0, "client_unsent": 0, "client_cut": 0, "reconciled": true, "by_outcome": { "served": 440 } },
+            "series": series,
+            "gates": [
+                { "name": "no_retry_of_permanent", "pass": false, "measured": 12.0, "limit": 0.0, "detail": "12 retries after a permanent outcome (4xx other than 408/429, or 501); e.g. naive-0000017, naive-0000230" },
+                { "name": "client_server_agree", "pass": true, "measured": 1080.0, "limit": 1080.0, "detail": "server saw 1080 attempts" }
+            ]
+        }]
+    });
+    serde_json::from_value(json).expect("the fixture matches the report model")
+}
+
+#[test]
+fn report_md_reads_as_a_page_of_tables() {
+    insta::assert_snapshot!(report::markdown(&fixture()));
+}
+
+#[test]
+fn junit_has_a_case_per_gate_per_policy() {
+    insta::assert_snapshot!(report::junit(&fixture()));
+}
+
+#[test]
+fn report_json_round_trips_through_the_model() {
+    let report = fixture();
+    let again: Report = serde_json::from_str(&report::json(&report)).expect("valid json");
+    assert_eq!(again, report);
+}
+
+#[test]
+fn report_html_is_self_contained_with_inline_charts() {
+    let html = report::html(&fixture());
+    assert!(html.starts_with("<!doctype html>"));
+    assert!(html.matches("<svg").count() >= 2, "the storm chart and the policy chart");
+    for external in ["src=\"http", "href=\"http", "<script", "@import", "url("] {
+        assert!(!html.contains(external), "no network and no script: found {external}");
+    }
+    assert!(html.contains("naive-0000017"), "failing gates name example ids");
+    assert!(html.contains("FAIL"));
+}
