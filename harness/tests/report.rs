@@ -72,10 +72,19 @@ fn report_json_round_trips_through_the_model() {
 fn report_html_is_self_contained_with_inline_charts() {
     let html = report::html(&fixture());
     assert!(html.starts_with("<!doctype html>"));
-    assert!(html.matches("<svg").count() >= 2, "the storm chart and the policy chart");
+    assert!(
+        html.matches("<svg").count() >= 2,
+        "the storm chart and the policy chart"
+    );
     for external in ["src=\"http", "href=\"http", "<script", "@import", "url("] {
-        assert!(!html.contains(external), "no network and no script: found {external}");
+        assert!(
+            !html.contains(external),
+            "no network and no script: found {external}"
+        );
     }
-    assert!(html.contains("naive-0000017"), "failing gates name example ids");
+    assert!(
+        html.contains("naive-0000017"),
+        "failing gates name example ids"
+    );
     assert!(html.contains("FAIL"));
 }
