@@ -6,8 +6,8 @@
 #   DURATION=30s CONNECTIONS=128 bench/server.sh
 #
 # Both servers run in release mode with the same runtime; each is measured ROUNDS times,
-# alternating, after a warm-up, and the best round of each is compared (the best round is
-# the least disturbed by whatever else the machine was doing).
+# alternating, after a warm-up; the medians of the rounds are compared, and every round is
+# printed (the machines are shared: a round another process disturbed shows as an outlier).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -66,18 +66,21 @@ measure() {
 measure "$FAULT_PORT" "$WARMUP" >/dev/null
 measure "$HELLO_PORT" "$WARMUP" >/dev/null
 
-best_fault=0
-best_hello=0
+hellos=()
+faults=()
 for round in $(seq 1 "$ROUNDS"); do
     hello=$(measure "$HELLO_PORT" "$DURATION")
     fault=$(measure "$FAULT_PORT" "$DURATION")
     echo "round $round: hello world ${hello} req/s, fault-server ${fault} req/s" >&2
-    best_hello=$(awk -v a="$best_hello" -v b="$hello" 'BEGIN { print (b > a ? b : a) }')
-    best_fault=$(awk -v a="$best_fault" -v b="$fault" 'BEGIN { print (b > a ? b : a) }')
+    hellos+=("$hello")
+    faults+=("$fault")
 done
 
-ratio=$(awk -v f="$best_fault" -v h="$best_hello" 'BEGIN { printf "%.3f", f / h }')
-echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, best of $ROUNDS, $(nproc) cores"
-echo "hello world (axum):      ${best_hello} req/s"
-echo "fault-server (faultless): ${best_fault} req/s"
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+med_hello=$(median "${hellos[@]}")
+med_fault=$(median "${faults[@]}")
+ratio=$(awk -v f="$med_fault" -v h="$med_hello" 'BEGIN { printf "%.3f", f / h }')
+echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, median of $ROUNDS rounds, $(nproc) cores"
+echo "hello world (axum):      ${med_hello} req/s"
+echo "fault-server (faultless): ${med_fault} req/s"
 echo "ratio: ${ratio} (goal >= 0.9)"

@@ -256,6 +256,15 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     // that its client gave up, so the request keeps its place in the queue, holds its
     // slot for the whole service time and executes its side effect even after the client
     // timed out. That wasted work is what lets a retry storm outlive its trigger.
+    // Without a capacity model, a delay or a service time, serving completes in one poll
+    // and cannot be abandoned halfway: it runs inline, which keeps the faultless hot path
+    // free of a task spawn.
+    let waits = active.capacity.is_some()
+        || !delay.is_zero()
+        || script.capacity().is_some_and(|c| !c.service_time.is_zero());
+    if !waits {
+        return serve(Arc::clone(&shared), active, facts, flight, delay, rng).await;
+    }
     let work = tokio::spawn(serve(
         Arc::clone(&shared),
         active,
