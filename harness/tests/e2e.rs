@@ -284,3 +284,42 @@ gates: [ client_server_agree, no_duplicate_side_effects ]
     );
     assert_eq!(report.verdict, "pass", "{:?}", p.gates);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_fault_server_is_scripted_reset_and_read_over_its_control_api() {
+    // A server started elsewhere, with a token and no script: the plan brings the faults.
+    let mut config = fault_server::ServerConfig::default();
+    config.token = Some("s3cret".into());
+    let server = fault_server::start(config).await.expect("start a fault-server");
+    let report = run(&format!(
+        r#"
+name: remote
+seed: 8
+duration: 2s
+drain: 1s
+target: {{ url: "{}", token: s3cret }}
+load:
+  rate: 100
+  arrivals: uniform
+  requests: [ {{ name: read, path: "/items/{{n}}" }} ]
+faults:
+  - {{ name: flaky, attempts: [1], probability: 0.5, respond: {{ status: 503 }} }}
+policies:
+  - {{ name: first, max_attempts: 2, backoff: {{ fixed: 5ms }} }}
+  - {{ name: second, max_attempts: 2, backoff: {{ fixed: 5ms }} }}
+gates: [ client_server_agree ]
+"#,
+        server.url()
+    ))
+    .await;
+    for name in ["first", "second"] {
+        let p = policy(&report, name);
+        let ledger = p.ledger.as_ref().expect("the remote ledger was read");
+        assert!(ledger.reconciled, "{name}: {ledger:?}");
+        assert_eq!(ledger.logical, p.logical, "{name}: the server was reset between policies");
+        assert!(p.retries > 0, "{name}: the plan's faults reached the remote server");
+        assert_eq!(p.succeeded, p.logical, "{name}: a fault on attempt 1 only, then success");
+    }
+    assert_eq!(report.verdict, "pass");
+    server.shutdown().await;
+}
