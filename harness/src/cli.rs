@@ -20,6 +20,9 @@ use crate::policy::Preset;
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 
+/// The annotated reference plan, `docs/plan-reference.yaml`.
+pub const PLAN_REFERENCE: &str = include_str!("../../docs/plan-reference.yaml");
+
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_GATE_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
@@ -65,6 +68,8 @@ pub enum Command {
     },
     /// List the policy presets, with their sources and caveats.
     Presets,
+    /// Print every key a plan can hold, with defaults and examples (a valid plan).
+    PlanSchema,
 }
 
 /// Parses the process's arguments and runs; the binary's whole `main`.
@@ -89,6 +94,10 @@ pub fn execute(cli: Cli) -> u8 {
         Command::Validate { plans } => validate(&plans),
         Command::Presets => {
             presets();
+            EXIT_PASS
+        }
+        Command::PlanSchema => {
+            print!("{PLAN_REFERENCE}");
             EXIT_PASS
         }
         Command::Chaos {

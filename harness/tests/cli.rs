@@ -53,6 +53,32 @@ fn every_shipped_plan_validates() {
     );
 }
 
+#[test]
+fn plan_schema_prints_a_valid_plan_that_the_plans_readme_shows() {
+    let out = harness().arg("plan-schema").output().expect("run harness");
+    assert!(out.status.success());
+    let reference = String::from_utf8_lossy(&out.stdout).into_owned();
+    let dir = scratch("plan-schema");
+    let path = write_plan(&dir, "reference.yaml", &reference);
+    let validated = harness()
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert!(validated.status.success(), "{}", stderr(&validated));
+    // plans/README.md shows the same YAML, so the guide cannot drift from the loader.
+    let readme = std::fs::read_to_string(repo().join("plans/README.md")).expect("plans/README.md");
+    let block = readme
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a yaml block in plans/README.md");
+    assert!(
+        reference.ends_with(block),
+        "plans/README.md and docs/plan-reference.yaml differ"
+    );
+}
+
 /// `harness validate` on a broken plan: exit 2 and the message, file name normalised.
 fn validate_error(name: &str, text: &str) -> String {
     let dir = scratch(&format!("validate-{name}"));

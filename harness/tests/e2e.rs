@@ -290,7 +290,9 @@ async fn a_running_fault_server_is_scripted_reset_and_read_over_its_control_api(
     // A server started elsewhere, with a token and no script: the plan brings the faults.
     let mut config = fault_server::ServerConfig::default();
     config.token = Some("s3cret".into());
-    let server = fault_server::start(config).await.expect("start a fault-server");
+    let server = fault_server::start(config)
+        .await
+        .expect("start a fault-server");
     let report = run(&format!(
         r#"
 name: remote
@@ -316,9 +318,18 @@ gates: [ client_server_agree ]
         let p = policy(&report, name);
         let ledger = p.ledger.as_ref().expect("the remote ledger was read");
         assert!(ledger.reconciled, "{name}: {ledger:?}");
-        assert_eq!(ledger.logical, p.logical, "{name}: the server was reset between policies");
-        assert!(p.retries > 0, "{name}: the plan's faults reached the remote server");
-        assert_eq!(p.succeeded, p.logical, "{name}: a fault on attempt 1 only, then success");
+        assert_eq!(
+            ledger.logical, p.logical,
+            "{name}: the server was reset between policies"
+        );
+        assert!(
+            p.retries > 0,
+            "{name}: the plan's faults reached the remote server"
+        );
+        assert_eq!(
+            p.succeeded, p.logical,
+            "{name}: a fault on attempt 1 only, then success"
+        );
     }
     assert_eq!(report.verdict, "pass");
     server.shutdown().await;
