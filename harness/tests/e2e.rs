@@ -288,8 +288,10 @@ gates: [ client_server_agree, no_duplicate_side_effects ]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_fault_server_is_scripted_reset_and_read_over_its_control_api() {
     // A server started elsewhere, with a token and no script: the plan brings the faults.
-    let mut config = fault_server::ServerConfig::default();
-    config.token = Some("s3cret".into());
+    let config = fault_server::ServerConfig {
+        token: Some("s3cret".into()),
+        ..fault_server::ServerConfig::default()
+    };
     let server = fault_server::start(config)
         .await
         .expect("start a fault-server");
