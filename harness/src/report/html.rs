@@ -33,8 +33,10 @@ fn chart(
         .flat_map(|(_, _, v)| v.iter().copied())
         .fold(0.0f64, f64::max)
         .max(1.0);
-    let n = seconds.max(2) as f64;
-    let x = |t: f64| PAD_L + t / (n - 1.0) * (W - PAD_L - 8.0);
+    // The axis runs over whole seconds; each second's value is plotted at its middle, so
+    // the fault window's shading lines up with the seconds it covers.
+    let n = seconds.max(1) as f64;
+    let x = |t: f64| PAD_L + t / n * (W - PAD_L - 8.0);
     let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
     let mut svg = String::new();
     let _ = write!(
@@ -48,7 +50,7 @@ fn chart(
             svg,
             "<rect x=\"{:.1}\" y=\"{PAD_T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fde2e1\"><title>fault window {a}–{b} s</title></rect>",
             x(a),
-            (x(b.min(n - 1.0)) - x(a)).max(0.0),
+            (x(b.min(n)) - x(a)).max(0.0),
             H - PAD_T - PAD_B
         );
     }
@@ -78,7 +80,7 @@ fn chart(
         );
     }
     let step = (seconds / 10).max(1);
-    for t in (0..seconds).step_by(step) {
+    for t in (0..=seconds).step_by(step) {
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{t}s</text>",
@@ -90,7 +92,7 @@ fn chart(
         let points: Vec<String> = values
             .iter()
             .enumerate()
-            .map(|(t, v)| format!("{:.1},{:.1}", x(t as f64), y(*v)))
+            .map(|(t, v)| format!("{:.1},{:.1}", x(t as f64 + 0.5), y(*v)))
             .collect();
         let _ = write!(
             svg,
