@@ -418,41 +418,25 @@ impl Inner {
     }
 
     fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {
-        while let Some((seen, generation, _)) = self.id_order.front() {
-            let expired = now.saturating_sub(*seen) >= limits.id_ttl;
-            if !expired && self.id_order.len() <= limits.max_ids {
-                break;
-            }
-            let generation = *generation;
-            if let Some((_, _, id)) = self.id_order.pop_front()
-                && self
-                    .ids
-                    .get(&id)
-                    .is_some_and(|e| e.generation == generation)
-            {
-                self.ids.remove(&id);
-                self.evicted_ids += 1;
-            }
-        }
+        self.evicted_ids += expire(
+            &mut self.id_order,
+            &mut self.ids,
+            now,
+            limits.id_ttl,
+            limits.max_ids,
+            |e| e.generation,
+        );
     }
 
     fn expire_keys(&mut self, now: Duration, limits: &LedgerLimits) {
-        while let Some((created, generation, _)) = self.key_order.front() {
-            let expired = now.saturating_sub(*created) >= limits.key_ttl;
-            if !expired && self.key_order.len() <= limits.max_keys {
-                break;
-            }
-            let generation = *generation;
-            if let Some((_, _, key)) = self.key_order.pop_front()
-                && self
-                    .keys
-                    .get(&key)
-                    .is_some_and(|e| e.generation == generation)
-            {
-                self.keys.remove(&key);
-                self.evicted_keys += 1;
-            }
-        }
+        self.evicted_keys += expire(
+            &mut self.key_order,
+            &mut self.keys,
+            now,
+            limits.key_ttl,
+            limits.max_keys,
+            |e| e.generation,
+        );
     }
 }
 
@@ -740,6 +724,36 @@ impl Ledger {
             evicted_keys: inner.evicted_keys,
         }
     }
+}
+
+/// Drops, oldest first, the entries older than `ttl` and those beyond `max`; returns how
+/// many it removed. `order` lists (time, generation, key) in insertion order; an entry
+/// renewed since (a newer generation) stays, and its stale place in `order` just goes.
+fn expire<V>(
+    order: &mut VecDeque<(Duration, u64, Arc<str>)>,
+    map: &mut HashMap<Arc<str>, V>,
+    now: Duration,
+    ttl: Duration,
+    max: usize,
+    generation_of: impl Fn(&V) -> u64,
+) -> u64 {
+    let mut evicted = 0;
+    while let Some((at, generation, _)) = order.front() {
+        let expired = now.saturating_sub(*at) >= ttl;
+        if !expired && order.len() <= max {
+            break;
+        }
+        let generation = *generation;
+        if let Some((_, _, key)) = order.pop_front()
+            && map
+                .get(&key)
+                .is_some_and(|e| generation_of(e) == generation)
+        {
+            map.remove(&key);
+            evicted += 1;
+        }
+    }
+    evicted
 }
 
 #[cfg(test)]
