@@ -417,6 +417,20 @@ impl Inner {
         self.generation
     }
 
+    /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
+    fn track_id(&mut self, id: &str, now: Duration, side_effects: u32) {
+        let generation = self.next_generation();
+        let id: Arc<str> = Arc::from(id);
+        self.ids.insert(
+            Arc::clone(&id),
+            IdEntry {
+                generation,
+                side_effects,
+            },
+        );
+        self.id_order.push_back((now, generation, id));
+    }
+
     fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {
         self.evicted_ids += expire(
             &mut self.id_order,
@@ -497,16 +511,7 @@ impl Ledger {
         inner.attempts += 1;
         let new_id = !inner.ids.contains_key(id);
         if new_id {
-            let generation = inner.next_generation();
-            let id: Arc<str> = Arc::from(id);
-            inner.ids.insert(
-                Arc::clone(&id),
-                IdEntry {
-                    generation,
-                    side_effects: 0,
-                },
-            );
-            inner.id_order.push_back((now, generation, id));
+            inner.track_id(id, now, 0);
             inner.logical += 1;
         }
         if let Some(policy) = who.policy {
@@ -629,16 +634,7 @@ impl Ledger {
                 duplicate = entry.side_effects > 1;
             } else {
                 // Evicted since it arrived (or never recorded): remember it again.
-                let generation = inner.next_generation();
-                let id: Arc<str> = Arc::from(id);
-                inner.ids.insert(
-                    Arc::clone(&id),
-                    IdEntry {
-                        generation,
-                        side_effects: 1,
-                    },
-                );
-                inner.id_order.push_back((now, generation, id));
+                inner.track_id(id, now, 1);
                 inner.expire_ids(now, &self.limits);
             }
             if duplicate {
