@@ -23,6 +23,16 @@ fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// `harness chaos --quiet PLAN`, run in `dir` so its reports land there.
+fn chaos_quietly(dir: &Path, plan: &Path) -> Output {
+    harness()
+        .current_dir(dir)
+        .args(["chaos", "--quiet"])
+        .arg(plan)
+        .output()
+        .expect("run harness")
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -223,12 +233,7 @@ fn failing_gates_exit_1_and_still_write_the_report() {
             "name: fails\n{BASE}faults: [ {{ name: down, respond: {{ status: 503 }} }} ]\npolicies: [ {{ name: a }} ]\ngates: [ {{ metric: success_rate, min: 0.5 }} ]\n"
         ),
     );
-    let out = harness()
-        .current_dir(&dir)
-        .args(["chaos", "--quiet"])
-        .arg(&plan)
-        .output()
-        .expect("run harness");
+    let out = chaos_quietly(&dir, &plan);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let report = dir.join("reports/fails/latest/report.json");
     let json: serde_json::Value =
@@ -261,12 +266,7 @@ fn an_unreachable_target_is_exit_3() {
             "{BASE}target: {{ url: \"http://127.0.0.1:{port}\" }}\npolicies: [ {{ name: a }} ]\n"
         ),
     );
-    let out = harness()
-        .current_dir(&dir)
-        .args(["chaos", "--quiet"])
-        .arg(&plan)
-        .output()
-        .expect("run harness");
+    let out = chaos_quietly(&dir, &plan);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
 }
