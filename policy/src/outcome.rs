@@ -9,7 +9,7 @@ use std::fmt;
 use crate::request::Request;
 
 /// Where in the exchange a connection reset hit, where the shell can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ResetPhase {
     /// The request had not been fully written. Still no proof the server never acted on it:
     /// part of it may have arrived, so it does not count as "unsent".
@@ -20,8 +20,9 @@ pub enum ResetPhase {
     Unknown,
 }
 
-/// What one attempt produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What one attempt produced. Ordered (statuses first, by code) so reports can key
+/// counters by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {
     /// A complete response with this status code.
     Status(u16),

@@ -36,7 +36,7 @@ pub enum Action {
 }
 
 /// Why a logical request failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GiveUp {
     /// Every attempt the policy allows failed.
     MaxAttempts,
@@ -158,11 +158,18 @@ impl Session {
 }
 
 /// A policy and the state all its requests share.
+///
+/// All of a client's decisions run on one timeline: its clock is the latest time any call
+/// has told it, and a call that reports an earlier time (a shell whose threads report a
+/// little out of order, or a request started at a scheduled time that dispatch reached
+/// late) is taken to happen at the clock's time. So the budget and the breaker never see
+/// time run backwards: a breaker cannot open into the past and close early.
 #[derive(Debug, Clone)]
 pub struct Client {
     policy: Policy,
     budget: Option<Budget>,
     breaker: Option<Breaker>,
+    clock: Duration,
 }
 
 impl Client {
@@ -179,7 +186,19 @@ impl Client {
             policy,
             budget,
             breaker,
+            clock: Duration::ZERO,
         }
+    }
+
+    /// Moves the clock to `now` unless it is already later, and returns it.
+    fn tick(&mut self, now: Duration) -> Duration {
+        self.clock = self.clock.max(now);
+        self.clock
+    }
+
+    /// The latest time this client has been told.
+    pub fn clock(&self) -> Duration {
+        self.clock
     }
 
     pub fn policy(&self) -> &Policy {
@@ -188,6 +207,7 @@ impl Client {
 
     /// The budget's level at `now`, for the time series.
     pub fn budget_level(&self, now: Duration) -> Option<f64> {
+        let now = now.max(self.clock);
         self.budget.as_ref().map(|b| b.level(now))
     }
 
@@ -197,6 +217,7 @@ impl Client {
     }
 
     pub fn breaker_state(&self, now: Duration) -> Option<BreakerState> {
+        let now = now.max(self.clock);
         self.breaker.as_ref().map(|b| b.state(now))
     }
 
@@ -205,8 +226,9 @@ impl Client {
         self.breaker.as_ref().map_or(0, Breaker::trips)
     }
 
-    /// Starts a logical request at `now`.
+    /// Starts a logical request at `now` (its deadline counts from there).
     pub fn start(&mut self, request: Request, now: Duration) -> (Session, Action) {
+        let now = self.tick(now);
         let mut session = Session {
             request,
             deadline: self.policy.config().deadline.map(|d| now + d),
@@ -244,6 +266,7 @@ impl Client {
         if session.phase != Phase::Sent {
             return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
         }
+        let now = self.tick(now);
         let config = self.policy.config();
         let retryable = config.retry_on.matches(outcome);
         if let Some(budget) = &mut self.budget {
@@ -303,6 +326,7 @@ impl Client {
             return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
         };
         session.attempt = session.attempt.next();
+        let now = self.tick(now);
         self.send(session, now)
     }
 

@@ -702,8 +702,11 @@ fn policy(edit: impl FnOnce(&mut PolicyConfig)) -> Client {
     Client::new(Policy::new(config).unwrap())
 }
 
+/// Drives one more request through `client`, starting at its clock: a client's
+/// decisions run on one timeline, so each session starts where the last one left it.
 fn check(client: &mut Client, request: Request, outcomes: &[Outcome], expected: &str) {
-    let (trace, _, _) = drive(client, request, Duration::ZERO, outcomes, None, &mut rng(0));
+    let start = client.clock();
+    let (trace, _, _) = drive(client, request, start, outcomes, None, &mut rng(0));
     assert_eq!(trace, expected);
 }
 
