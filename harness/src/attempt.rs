@@ -3,9 +3,19 @@
 //!
 //! Errors are classified by walking the error's `source()` chain to an `io::Error` kind or a
 //! hyper error, never by their text.
+//!
+//! An attempt counts when it left the process. [`tracked`] runs a send with a marker that
+//! says how far it got: a connection from the pool was handed the request, or a new
+//! connection was still being made (the connector layer, [`MarkConnect`], reports that). An
+//! attempt stopped while connecting never reached the wire; one stopped after it was handed
+//! to a connection did (hyper writes it at once).
 
+use std::cell::Cell;
 use std::error::Error as StdError;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use chaos_policy::{Attempt, Outcome, ResetPhase};
@@ -31,9 +41,91 @@ pub struct Answer {
     pub retry_after: Option<Duration>,
 }
 
+/// How far an attempt got before it ended or was stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Not yet handed to the HTTP client.
+    Idle,
+    /// A new connection is being made for it: nothing of it is on the wire yet.
+    Connecting,
+    /// Handed to a connection, which writes it straight away.
+    Handed,
+}
+
+tokio::task_local! {
+    static REACH: Cell<Reach>;
+}
+
+fn mark(reach: Reach) {
+    // Outside a tracked send (a connection finishing in the background after the pool
+    // served the request another way) there is nothing to mark.
+    let _ = REACH.try_with(|r| r.set(reach));
+}
+
+/// A send, tracked: poll it, and when it is stopped ask [`Tracked::left_process`].
+pub type Tracked<F> = tokio::task::futures::TaskLocalFuture<Cell<Reach>, F>;
+
+/// Wraps one attempt's send so that its progress towards the wire is known.
+pub fn tracked<F: Future>(send: F) -> Tracked<F> {
+    REACH.scope(Cell::new(Reach::Idle), send)
+}
+
+/// Whether a tracked send that was stopped before its answer had left the process.
+pub fn left_process<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
+    send.take_value()
+        .is_some_and(|reach| reach.get() == Reach::Handed)
+}
+
+/// The connector layer that tells a tracked send a new connection is being made for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MarkConnect;
+
+impl<S> tower::Layer<S> for MarkConnect {
+    type Service = MarkConnectService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        MarkConnectService(inner)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MarkConnectService<S>(S);
+
+impl<S: tower::Service<R>, R> tower::Service<R> for MarkConnectService<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Connecting<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        mark(Reach::Connecting);
+        Connecting(Box::pin(self.0.call(request)))
+    }
+}
+
+/// A connection being made; once made, the request it was made for is handed to it.
+#[derive(Debug)]
+pub struct Connecting<F>(Pin<Box<F>>);
+
+impl<F: Future<Output = Result<T, E>>, T, E> Future for Connecting<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let done = self.0.as_mut().poll(cx);
+        if let Poll::Ready(Ok(_)) = done {
+            mark(Reach::Handed);
+        }
+        done
+    }
+}
+
 /// A client that never retries on its own: the only retries are the policy's.
 pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
+        .connector_layer(MarkConnect)
         .retry(reqwest::retry::never())
         // A redirect followed by the client would be a second request behind the policy's
         // back (and could lead off loopback): a 3xx is the attempt's outcome.
@@ -75,6 +167,9 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
     if let Some(timeout) = spec.timeout {
         request = request.timeout(timeout);
     }
+    // The pool hands the request to an idle connection within this first poll, unless a
+    // new connection must be made first (then the connector marks it as connecting).
+    mark(Reach::Handed);
     match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();

@@ -8,10 +8,18 @@
 //! breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex that
 //! is held only for a decision. The schedule runs on a thread of its own (see [`dispatch`])
 //! against the real clock, so the engine is not meant for paused tokio time; the
-//! schedule's own timing is tested purely, and the simulator is the virtual-time shell.
+//! schedule's own timing is tested purely.
+//!
+//! Two clocks, each for one thing. Latency (and a session's place in the time series)
+//! counts from the arrival's scheduled time, so a dispatcher that falls behind cannot hide
+//! its own delay. Every decision of the policy's [`Client`] is made at the time the engine
+//! reads when it asks (`now`, from the run's start): a request that dispatch reached late
+//! starts on the client's timeline when it really starts, and the client itself never lets
+//! that timeline run backwards (see [`Client`]).
 //!
 //! [`Session`]: chaos_policy::Session
 
+use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -26,7 +34,14 @@ use tokio_util::task::TaskTracker;
 use crate::attempt::{self, AttemptSpec};
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule};
-use crate::stats::Recorder;
+use crate::stats::{Reached, Recorder};
+
+/// Why a policy's run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the load dispatcher failed: {0}")]
+    Dispatcher(String),
+}
 
 /// What one policy's run produced.
 #[derive(Debug)]
@@ -88,7 +103,19 @@ impl Shared {
 }
 
 /// Runs the plan's load through one policy against `base_url`, then drains.
-pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
+pub async fn run(config: EngineConfig<'_>) -> Result<PolicyRun, EngineError> {
+    let arrivals = Schedule::new(&config.plan.load, config.plan.seed);
+    run_arrivals(config, arrivals).await
+}
+
+/// [`run`] with the arrivals given: the plan's schedule, or any other sequence due in order.
+pub async fn run_arrivals<A>(
+    config: EngineConfig<'_>,
+    arrivals: A,
+) -> Result<PolicyRun, EngineError>
+where
+    A: Iterator<Item = Arrival> + Send + 'static,
+{
     let plan = Arc::new(config.plan.clone());
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
@@ -111,6 +138,7 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
         config.progress,
     ));
 
+    let (stop_all, all_tasks) = (&stop, &tasks);
     let mut aborted = {
         let (shared, tasks, stop, abort) = (
             Arc::clone(&shared),
@@ -119,9 +147,21 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
             config.abort.clone(),
         );
         let handle = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || dispatch(&shared, &tasks, &stop, &abort, &handle))
-            .await
-            .unwrap_or(true)
+        let dispatched = tokio::task::spawn_blocking(move || {
+            dispatch(&shared, arrivals, &tasks, &stop, &abort, &handle)
+        })
+        .await;
+        match dispatched {
+            Ok(aborted) => aborted,
+            Err(e) => {
+                // Stop what was started, then say what went wrong: a crash is no interruption.
+                stop_all.cancel();
+                all_tasks.close();
+                all_tasks.wait().await;
+                sampler.abort();
+                return Err(EngineError::Dispatcher(panic_message(e)));
+            }
+        }
     };
     tasks.close();
 
@@ -152,12 +192,23 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
         logical: recorder.logical,
         duration: recorder.last_send,
     };
-    PolicyRun {
+    Ok(PolicyRun {
         budget_bound: client.budget_bound(run),
         breaker_trips: client.breaker_trips(),
         recorder,
         elapsed,
         aborted,
+    })
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .map_or_else(|| "it panicked".to_owned(), |m| format!("it panicked: {m}")),
+        Err(e) => e.to_string(),
     }
 }
 
@@ -170,6 +221,7 @@ pub async fn run(config: EngineConfig<'_>) -> PolicyRun {
 /// millisecond late; a thread sleeping on the OS timer wakes within tens of microseconds.
 fn dispatch(
     shared: &Arc<Shared>,
+    arrivals: impl Iterator<Item = Arrival>,
     tasks: &TaskTracker,
     stop: &CancellationToken,
     abort: &CancellationToken,
@@ -179,7 +231,7 @@ fn dispatch(
     const POLL: Duration = Duration::from_millis(50);
     let start = shared.start.into_std();
     let max_in_flight = shared.plan.load.max_in_flight;
-    for arrival in Schedule::new(&shared.plan.load, shared.seed) {
+    for arrival in arrivals {
         let due = start + arrival.at;
         loop {
             if abort.is_cancelled() {
@@ -240,19 +292,24 @@ fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
 
 /// Holds a logical request's place in `max_in_flight` and makes sure it ends counted: a
 /// request that never reaches a verdict (stopped, or a panic) is recorded as unfinished,
-/// with the time it had been running as a lower bound of its latency.
+/// with the time it had been running as a lower bound of its latency. It also counts
+/// whether the request reached the server, for the ledger to agree with.
 struct Running<'a> {
     shared: &'a Shared,
     scheduled: Duration,
     done: bool,
+    reached: Reached,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
+        let mut recorder = lock(&self.shared.recorder);
         if !self.done {
             let ran = self.shared.now().saturating_sub(self.scheduled);
-            lock(&self.shared.recorder).unfinished(self.scheduled, ran);
+            recorder.unfinished(self.scheduled, ran);
         }
+        recorder.reached(self.reached);
+        drop(recorder);
         self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -262,6 +319,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
         shared: &shared,
         scheduled: arrival.at,
         done: false,
+        reached: Reached::No,
     };
     let kind = &shared.plan.load.requests[arrival.kind];
     let id = format!("{}-{:07}", shared.policy, arrival.index);
@@ -269,19 +327,13 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let lag = shared.now().saturating_sub(arrival.at);
     lock(&shared.recorder).arrived(arrival.at, lag);
-    // The session's clock (its deadline) starts at the scheduled time too.
-    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), arrival.at);
+    // The time is read under the lock, so the client hears of times in the order they
+    // were read.
+    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), shared.now());
     loop {
         match action {
             Action::Send { attempt, timeout } => {
                 let sent = shared.now();
-                lock(&shared.recorder).sent(
-                    sent,
-                    arrival.at,
-                    attempt.is_retry(),
-                    &id,
-                    session.violations(),
-                );
                 let spec = AttemptSpec {
                     base_url: &shared.base_url,
                     kind,
@@ -291,19 +343,43 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     policy: &shared.policy,
                     timeout,
                 };
+                let record_sent = |recorder: &mut Recorder| {
+                    recorder.sent(
+                        sent,
+                        arrival.at,
+                        attempt.is_retry(),
+                        &id,
+                        session.violations(),
+                    );
+                };
+                let mut send = pin!(attempt::tracked(attempt::send(&shared.http, spec)));
                 let answer = tokio::select! {
+                    biased;
+                    answer = &mut send => answer,
                     () = stop.cancelled() => {
-                        // Cut mid-attempt: it may or may not have reached the server.
-                        lock(&shared.recorder).cut += 1;
+                        let mut recorder = lock(&shared.recorder);
+                        if attempt::left_process(send.as_mut()) {
+                            record_sent(&mut recorder);
+                            recorder.abandoned += 1;
+                            running.reached = running.reached.max(Reached::Maybe);
+                        } else {
+                            recorder.cut();
+                        }
                         return;
                     }
-                    answer = attempt::send(&shared.http, spec) => answer,
                 };
                 let now = shared.now();
-                lock(&shared.recorder).attempt_done(answer.outcome, now.saturating_sub(sent));
+                if !answer.outcome.proves_unsent() {
+                    running.reached = Reached::Yes;
+                }
+                {
+                    let mut recorder = lock(&shared.recorder);
+                    record_sent(&mut recorder);
+                    recorder.attempt_done(answer.outcome, now.saturating_sub(sent));
+                }
                 action = lock(&shared.client).on_outcome(
                     &mut session,
-                    now,
+                    shared.now(),
                     answer.outcome,
                     answer.retry_after,
                     &mut rng,

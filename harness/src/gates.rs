@@ -41,21 +41,31 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
     if r.logical == 0 {
         // Nothing was sent: every figure is vacuous, and a green gate would hide a plan
         // that measured nothing.
+        let detail = if r.dropped > 0 {
+            format!(
+                "nothing was measured: all {} arrivals were dropped at max_in_flight",
+                r.dropped
+            )
+        } else {
+            "nothing was measured: the policy started no logical request".to_owned()
+        };
         return GateResult {
             name,
             pass: false,
             measured: None,
             limit: None,
-            detail: "nothing was measured: the policy started no logical request".to_owned(),
+            detail,
         };
     }
     match &gate.kind {
         GateKind::Check(Check::AmplificationWithinBudget) => {
-            let measured = r
-                .amplification
-                .server
-                .unwrap_or(0.0)
-                .max(r.amplification.client);
+            // The bound is per logical request the client issued, so the server's count of
+            // attempts is held to it over the same requests.
+            let server = r
+                .ledger
+                .as_ref()
+                .map(|l| l.attempts as f64 / r.logical as f64);
+            let measured = server.unwrap_or(0.0).max(r.amplification.client);
             match r.amplification.budget_bound {
                 Some(bound) => GateResult {
                     name,
@@ -65,9 +75,9 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                     detail: format!(
                         "amplification {measured:.3} (client {:.3}{}) vs the budget's bound {bound:.3}",
                         r.amplification.client,
-                        r.amplification
-                            .server
-                            .map_or(String::new(), |s| format!(", server {s:.3}")),
+                        server.map_or(String::new(), |s| format!(
+                            ", server-counted attempts per logical request {s:.3}"
+                        )),
                     ),
                 },
                 None => GateResult {
@@ -114,13 +124,14 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 measured: Some(l.attempts as f64),
                 limit: Some(r.attempts as f64),
                 detail: format!(
-                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} ({} failed to connect, {} cut at the drain's end)",
+                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} logical requests, {} of which reached the server ({} attempts failed to connect, {} were abandoned on the wire at the end)",
                     l.attempts,
                     l.logical,
                     r.attempts,
-                    r.attempts - r.retries,
+                    r.logical,
+                    l.client_reached,
                     l.client_unsent,
-                    l.client_cut
+                    l.client_abandoned
                 ),
             },
             None => GateResult {
@@ -140,16 +151,27 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 None if *metric == Metric::RecoveryS => {
                     "did not recover to the pre-fault success rate (or no fault window)".to_owned()
                 }
+                None if is_latency(*metric) => format!(
+                    "{} of the offered load is unbounded: {} of {} arrivals ({:.1}%) were dropped, and a dropped arrival never completes",
+                    metric.name(),
+                    r.dropped,
+                    r.offered,
+                    r.dropped as f64 * 100.0 / r.offered.max(1) as f64
+                ),
                 None => "not measured in this run".to_owned(),
-                Some(m) => {
-                    let bound = match (min, max) {
-                        (Some(a), Some(b)) => format!("within [{a}, {b}]"),
-                        (Some(a), None) => format!(">= {a}"),
-                        (None, Some(b)) => format!("<= {b}"),
-                        (None, None) => String::new(),
-                    };
-                    format!("{} = {} (must be {bound})", metric.name(), round(m))
-                }
+                Some(m) if is_latency(*metric) && r.dropped > 0 => format!(
+                    "{} = {} (must be {}; over the offered load, its {} dropped arrivals ranked slowest)",
+                    metric.name(),
+                    round(m),
+                    bound_text(*min, *max),
+                    r.dropped
+                ),
+                Some(m) => format!(
+                    "{} = {} (must be {})",
+                    metric.name(),
+                    round(m),
+                    bound_text(*min, *max)
+                ),
             };
             GateResult {
                 name,
@@ -162,6 +184,22 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
     }
 }
 
+fn is_latency(metric: Metric) -> bool {
+    matches!(
+        metric,
+        Metric::P50Ms | Metric::P90Ms | Metric::P99Ms | Metric::P999Ms
+    )
+}
+
+fn bound_text(min: Option<f64>, max: Option<f64>) -> String {
+    match (min, max) {
+        (Some(a), Some(b)) => format!("within [{a}, {b}]"),
+        (Some(a), None) => format!(">= {a}"),
+        (None, Some(b)) => format!("<= {b}"),
+        (None, None) => String::new(),
+    }
+}
+
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -169,10 +207,10 @@ fn round(x: f64) -> f64 {
 fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
     Some(match metric {
         Metric::SuccessRate => r.success_rate,
-        Metric::P50Ms => r.latency_ms.p50,
-        Metric::P90Ms => r.latency_ms.p90,
-        Metric::P99Ms => r.latency_ms.p99,
-        Metric::P999Ms => r.latency_ms.p999,
+        Metric::P50Ms => r.offered_latency_ms.p50?,
+        Metric::P90Ms => r.offered_latency_ms.p90?,
+        Metric::P99Ms => r.offered_latency_ms.p99?,
+        Metric::P999Ms => r.offered_latency_ms.p999?,
         Metric::Amplification => r.amplification.client,
         Metric::ServerAmplification => r.amplification.server?,
         Metric::PeakAmplification => r.amplification.peak_1s,

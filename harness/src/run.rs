@@ -30,6 +30,11 @@ pub enum RunError {
     Client(String),
     #[error("no policy of the plan is named {0}")]
     UnknownPolicy(String),
+    #[error("policy `{policy}`: {source}")]
+    Engine {
+        policy: String,
+        source: crate::engine::EngineError,
+    },
 }
 
 /// Makes the progress callback of each policy's run.
@@ -105,7 +110,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             server
         }
         Target::BlackBox { url } => {
-            probe(&control, url).await?;
+            connect(url).await?;
             Server::BlackBox { url: url.clone() }
         }
     };
@@ -131,7 +136,11 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             abort: options.abort.clone(),
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
         })
-        .await;
+        .await
+        .map_err(|source| RunError::Engine {
+            policy: policy.name.clone(),
+            source,
+        })?;
         settle(&server, &control, plan.drain).await;
         let ledger = ledger(&server, &control).await?;
         aborted |= run.aborted;
@@ -182,6 +191,30 @@ async fn probe(client: &reqwest::Client, url: &str) -> Result<(), RunError> {
             url: url.to_owned(),
             detail: crate::attempt::classify(&e).to_string(),
         })
+}
+
+/// Whether a black box accepts connections: a TCP connect, closed at once, so the target
+/// receives no request beyond the plan's.
+async fn connect(url: &str) -> Result<(), RunError> {
+    let unreachable = |detail: String| RunError::Unreachable {
+        url: url.to_owned(),
+        detail,
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|e| unreachable(e.to_string()))?;
+    let addrs = parsed
+        .socket_addrs(|| None)
+        .map_err(|e| unreachable(e.to_string()))?;
+    let mut last = String::from("no address");
+    for addr in addrs {
+        match tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
+            .await
+        {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => last = format!("{addr}: {e}"),
+            Err(_) => last = format!("{addr}: no answer to a TCP connect within 5 s"),
+        }
+    }
+    Err(unreachable(last))
 }
 
 fn authorized(request: reqwest::RequestBuilder, token: Option<&String>) -> reqwest::RequestBuilder {

@@ -18,6 +18,7 @@ pub const SAMPLE_IDS: usize = 5;
 /// logical request was scheduled; attempts and retries in the second they were sent.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Second {
+    /// Arrivals, sent or dropped.
     pub offered: u64,
     /// Attempts of the logical requests scheduled in this second, whenever sent: their
     /// ratio to `offered - dropped` is the amplification of this second's traffic.
@@ -28,9 +29,20 @@ pub struct Second {
     pub attempts: u64,
     pub retries: u64,
     pub succeeded: u64,
+    /// Logical requests that gave up, or were still running when the drain ended.
     pub failed: u64,
     pub budget_tokens: Option<f64>,
     pub breaker: Option<BreakerState>,
+}
+
+impl Second {
+    /// The arrivals of this second whose fate is known, and how many of them succeeded:
+    /// a dropped arrival failed; a request cut off by the drain's end has no verdict and
+    /// says nothing. The one definition of success behind `recovery_s`.
+    pub fn settled(&self) -> (u64, u64) {
+        let gave_up = self.failed - self.unfinished;
+        (self.succeeded, self.succeeded + gave_up + self.dropped)
+    }
 }
 
 /// Ids of the requests that broke an invariant, bounded.
@@ -49,6 +61,20 @@ impl Sampled {
     }
 }
 
+/// Whether any attempt of a logical request reached the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reached {
+    /// None did: the breaker refused it, every connect failed, or it was cut first.
+    No,
+    /// Only an attempt abandoned on the wire at the run's end, which the server may not
+    /// have read.
+    Maybe,
+    /// An attempt was answered, or failed after it connected.
+    Yes,
+}
+
+/// Counters of a policy's run. `logical` counts the arrivals that were sent; with
+/// `dropped`, they make up the offered load.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     /// Logical requests, from scheduled time to final outcome, in microseconds.
@@ -64,12 +90,20 @@ pub struct Recorder {
     pub failed: u64,
     /// Logical requests still running when the drain ended.
     pub unfinished: u64,
-    /// Attempts still on the wire when the drain ended: the server may not have seen them.
+    /// Attempts stopped (drain's end, interruption) before they left the process: not
+    /// attempts, and not in `attempts`.
     pub cut: u64,
+    /// Attempts on the wire, unanswered, when the run stopped: counted in `attempts`, and
+    /// the server may not have read them yet.
+    pub abandoned: u64,
+    /// Attempts that left the process.
     pub attempts: u64,
+    /// Logical requests that reached the server, surely and perhaps: the ledger's count of
+    /// logical requests lies between `reached.0` and `reached.0 + reached.1`.
+    pub reached: (u64, u64),
     pub retries: u64,
-    pub outcomes: BTreeMap<String, u64>,
-    pub give_ups: BTreeMap<&'static str, u64>,
+    pub outcomes: BTreeMap<Outcome, u64>,
+    pub give_ups: BTreeMap<GiveUp, u64>,
     pub retried_permanent: Sampled,
     pub retried_non_idempotent: Sampled,
     /// When the last attempt was sent.
@@ -99,10 +133,12 @@ impl Default for Recorder {
             failed: 0,
             unfinished: 0,
             cut: 0,
+            abandoned: 0,
             attempts: 0,
+            reached: (0, 0),
             retries: 0,
             outcomes: BTreeMap::new(),
-            give_ups: GiveUp::ALL.iter().map(|g| (g.name(), 0)).collect(),
+            give_ups: GiveUp::ALL.iter().map(|g| (*g, 0)).collect(),
             retried_permanent: Sampled::default(),
             retried_non_idempotent: Sampled::default(),
             last_send: Duration::ZERO,
@@ -111,6 +147,11 @@ impl Default for Recorder {
 }
 
 impl Recorder {
+    /// Arrivals, sent or dropped.
+    pub fn offered(&self) -> u64 {
+        self.logical + self.dropped
+    }
+
     pub fn second(&mut self, at: Duration) -> &mut Second {
         let i = usize::try_from(at.as_secs())
             .unwrap_or(usize::MAX)
@@ -134,6 +175,8 @@ impl Recorder {
         s.dropped += 1;
     }
 
+    /// An attempt that left the process at `now`, recorded once it is answered or
+    /// abandoned: an attempt stopped before it left is [`Recorder::cut`] instead.
     pub fn sent(
         &mut self,
         now: Duration,
@@ -161,11 +204,21 @@ impl Recorder {
 
     pub fn attempt_done(&mut self, outcome: Outcome, took: Duration) {
         let _ = self.attempt_latency.record(micros(took));
-        let key = match outcome {
-            Outcome::Status(code) => code.to_string(),
-            other => other.kind().to_owned(),
-        };
-        *self.outcomes.entry(key).or_insert(0) += 1;
+        *self.outcomes.entry(outcome).or_insert(0) += 1;
+    }
+
+    /// How far a logical request got, once it is over.
+    pub fn reached(&mut self, reached: Reached) {
+        match reached {
+            Reached::No => {}
+            Reached::Maybe => self.reached.1 += 1,
+            Reached::Yes => self.reached.0 += 1,
+        }
+    }
+
+    /// An attempt stopped before it left the process.
+    pub fn cut(&mut self) {
+        self.cut += 1;
     }
 
     pub fn finished(&mut self, scheduled: Duration, latency: Duration, verdict: &Verdict) {
@@ -177,7 +230,7 @@ impl Recorder {
             }
             Verdict::GaveUp { reason, .. } => {
                 self.failed += 1;
-                *self.give_ups.entry(reason.name()).or_insert(0) += 1;
+                *self.give_ups.entry(*reason).or_insert(0) += 1;
                 self.second(scheduled).failed += 1;
             }
         }
@@ -261,9 +314,9 @@ mod tests {
         );
         assert_eq!(r.retried_permanent.count, 20);
         assert_eq!(r.retried_permanent.examples.len(), SAMPLE_IDS);
-        assert_eq!(r.outcomes["503"], 1);
-        assert_eq!(r.outcomes["attempt_timeout"], 1);
-        assert_eq!(r.give_ups["max_attempts"], 1);
+        assert_eq!(r.outcomes[&Outcome::Status(503)], 1);
+        assert_eq!(r.outcomes[&Outcome::AttemptTimeout], 1);
+        assert_eq!(r.give_ups[&GiveUp::MaxAttempts], 1);
         assert_eq!(
             r.series[1].scheduled_attempts, 20,
             "attempts count in their request's second too"

@@ -1,13 +1,15 @@
 //! The renderers on a fixed report model: report.md and junit.xml as insta snapshots, and
 //! report.html checked for being self-contained and carrying its charts.
 
+#![recursion_limit = "256"]
+
 use harness::report::{self, Report};
 
 fn fixture() -> Report {
     let series: Vec<serde_json::Value> = (0..6)
         .map(|t| {
             serde_json::json!({
-                "t": t, "offered": 100, "dropped": 0,
+                "t": t, "offered": if t == 3 { 150 } else { 100 }, "dropped": if t == 3 { 50 } else { 0 },
                 "attempts": if (2..4).contains(&t) { 340 } else { 100 },
                 "succeeded": if (2..4).contains(&t) { 20 } else { 100 },
                 "failed": if (2..4).contains(&t) { 80 } else { 0 },
@@ -28,19 +30,20 @@ fn fixture() -> Report {
         },
         "policies": [{
             "name": "naive", "summary": "4 attempts, fixed 200ms, no budget",
-            "logical": 600, "succeeded": 440, "failed": 160, "dropped": 0, "unfinished": 0,
-            "attempts": 1080, "retries": 480, "success_rate": 0.7333,
+            "offered": 650, "logical": 600, "succeeded": 440, "failed": 160, "dropped": 50, "unfinished": 0,
+            "attempts": 1080, "retries": 480, "cut": 2, "success_rate": 0.6769,
             "amplification": { "client": 1.8, "server": 1.8, "peak_1s": 3.4, "budget_bound": null },
             "give_ups": { "max_attempts": 150, "permanent": 10, "budget_exhausted": 0, "breaker_open": 0, "deadline": 0, "non_idempotent": 0 },
             "violations": { "retried_permanent": 12, "retried_non_idempotent": 0, "duplicate_side_effects": 0 },
             "violation_examples": { "retried_permanent": ["naive-0000017", "naive-0000230"], "retried_non_idempotent": [], "duplicate_side_effects": [] },
             "latency_ms": { "p50": 1.2, "p90": 400.5, "p99": 1610.0, "p999": 1800.0, "max": 1900.0 },
+            "offered_latency_ms": { "p50": 1.3, "p90": 1500.0, "p99": null, "p999": null },
             "attempt_latency_ms": { "p50": 0.4, "p90": 0.9, "p99": 1000.0, "p999": 1001.0, "max": 1002.0 },
             "arrival_lag_ms": { "p50": 0.1, "p90": 0.2, "p99": 0.5, "p999": 1.0, "max": 2.0 },
             "recovery_s": 0.0,
             "outcomes": { "200": 440, "503": 600, "400": 40 },
             "breaker_trips": 0,
-            "ledger": { "attempts": 1080, "logical": 600, "side_effects": 0, "duplicate_side_effects": 0, "idempotent_replays": 0, "client_unsent": 0, "client_cut": 0, "reconciled": true, "by_outcome": { "served": 440 } },
+            "ledger": { "attempts": 1080, "logical": 600, "side_effects": 0, "duplicate_side_effects": 0, "idempotent_replays": 0, "client_unsent": 0, "client_abandoned": 0, "client_reached": 600, "reconciled": true, "by_outcome": { "served": 440 } },
             "series": series,
             "gates": [
                 { "name": "no_retry_of_permanent", "pass": false, "measured": 12.0, "limit": 0.0, "detail": "12 retries after a permanent outcome (4xx other than 408/429, or 501); e.g. naive-0000017, naive-0000230" },

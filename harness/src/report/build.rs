@@ -1,14 +1,16 @@
 //! From a run's measurements to the report model.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter};
+use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter, Outcome};
 use fault_server::ledger::LedgerSnapshot;
+use hdrhistogram::Histogram;
 
 use super::model::{
-    Amplification, LedgerView, Percentiles, PlanInfo, PolicyReport, Report, SCHEMA, SeriesPoint,
-    Violations,
+    Amplification, LedgerView, OfferedPercentiles, Percentiles, PlanInfo, PolicyReport, Report,
+    SCHEMA, SeriesPoint, Violations,
 };
 use crate::engine::PolicyRun;
 use crate::gates;
@@ -65,7 +67,7 @@ pub fn build(
     }
 }
 
-fn percentiles(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+fn percentiles(h: &Histogram<u64>) -> Percentiles {
     Percentiles {
         p50: quantile_ms(h, 0.50),
         p90: quantile_ms(h, 0.90),
@@ -83,6 +85,70 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
+/// The amplification of each second's traffic: the attempts its logical requests made,
+/// whenever they were sent, over the requests sent in it; the worst second.
+pub fn peak_1s(series: &[Second]) -> f64 {
+    series
+        .iter()
+        .filter(|s| s.offered > s.dropped)
+        .map(|s| ratio(s.scheduled_attempts, s.offered - s.dropped))
+        .fold(0.0, f64::max)
+}
+
+/// The range of ledger counts that agrees with what the client sent: every attempt that
+/// left the process, except those that failed to connect (the server cannot have seen
+/// them); attempts abandoned on the wire at the run's end may not have been read yet.
+/// The same holds of logical requests: those with an attempt that reached the server, and
+/// perhaps those whose only such attempt was abandoned.
+pub fn reconciliation(r: &Recorder) -> Reconciliation {
+    let unsent = [Outcome::ConnectRefused, Outcome::ConnectTimeout]
+        .iter()
+        .map(|o| r.outcomes.get(o).copied().unwrap_or(0))
+        .sum::<u64>();
+    let may_have = r.attempts.saturating_sub(unsent);
+    let (surely, perhaps) = r.reached;
+    Reconciliation {
+        unsent,
+        attempts: may_have.saturating_sub(r.abandoned)..=may_have,
+        logical: surely..=surely + perhaps,
+    }
+}
+
+/// What the ledger must hold to agree with the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reconciliation {
+    /// Attempts that failed to connect.
+    pub unsent: u64,
+    pub attempts: RangeInclusive<u64>,
+    pub logical: RangeInclusive<u64>,
+}
+
+impl Reconciliation {
+    pub fn agrees(&self, ledger_attempts: u64, ledger_logical: u64) -> bool {
+        self.attempts.contains(&ledger_attempts) && self.logical.contains(&ledger_logical)
+    }
+}
+
+/// The `q` quantile of the offered load's latency: a dropped arrival never completed, so
+/// it ranks after every request that was sent. `None` when the quantile falls among the
+/// drops (the offered load's latency there is unbounded).
+pub fn offered_quantile_ms(
+    latency: &Histogram<u64>,
+    sent: u64,
+    dropped: u64,
+    q: f64,
+) -> Option<f64> {
+    let offered = sent + dropped;
+    if offered == 0 {
+        return Some(0.0);
+    }
+    let rank = q * offered as f64;
+    if sent == 0 || rank > sent as f64 {
+        return None;
+    }
+    Some(quantile_ms(latency, (rank / sent as f64).min(1.0)))
+}
+
 fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
     let PolicyOutcome {
         policy,
@@ -90,33 +156,19 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         ledger,
     } = outcome;
     let r: &Recorder = &run.recorder;
-    // The amplification of each second's traffic: the attempts its logical requests made,
-    // whenever they were sent, over the requests started in it.
-    let peak_1s = r
-        .series
-        .iter()
-        .filter(|s| s.offered > s.dropped)
-        .map(|s| ratio(s.scheduled_attempts, s.offered - s.dropped))
-        .fold(0.0, f64::max);
     let ledger = ledger.map(|l| own_share(l, &policy.name));
     let ledger_view = ledger.as_ref().map(|l| {
-        // Attempts that failed to connect never reached the server; attempts cut at the
-        // drain's end may or may not have. Every other attempt must be in the ledger.
-        let unsent = ["connect_refused", "connect_timeout"]
-            .iter()
-            .map(|k| r.outcomes.get(*k).copied().unwrap_or(0))
-            .sum::<u64>();
-        let must_have = r.attempts.saturating_sub(unsent + r.cut);
-        let may_have = r.attempts.saturating_sub(unsent);
+        let agree = reconciliation(r);
         LedgerView {
             attempts: l.attempts,
             logical: l.logical,
             side_effects: l.side_effects,
             duplicate_side_effects: l.duplicate_side_effects,
             idempotent_replays: l.idempotent_replays,
-            client_unsent: unsent,
-            client_cut: r.cut,
-            reconciled: (must_have..=may_have).contains(&l.attempts),
+            client_unsent: agree.unsent,
+            client_abandoned: r.abandoned,
+            client_reached: r.reached.0,
+            reconciled: agree.agrees(l.attempts, l.logical),
             by_outcome: l.by_outcome.clone(),
         }
     });
@@ -135,10 +187,17 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             l.duplicate_examples.clone(),
         );
     }
+    let offered_latency = |q| offered_quantile_ms(&r.latency, r.logical, r.dropped, q);
+    let mut outcomes = BTreeMap::new();
+    for (outcome, n) in &r.outcomes {
+        // Resets whose phase differs read the same in a report.
+        *outcomes.entry(outcome.to_string()).or_insert(0) += n;
+    }
     let mut report = PolicyReport {
         name: policy.name.clone(),
         preset: policy.preset.map(|p| p.name().to_owned()),
         summary: describe(policy),
+        offered: r.offered(),
         logical: r.logical,
         succeeded: r.succeeded,
         failed: r.failed,
@@ -146,17 +205,18 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         unfinished: r.unfinished,
         attempts: r.attempts,
         retries: r.retries,
-        success_rate: ratio(r.succeeded, r.logical),
+        cut: r.cut,
+        success_rate: ratio(r.succeeded, r.offered()),
         amplification: Amplification {
             client: ratio(r.attempts, r.logical),
-            server: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
-            peak_1s,
+            server: ledger.as_ref().map(|l| ratio(l.attempts, l.logical)),
+            peak_1s: peak_1s(&r.series),
             budget_bound: run.budget_bound,
         },
         give_ups: r
             .give_ups
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), *v))
+            .map(|(k, v)| (k.name().to_owned(), *v))
             .collect(),
         violations: Violations {
             retried_permanent: r.retried_permanent.count,
@@ -165,12 +225,18 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         },
         violation_examples: examples,
         latency_ms: percentiles(&r.latency),
+        offered_latency_ms: OfferedPercentiles {
+            p50: offered_latency(0.50),
+            p90: offered_latency(0.90),
+            p99: offered_latency(0.99),
+            p999: offered_latency(0.999),
+        },
         attempt_latency_ms: percentiles(&r.attempt_latency),
         arrival_lag_ms: percentiles(&r.lag),
         recovery_s: plan
             .fault_window
             .and_then(|(from, until)| recovery_s(&r.series, from, until)),
-        outcomes: r.outcomes.clone(),
+        outcomes,
         breaker_trips: run.breaker_trips,
         ledger: ledger_view,
         series: r
@@ -197,33 +263,29 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
 
 /// The ledger's figures for this policy alone: a request of the previous policy that the
 /// server finished after the reset lands in the new ledger, under its own policy's name.
-fn own_share(mut l: LedgerSnapshot, policy: &str) -> LedgerSnapshot {
-    if let Some(own) = l.by_policy.get(policy).cloned() {
-        l.attempts = own.attempts;
-        l.logical = own.logical;
-        l.side_effects = own.side_effects;
-        l.duplicate_side_effects = own.duplicate_side_effects;
-        l.idempotent_replays = own.idempotent_replays;
-        let prefix = format!("{policy}-");
-        l.duplicate_examples.retain(|id| id.starts_with(&prefix));
-    }
+pub(crate) fn own_share(mut l: LedgerSnapshot, policy: &str) -> LedgerSnapshot {
+    // A policy none of whose requests reached the server has no entry: it saw nothing.
+    let own = l.by_policy.get(policy).cloned().unwrap_or_default();
+    l.attempts = own.attempts;
+    l.logical = own.logical;
+    l.side_effects = own.side_effects;
+    l.duplicate_side_effects = own.duplicate_side_effects;
+    l.idempotent_replays = own.idempotent_replays;
+    let prefix = format!("{policy}-");
+    l.duplicate_examples.retain(|id| id.starts_with(&prefix));
     l
 }
 
 /// Seconds from `until` (the end of the last fault phase) to the first second from which
 /// the success rate of the requests scheduled in each later second stays within 5 points
-/// of its level before `from`. `None`: no traffic before the faults to compare with, or it
-/// never got back.
+/// of its level before `from`. Both rates count the same way ([`Second::settled`]).
+/// `None`: no traffic before the faults to compare with, or it never got back.
 pub fn recovery_s(series: &[Second], from: Duration, until: Duration) -> Option<f64> {
-    // Requests cut off by the drain's end have no verdict: they say nothing of recovery.
-    let rate = |s: &Second| {
-        let done = s.succeeded + s.failed - s.unfinished;
-        (done > 0).then(|| s.succeeded as f64 / done as f64)
-    };
     let before = &series[..(from.as_secs() as usize).min(series.len())];
-    let (ok, done) = before.iter().fold((0u64, 0u64), |(a, b), s| {
-        (a + s.succeeded, b + s.succeeded + s.failed)
-    });
+    let (ok, done) = before
+        .iter()
+        .map(Second::settled)
+        .fold((0, 0), |(a, b), (ok, done)| (a + ok, b + done));
     if done == 0 {
         return None;
     }
@@ -234,12 +296,12 @@ pub fn recovery_s(series: &[Second], from: Duration, until: Duration) -> Option<
     }
     let mut recovered_at = None;
     for (t, s) in series.iter().enumerate().skip(end) {
-        match rate(s) {
-            Some(r) if r < target => recovered_at = None,
-            Some(_) => {
+        match s.settled() {
+            (_, 0) => {}
+            (ok, done) if (ok as f64 / done as f64) < target => recovered_at = None,
+            _ => {
                 recovered_at.get_or_insert(t);
             }
-            None => {}
         }
     }
     recovered_at.map(|t| (t as f64 - until.as_secs_f64()).max(0.0))

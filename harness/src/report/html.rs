@@ -276,7 +276,19 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
             l.p50, l.p90, l.p99, l.p999, l.max
         );
     }
+    if p.dropped > 0 {
+        let [p50, p90, p99, p999] = p.offered_latency_ms.cells();
+        let _ = write!(
+            out,
+            "<tr><td>offered load (drops ranked slowest)</td><td>{p50}</td><td>{p90}</td><td>{p99}</td><td>{p999}</td><td>∞</td></tr>"
+        );
+    }
     out.push_str("</table>");
+    let _ = write!(
+        out,
+        "<p>Offered {} arrivals: {} sent, {} dropped at max_in_flight; {} attempts left the process, {} were cut before they were sent.</p>",
+        p.offered, p.logical, p.dropped, p.attempts, p.cut
+    );
     let _ = write!(
         out,
         "<p>Give-ups: {}. Attempt outcomes: {}.</p>",

@@ -13,7 +13,8 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 pub fn summary_table(report: &Report) -> String {
     let mut rows = vec![[
         "policy".to_owned(),
-        "logical".to_owned(),
+        "offered".to_owned(),
+        "dropped".to_owned(),
         "success".to_owned(),
         "attempts".to_owned(),
         "ampl (client/server)".to_owned(),
@@ -28,7 +29,8 @@ pub fn summary_table(report: &Report) -> String {
         let passed = p.gates.iter().filter(|g| g.pass).count();
         rows.push([
             p.name.clone(),
-            p.logical.to_string(),
+            p.offered.to_string(),
+            p.dropped.to_string(),
             format!("{:.1}%", p.success_rate * 100.0),
             p.attempts.to_string(),
             format!(
@@ -169,13 +171,15 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     let _ = writeln!(out);
     let _ = writeln!(out, "| count | value |\n| --- | --- |");
     for (k, v) in [
-        ("logical requests", p.logical),
+        ("offered (arrivals)", p.offered),
+        ("dropped (max_in_flight)", p.dropped),
+        ("sent (logical requests)", p.logical),
         ("succeeded", p.succeeded),
         ("failed", p.failed),
-        ("dropped (max_in_flight)", p.dropped),
         ("unfinished at drain end", p.unfinished),
-        ("attempts", p.attempts),
+        ("attempts (left the process)", p.attempts),
         ("retries", p.retries),
+        ("attempts cut before they were sent", p.cut),
         ("breaker trips", p.breaker_trips),
     ] {
         let _ = writeln!(out, "| {k} | {v} |");
@@ -206,6 +210,13 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
             out,
             "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             l.p50, l.p90, l.p99, l.p999, l.max
+        );
+    }
+    if p.dropped > 0 {
+        let [p50, p90, p99, p999] = p.offered_latency_ms.cells();
+        let _ = writeln!(
+            out,
+            "| offered load (drops ranked slowest) | {p50} | {p90} | {p99} | {p999} | ∞ |"
         );
     }
     let _ = writeln!(out);

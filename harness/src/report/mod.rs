@@ -5,9 +5,13 @@ mod html;
 mod junit;
 mod markdown;
 mod model;
+#[cfg(test)]
+mod tests;
 mod write;
 
-pub use build::{PolicyOutcome, build, recovery_s};
+pub use build::{
+    PolicyOutcome, Reconciliation, build, offered_quantile_ms, peak_1s, reconciliation, recovery_s,
+};
 pub use html::render as html;
 pub use junit::render as junit;
 pub use markdown::{render as markdown, summary_table};

@@ -45,22 +45,35 @@ pub struct PolicyReport {
     pub preset: Option<String>,
     /// One line: attempts, backoff, budget, breaker.
     pub summary: String,
-    /// Logical requests started (arrivals not dropped).
+    /// Arrivals the schedule offered: `logical + dropped`.
+    pub offered: u64,
+    /// Logical requests sent (arrivals not dropped).
     pub logical: u64,
     pub succeeded: u64,
+    /// Sent logical requests that gave up or were still running when the drain ended.
     pub failed: u64,
-    /// Arrivals not sent because `max_in_flight` requests were already running.
+    /// Arrivals not sent because `max_in_flight` requests were already running: failed
+    /// requests from the user's point of view, outside `logical` and `failed`.
     pub dropped: u64,
     /// Logical requests still running when the drain ended (counted in `failed`).
     pub unfinished: u64,
+    /// Attempts that left the process.
     pub attempts: u64,
     pub retries: u64,
+    /// Attempts stopped before they left the process (drain's end, interruption): not in
+    /// `attempts`.
+    pub cut: u64,
+    /// `succeeded / offered`: a dropped arrival counts as a failure.
     pub success_rate: f64,
     pub amplification: Amplification,
     pub give_ups: BTreeMap<String, u64>,
     pub violations: Violations,
     pub violation_examples: BTreeMap<String, Vec<String>>,
+    /// Latency of the sent logical requests, from their scheduled time.
     pub latency_ms: Percentiles,
+    /// Latency of the offered load: dropped arrivals rank after every sent request, so a
+    /// percentile that falls among them is null (unbounded). Latency gates judge these.
+    pub offered_latency_ms: OfferedPercentiles,
     pub attempt_latency_ms: Percentiles,
     /// How late arrivals were dispatched after their scheduled time.
     pub arrival_lag_ms: Percentiles,
@@ -79,7 +92,8 @@ pub struct PolicyReport {
 pub struct Amplification {
     /// Attempts / logical requests, as the client counted.
     pub client: f64,
-    /// Attempts the fault-server received / logical requests; null for a black box.
+    /// Attempts / logical requests, as the fault-server's ledger counted both (a request
+    /// the breaker refused outright never reaches it); null for a black box.
     pub server: Option<f64>,
     /// The highest attempts / offered over any one-second window.
     pub peak_1s: f64,
@@ -104,6 +118,15 @@ pub struct Percentiles {
     pub max: f64,
 }
 
+/// Percentiles that may be unbounded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OfferedPercentiles {
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    pub p999: Option<f64>,
+}
+
 /// What the fault-server's ledger says, and whether it agrees with the client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerView {
@@ -114,10 +137,14 @@ pub struct LedgerView {
     pub idempotent_replays: u64,
     /// Attempts the client sent that failed to connect: the server cannot have seen them.
     pub client_unsent: u64,
-    /// Attempts still on the wire when the drain ended: the server may have seen them.
-    pub client_cut: u64,
+    /// Attempts on the wire, unanswered, when the run stopped: the server may not have
+    /// read them yet.
+    pub client_abandoned: u64,
+    /// Logical requests with an attempt the client saw reach the server.
+    pub client_reached: u64,
     /// The server saw every attempt the client sent, except those that failed to connect
-    /// (and, at most, those cut at the drain's end), and no other.
+    /// (and, at most, those abandoned at the end), and no other; and as many logical
+    /// requests as reached it.
     pub reconciled: bool,
     pub by_outcome: BTreeMap<String, u64>,
 }
@@ -185,6 +212,14 @@ impl PolicyReport {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         parts.join(", ")
+    }
+}
+
+impl OfferedPercentiles {
+    /// p50, p90, p99, p99.9 in milliseconds, `∞` where unbounded: one table row's cells.
+    pub fn cells(&self) -> [String; 4] {
+        [self.p50, self.p90, self.p99, self.p999]
+            .map(|x| x.map_or_else(|| "∞".to_owned(), |v| format!("{v:.1}")))
     }
 }
 
