@@ -153,6 +153,29 @@ fn chaos(
     out: Option<&Path>,
     quiet: bool,
 ) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report
+    // marked aborted, however early it comes.
+    let abort = CancellationToken::new();
+    let signals = {
+        let _entered = runtime.enter();
+        match Interrupts::install() {
+            Ok(signals) => runtime.spawn(signals.wait(abort.clone())),
+            Err(e) => {
+                eprintln!("error: cannot listen for Ctrl-C: {e}");
+                return EXIT_CANNOT_RUN;
+            }
+        }
+    };
     let mut plan = match plan::load(path) {
         Ok(plan) => plan,
         Err(e) => {
@@ -164,17 +187,6 @@ fn chaos(
         plan.seed = seed;
         plan.script.seed = Some(seed);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_CANNOT_RUN;
-        }
-    };
-    let abort = CancellationToken::new();
     let show_progress = !quiet && std::io::stderr().is_terminal();
     let options = RunOptions {
         policies,
@@ -182,12 +194,8 @@ fn chaos(
         progress: show_progress.then(progress_bars),
         announce: !quiet,
     };
-    let result = runtime.block_on(async {
-        let signals = tokio::spawn(interrupted(abort.clone()));
-        let result = run::run(&plan, &options).await;
-        signals.abort();
-        result
-    });
+    let result = runtime.block_on(run::run(&plan, &options));
+    signals.abort();
     let report = match result {
         Ok(report) => report,
         Err(e @ run::RunError::UnknownPolicy(_)) => {
@@ -231,29 +239,44 @@ fn chaos(
     }
 }
 
-/// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and cancels the run.
-async fn interrupted(abort: CancellationToken) {
+/// The signals that interrupt a run, registered with the OS when made (tokio's
+/// `ctrl_c()` registers only when first polled, which leaves the default action, death
+/// without a report, in place until then).
+struct Interrupts {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let terminate = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminate => {}
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    /// Must be called inside the runtime.
+    fn install() -> std::io::Result<Interrupts> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Interrupts {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Interrupts {})
     }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    eprintln!("interrupted: stopping, the report will be written and marked aborted");
-    abort.cancel();
+
+    /// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and
+    /// cancels the run.
+    async fn wait(mut self, abort: CancellationToken) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("interrupted: stopping, the report will be written and marked aborted");
+        abort.cancel();
+    }
 }
 
 fn progress_bars() -> ProgressFactory {
@@ -271,14 +294,10 @@ fn progress_bars() -> ProgressFactory {
             let bar = &bar.0;
             bar.set_position(second.min(total));
             bar.set_message(format!(
-                "{} logical, {} attempts, {:.1}% ok, {} dropped",
-                r.logical,
+                "{} offered, {} attempts, {:.1}% ok, {} dropped",
+                r.offered(),
                 r.attempts,
-                if r.logical == 0 {
-                    0.0
-                } else {
-                    r.succeeded as f64 * 100.0 / r.logical as f64
-                },
+                r.succeeded as f64 * 100.0 / r.offered().max(1) as f64,
                 r.dropped
             ));
         })

@@ -326,3 +326,99 @@ fn ctrl_c_writes_an_aborted_report_and_exits_130() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
 }
+
+/// Whether process `pid` has a handler for SIGINT (`SigCgt` in /proc/PID/status).
+#[cfg(target_os = "linux")]
+fn catches_sigint(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        })
+        .is_some_and(|mask| mask & (1 << (2 - 1)) != 0)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_before_the_plan_is_even_read_still_writes_an_aborted_report() {
+    use std::io::Write;
+    let dir = scratch("interrupted-early");
+    // The plan is a FIFO: the harness blocks reading it until the test writes, so the
+    // signal provably arrives before anything of the run has started.
+    let plan = dir.join("early.yaml");
+    let made = Command::new("mkfifo").arg(&plan).status().expect("mkfifo");
+    assert!(made.success());
+    let mut child = harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet"])
+        .arg(&plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn harness");
+    let waited = std::time::Instant::now();
+    while !catches_sigint(child.id()) {
+        if waited.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the harness never installed a SIGINT handler before reading its plan");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&plan)
+        .and_then(|mut fifo| {
+            fifo.write_all(
+                b"name: early\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n",
+            )
+        })
+        .expect("write the plan");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/early/latest/report.json"))
+            .expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["aborted"], true);
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_a_moment_after_start_writes_an_aborted_report() {
+    let dir = scratch("interrupted-soon");
+    let plan = write_plan(
+        &dir,
+        "soon.yaml",
+        "name: soon\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n",
+    );
+    let child = harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet"])
+        .arg(&plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn harness");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/soon/latest/report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["aborted"], true);
+}
