@@ -1,0 +1,119 @@
+//! The `gates` section: invariants by name and bounds on measured figures, each for every
+//! policy or for the ones it names.
+
+use super::error::{Found, closest, found};
+use super::locate::Seg;
+use super::model::{Check, Gate, GateKind, Metric, NamedPolicy, Target};
+use super::spec::{self, GateSpec};
+
+/// Every gate of the plan, checked against the policies it names and the target's ledger.
+pub(super) fn resolve(
+    specs: Vec<GateSpec>,
+    policies: &[NamedPolicy],
+    target: &Target,
+) -> Result<Vec<Gate>, Found> {
+    use Seg::{Index, Key};
+    let mut gates = Vec::new();
+    for (i, g) in specs.into_iter().enumerate() {
+        let gate = gate(i, g)?;
+        let needs_ledger = matches!(
+            gate.kind,
+            GateKind::Check(Check::NoDuplicateSideEffects | Check::ClientServerAgree)
+        );
+        if needs_ledger && !target.has_ledger() {
+            return Err(found(
+                vec![Key("gates"), Index(i)],
+                format!(
+                    "gate `{}` needs the fault-server's ledger, and the target is a black box",
+                    gate.name()
+                ),
+            )
+            .hint("remove the gate, or point `target.url` at a fault-server"));
+        }
+        if let Some(unknown) = gate
+            .policies
+            .iter()
+            .find(|p| !policies.iter().any(|q| &q.name == *p))
+        {
+            let known: Vec<&str> = policies.iter().map(|p| p.name.as_str()).collect();
+            return Err(found(
+                vec![Key("gates"), Index(i), Key("policy")],
+                format!("gate names policy `{unknown}`, which the plan does not define"),
+            )
+            .hint(format!("the policies are: {}", known.join(", "))));
+        }
+        gates.push(gate);
+    }
+    Ok(gates)
+}
+
+fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
+    use Seg::{Index, Key};
+    let at = || vec![Key("gates"), Index(i)];
+    match spec {
+        GateSpec::Check { check, policies } => {
+            let kind = Check::ALL
+                .into_iter()
+                .find(|c| c.name() == check)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Check::ALL.iter().map(|c| c.name()).collect();
+                    let mut f = found(at(), format!("unknown gate `{check}`"));
+                    f.hint = closest(&check, &names)
+                        .map(|n| format!("did you mean `{n}`?"))
+                        .or_else(|| {
+                            Some(format!(
+                                "gates: {}, or `{{ metric: NAME, min|max: X }}`",
+                                names.join(", ")
+                            ))
+                        });
+                    f
+                })?;
+            Ok(Gate {
+                kind: GateKind::Check(kind),
+                policies,
+            })
+        }
+        GateSpec::Metric(m) => {
+            let name = m.metric.unwrap_or_default();
+            let metric = Metric::ALL
+                .into_iter()
+                .find(|x| x.name() == name)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Metric::ALL.iter().map(|x| x.name()).collect();
+                    let mut f = found(at(), format!("unknown metric `{name}`"));
+                    f.hint = closest(&name, &names)
+                        .map(|n| format!("did you mean `{n}`?"))
+                        .or_else(|| Some(format!("metrics: {}", names.join(", "))));
+                    f
+                })?;
+            if m.min.is_none() && m.max.is_none() {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` needs `min:` or `max:`"),
+                ));
+            }
+            if m.min.into_iter().chain(m.max).any(|x| !x.is_finite()) {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` has a limit that is not a number"),
+                ));
+            }
+            if let (Some(min), Some(max)) = (m.min, m.max)
+                && min > max
+            {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` can never pass: min {min} > max {max}"),
+                ));
+            }
+            Ok(Gate {
+                kind: GateKind::Metric {
+                    metric,
+                    min: m.min,
+                    max: m.max,
+                },
+                policies: m.policy.map(spec::OneOrMany::into_vec).unwrap_or_default(),
+            })
+        }
+    }
+}
