@@ -957,6 +957,99 @@ fn policy_validation() {
     );
 }
 
+#[test]
+fn config_errors_name_their_field() {
+    let policy = |edit: fn(&mut PolicyConfig)| {
+        let mut config = PolicyConfig::default();
+        edit(&mut config);
+        Policy::new(config).unwrap_err()
+    };
+    let breaker = |edit: fn(&mut BreakerConfig)| {
+        let mut config = BreakerConfig {
+            failure_ratio: 0.5,
+            min_requests: 4,
+            window: Duration::from_secs(10),
+            open_for: Duration::from_secs(5),
+            half_open_probes: 2,
+        };
+        edit(&mut config);
+        config.validate().unwrap_err()
+    };
+    let cases: [(ConfigError, &str); 14] = [
+        // ZeroMaxAttempts
+        (policy(|p| p.max_attempts = 0), "max_attempts"),
+        // ZeroBase
+        (
+            Backoff::exponential(Duration::ZERO, 2.0, ms(500)).unwrap_err(),
+            "backoff.base",
+        ),
+        (
+            Backoff::envoy(Duration::ZERO, ms(500)).unwrap_err(),
+            "backoff.base",
+        ),
+        // CapBelowBase
+        (
+            Backoff::exponential(ms(100), 2.0, ms(50)).unwrap_err(),
+            "backoff.cap",
+        ),
+        (Backoff::envoy(ms(100), ms(50)).unwrap_err(), "backoff.cap"),
+        // MultiplierBelowOne
+        (
+            Backoff::exponential(ms(100), 0.5, ms(500)).unwrap_err(),
+            "backoff.multiplier",
+        ),
+        // NegativeRatio
+        (
+            Backoff::none()
+                .with_jitter(Jitter::Additive(-1.0))
+                .unwrap_err(),
+            "backoff.jitter_factor",
+        ),
+        (
+            policy(|p| {
+                p.budget = Some(BudgetConfig::TtlWindow {
+                    ratio: -0.1,
+                    min_per_sec: 10.0,
+                    ttl: Duration::from_secs(10),
+                });
+            }),
+            "budget.ratio",
+        ),
+        // RatioAboveOne
+        (breaker(|b| b.failure_ratio = 1.5), "breaker.failure_ratio"),
+        // ZeroDuration
+        (
+            policy(|p| p.attempt_timeout = Some(Duration::ZERO)),
+            "attempt_timeout",
+        ),
+        (
+            policy(|p| {
+                p.retry_after = RetryAfter::Honor {
+                    max: Duration::ZERO,
+                }
+            }),
+            "retry_after_max",
+        ),
+        // TooSmall
+        (breaker(|b| b.min_requests = 0), "breaker.min_requests"),
+        // TooLarge
+        (
+            BudgetConfig::Concurrency {
+                percent: 500.0,
+                min_concurrency: 3,
+            }
+            .build()
+            .unwrap_err(),
+            "budget.budget_percent",
+        ),
+        // UnknownPreset
+        (Preset::parse("hystrix").unwrap_err(), "preset"),
+    ];
+    for (error, field) in cases {
+        assert_eq!(error.field(), field, "{error:?}");
+    }
+}
+
 // ---- presets ---------------------------------------------------------------------------
 
 #[test]
