@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use chaos_policy::{
-    Backoff, BreakerConfig, BudgetConfig, Jitter, Policy, PolicyConfig, Preset, QuotaCosts,
-    RetryAfter, RetryCondition, RetryOn,
+    Backoff, BreakerConfig, BudgetConfig, ConfigError, Jitter, Policy, PolicyConfig, Preset,
+    QuotaCosts, RetryAfter, RetryCondition, RetryOn,
 };
 
 use super::error::{Found, found};
@@ -129,25 +129,20 @@ fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
         Some(Toggle::On(b)) => config.breaker = Some(breaker(b)),
         None => {}
     }
-    let policy = Policy::new(config).map_err(|e| {
-        let key = match e.to_string() {
-            m if m.contains("budget") => "budget",
-            m if m.contains("breaker") => "breaker",
-            m if m.contains("backoff") || m.contains("multiplier") => "backoff",
-            m if m.contains("max_attempts") => "max_attempts",
-            m if m.contains("attempt_timeout") => "attempt_timeout",
-            m if m.contains("deadline") => "deadline",
-            m if m.contains("retry_after_max") => "retry_after_max",
-            m if m.contains("retry_after_max") => "retry_after_max",
-            _ => "name",
-        };
-        found(at(key), format!("policy `{}`: {e}", spec.name))
-    })?;
+    let policy = Policy::new(config)
+        .map_err(|e| found(at(key_of(&e)), format!("policy `{}`: {e}", spec.name)))?;
     Ok(NamedPolicy {
         name: spec.name,
         preset,
         policy,
     })
+}
+
+/// The key of a policy a configuration error points at: the first part of its field
+/// (`budget` for `budget.ratio`).
+fn key_of(error: &ConfigError) -> &'static str {
+    let field = error.field();
+    field.split_once('.').map_or(field, |(key, _)| key)
 }
 
 fn backoff(spec: BackoffSpec) -> Result<Backoff, String> {
@@ -259,5 +254,50 @@ fn breaker(spec: BreakerSpec) -> BreakerConfig {
         window: spec.window.map_or(Duration::from_secs(10), |d| d.get()),
         open_for: spec.open_for.map_or(Duration::from_secs(5), |d| d.get()),
         half_open_probes: spec.half_open_probes.unwrap_or(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Where a rule `chaos_policy` checks is reported: at the key of the policy it names.
+    #[test]
+    fn policy_errors_point_at_their_key() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n";
+        let cases = [
+            ("    max_attempts: 0\n", 7, "`max_attempts` is 0"),
+            (
+                "    preset: grpc\n    max_attempts: 0\n",
+                8,
+                "`max_attempts` is 0",
+            ),
+            ("    attempt_timeout: 0s\n", 7, "`attempt_timeout` is zero"),
+            ("    deadline: 0s\n", 7, "`deadline` is zero"),
+            ("    retry_after_max: 0s\n", 7, "`retry_after_max` is zero"),
+            (
+                "    breaker:\n      failure_ratio: 1.5\n",
+                7,
+                "`breaker.failure_ratio` is 1.5",
+            ),
+            (
+                "    breaker: { failure_ratio: 0.5, open_for: 0s }\n",
+                7,
+                "`breaker.open_for` is zero",
+            ),
+        ];
+        for (policy, line, message) in cases {
+            let error = super::super::parse(Path::new("p.yaml"), &format!("{base}{policy}"))
+                .expect_err(policy);
+            assert_eq!(
+                (error.line, error.column),
+                (Some(line), Some(5)),
+                "{policy}"
+            );
+            assert!(
+                error.message.starts_with(&format!("policy `a`: {message}")),
+                "{error}"
+            );
+        }
     }
 }
