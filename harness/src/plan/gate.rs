@@ -4,7 +4,7 @@
 use super::error::{Found, closest, found};
 use super::locate::Seg;
 use super::model::{Check, Gate, GateKind, Metric, NamedPolicy, Target};
-use super::spec::{self, GateSpec};
+use super::spec::GateSpec;
 
 /// Every gate of the plan, checked against the policies it names and the target's ledger.
 pub(super) fn resolve(
@@ -112,8 +112,31 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
                     min: m.min,
                     max: m.max,
                 },
-                policies: m.policy.map(spec::OneOrMany::into_vec).unwrap_or_default(),
+                policies: m.policy.unwrap_or_default().0,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// `policy:` on a gate takes one name or a list, on metric and check gates alike.
+    #[test]
+    fn a_gate_names_one_policy_or_a_list() {
+        let plan = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n\
+                    policies: [ { name: a }, { name: b } ]\ngates:\n\
+                    \x20 - no_retry_of_permanent\n\
+                    \x20 - { metric: success_rate, min: 0.5, policy: a }\n\
+                    \x20 - { metric: success_rate, min: 0.5, policy: [a, b] }\n\
+                    \x20 - { check: no_retry_of_permanent, policy: b }\n\
+                    \x20 - { check: no_retry_of_permanent, policy: [b, a] }\n";
+        let plan = super::super::parse(Path::new("p.yaml"), plan).unwrap_or_else(|e| panic!("{e}"));
+        let named: Vec<Vec<String>> = plan.gates.into_iter().map(|g| g.policies).collect();
+        assert_eq!(
+            named,
+            [vec![], vec!["a"], vec!["a", "b"], vec!["b"], vec!["b", "a"]]
+        );
     }
 }
