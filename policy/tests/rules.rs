@@ -216,16 +216,67 @@ fn jitter_ranges_follow_their_formulas() {
 }
 
 #[test]
-fn jittered_draws_vary_and_repeat_per_seed() {
-    let b = Backoff::default();
-    let draw = |seed| {
+fn jittered_draws_are_pinned_per_seed() {
+    // Seed 7's first five delays (ns) for each jitter, from 100 ms doubling to a 1 s cap;
+    // decorrelated draws from the delay before. Values, not the formulas again: a change to
+    // a range, to the draw or to the seed's stream fails here. By hand, seed 7's first unit
+    // draw is 0.15779...: full 15.78 ms of [0, 100], equal 50 + 7.89, additive(0.5)
+    // 100 + 7.89, decorrelated 100 + 31.56 of [100, 300]. The last decorrelated and
+    // additive draws land on the cap.
+    let exp = Backoff::exponential(ms(100), 2.0, ms(1000)).unwrap();
+    let draws = |jitter, seed| {
+        let b = exp.with_jitter(jitter).unwrap();
         let mut r = rng(seed);
-        (1..=8)
-            .map(|k| b.delay(k, None, &mut r))
+        let mut previous = None;
+        (1..=5)
+            .map(|k| {
+                let delay = b.delay(k, previous, &mut r);
+                previous = Some(delay);
+                delay.as_nanos()
+            })
             .collect::<Vec<_>>()
     };
-    assert_eq!(draw(7), draw(7));
-    assert_ne!(draw(7), draw(8));
+    assert_eq!(
+        draws(Jitter::Full, 7),
+        [
+            15_779_609,
+            33_597_872,
+            281_710_451,
+            581_393_037,
+            601_259_015
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Equal, 7),
+        [
+            57_889_804,
+            116_798_936,
+            340_855_225,
+            690_696_518,
+            800_629_507
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Decorrelated, 7),
+        [
+            131_559_219,
+            149_502_711,
+            345_445_958,
+            780_475_400,
+            1_000_000_000
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Additive(0.5), 7),
+        [
+            107_889_804,
+            216_798_936,
+            540_855_225,
+            945_348_259,
+            1_000_000_000
+        ]
+    );
+    assert_ne!(draws(Jitter::Full, 7), draws(Jitter::Full, 8));
 }
 
 #[test]
