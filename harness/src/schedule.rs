@@ -106,7 +106,7 @@ impl Iterator for Schedule {
         loop {
             let s = *self.segments.get(self.segment)?;
             let length = s.length.as_secs_f64();
-            let segment_area = (s.from + s.to) / 2.0 * length;
+            let segment_area = s.expected_arrivals();
             if self.area >= segment_area {
                 self.area -= segment_area;
                 self.segment += 1;

@@ -82,12 +82,7 @@ fn unknown_field_hint(message: &str) -> Option<String> {
     let rest = message.split("unknown field `").nth(1)?;
     let (field, expected) = rest.split_once('`')?;
     let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    let best = names
-        .iter()
-        .map(|n| (edit_distance(field, n), *n))
-        .min()
-        .filter(|(d, n)| *d <= 2.max(n.len() / 3))?;
-    Some(format!("did you mean `{}`?", best.1))
+    did_you_mean(field, &names)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -109,12 +104,13 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// The name in `names` closest to `word`, if it is close enough to be a likely typo.
-pub(super) fn closest<'a>(word: &str, names: &[&'a str]) -> Option<&'a str> {
-    names
+/// "did you mean `x`?", for the name in `names` closest to `word`, if it is close enough to
+/// be a likely typo.
+pub(super) fn did_you_mean(word: &str, names: &[&str]) -> Option<String> {
+    let (_, name) = names
         .iter()
         .map(|n| (edit_distance(word, n), *n))
         .min()
-        .filter(|(d, n)| *d <= 2.max(n.len() / 3))
-        .map(|(_, n)| n)
+        .filter(|(d, n)| *d <= 2.max(n.len() / 3))?;
+    Some(format!("did you mean `{name}`?"))
 }

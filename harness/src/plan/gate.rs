@@ -1,7 +1,7 @@
 //! The `gates` section: invariants by name and bounds on measured figures, each for every
 //! policy or for the ones it names.
 
-use super::error::{Found, closest, found};
+use super::error::{Found, did_you_mean, found};
 use super::locate::Seg;
 use super::model::{Check, Gate, GateKind, Metric, NamedPolicy, Target};
 use super::spec::GateSpec;
@@ -52,22 +52,9 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
     let at = || vec![Key("gates"), Index(i)];
     match spec {
         GateSpec::Check { check, policies } => {
-            let kind = Check::ALL
-                .into_iter()
-                .find(|c| c.name() == check)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = Check::ALL.iter().map(|c| c.name()).collect();
-                    let mut f = found(at(), format!("unknown gate `{check}`"));
-                    f.hint = closest(&check, &names)
-                        .map(|n| format!("did you mean `{n}`?"))
-                        .or_else(|| {
-                            Some(format!(
-                                "gates: {}, or `{{ metric: NAME, min|max: X }}`",
-                                names.join(", ")
-                            ))
-                        });
-                    f
-                })?;
+            let kind = named(&Check::ALL, Check::name, &check, "gate", at(), |names| {
+                format!("gates: {names}, or `{{ metric: NAME, min|max: X }}`")
+            })?;
             Ok(Gate {
                 kind: GateKind::Check(kind),
                 policies,
@@ -75,17 +62,9 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
         }
         GateSpec::Metric(m) => {
             let name = m.metric.unwrap_or_default();
-            let metric = Metric::ALL
-                .into_iter()
-                .find(|x| x.name() == name)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = Metric::ALL.iter().map(|x| x.name()).collect();
-                    let mut f = found(at(), format!("unknown metric `{name}`"));
-                    f.hint = closest(&name, &names)
-                        .map(|n| format!("did you mean `{n}`?"))
-                        .or_else(|| Some(format!("metrics: {}", names.join(", "))));
-                    f
-                })?;
+            let metric = named(&Metric::ALL, Metric::name, &name, "metric", at(), |names| {
+                format!("metrics: {names}")
+            })?;
             if m.min.is_none() && m.max.is_none() {
                 return Err(found(
                     at(),
@@ -116,6 +95,24 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
             })
         }
     }
+}
+
+/// The one of `all` called `wanted`; or "unknown {what} `wanted`", with a hint that is the
+/// closest name or, failing that, `list` of all the names.
+fn named<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    wanted: &str,
+    what: &str,
+    path: Vec<Seg>,
+    list: impl FnOnce(String) -> String,
+) -> Result<T, Found> {
+    if let Some(hit) = all.iter().copied().find(|x| name(*x) == wanted) {
+        return Ok(hit);
+    }
+    let names: Vec<&str> = all.iter().map(|x| name(*x)).collect();
+    let hint = did_you_mean(wanted, &names).unwrap_or_else(|| list(names.join(", ")));
+    Err(found(path, format!("unknown {what} `{wanted}`")).hint(hint))
 }
 
 #[cfg(test)]

@@ -32,10 +32,7 @@ pub(super) fn resolve(
             }]
         }
     };
-    let expected: f64 = profile
-        .iter()
-        .map(|s| (s.from + s.to) / 2.0 * s.length.as_secs_f64())
-        .sum();
+    let expected: f64 = profile.iter().map(Segment::expected_arrivals).sum();
     if expected < 1.0 {
         return Err(found(vec![Key("load")], format!("the load profile issues {expected:.2} requests on average: nothing would be measured"))
             .hint("raise `load.rate` (requests per second) or the `duration`"));

@@ -61,6 +61,13 @@ pub struct Segment {
     pub length: Duration,
 }
 
+impl Segment {
+    /// Expected logical requests over the segment (the area under its rate).
+    pub fn expected_arrivals(&self) -> f64 {
+        (self.from + self.to) / 2.0 * self.length.as_secs_f64()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Load {
     pub arrivals: Arrivals,
@@ -72,10 +79,7 @@ pub struct Load {
 impl Load {
     /// Expected logical requests over the profile (the integral of the rate).
     pub fn expected_arrivals(&self) -> f64 {
-        self.profile
-            .iter()
-            .map(|s| (s.from + s.to) / 2.0 * s.length.as_secs_f64())
-            .sum()
+        self.profile.iter().map(Segment::expected_arrivals).sum()
     }
 }
 
