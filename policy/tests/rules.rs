@@ -608,15 +608,17 @@ fn budget_validation_names_the_field() {
 
 // ---- breaker ---------------------------------------------------------------------------
 
+/// A breaker config that passes validation, the one the breaker tests use.
+const VALID_BREAKER: BreakerConfig = BreakerConfig {
+    failure_ratio: 0.5,
+    min_requests: 4,
+    window: Duration::from_secs(10),
+    open_for: Duration::from_secs(5),
+    half_open_probes: 2,
+};
+
 fn breaker() -> Breaker {
-    Breaker::new(BreakerConfig {
-        failure_ratio: 0.5,
-        min_requests: 4,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-        half_open_probes: 2,
-    })
-    .unwrap()
+    Breaker::new(VALID_BREAKER).unwrap()
 }
 
 fn fail(b: &mut Breaker, now: Duration, times: usize) {
@@ -697,13 +699,7 @@ fn breaker_ignores_client_errors_and_forgets_old_failures() {
 
 #[test]
 fn breaker_validation() {
-    let good = BreakerConfig {
-        failure_ratio: 0.5,
-        min_requests: 4,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-        half_open_probes: 2,
-    };
+    let good = VALID_BREAKER;
     assert!(
         Breaker::new(BreakerConfig {
             failure_ratio: 1.5,
@@ -983,13 +979,16 @@ fn session_reports_violations_of_each_retry() {
     );
 }
 
+/// The error `Policy::new` gives for the default config with `edit` applied.
+fn invalid_policy(edit: fn(&mut PolicyConfig)) -> ConfigError {
+    let mut config = PolicyConfig::default();
+    edit(&mut config);
+    Policy::new(config).unwrap_err()
+}
+
 #[test]
 fn policy_validation() {
-    let bad = |edit: fn(&mut PolicyConfig)| {
-        let mut config = PolicyConfig::default();
-        edit(&mut config);
-        Policy::new(config).unwrap_err().to_string()
-    };
+    let bad = |edit| invalid_policy(edit).to_string();
     assert_eq!(
         bad(|p| p.max_attempts = 0),
         "`max_attempts` is 0: a request needs at least one attempt (1 means never retry)"
@@ -1010,19 +1009,9 @@ fn policy_validation() {
 
 #[test]
 fn config_errors_name_their_field() {
-    let policy = |edit: fn(&mut PolicyConfig)| {
-        let mut config = PolicyConfig::default();
-        edit(&mut config);
-        Policy::new(config).unwrap_err()
-    };
+    let policy = invalid_policy;
     let breaker = |edit: fn(&mut BreakerConfig)| {
-        let mut config = BreakerConfig {
-            failure_ratio: 0.5,
-            min_requests: 4,
-            window: Duration::from_secs(10),
-            open_for: Duration::from_secs(5),
-            half_open_probes: 2,
-        };
+        let mut config = VALID_BREAKER;
         edit(&mut config);
         config.validate().unwrap_err()
     };
