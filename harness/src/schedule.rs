@@ -2,8 +2,8 @@
 //!
 //! Open loop means the schedule does not wait for the server: request i is due at its own
 //! time whatever happened to request i-1, and latency counts from that time. The schedule
-//! is pure (a seeded iterator of offsets from the start), so the live engine and the
-//! simulator issue the same requests at the same times for a seed.
+//! is pure (a seeded iterator of offsets from the start), so a seed gives the same requests
+//! at the same times on every run, whichever shell drives them (today the live engine).
 //!
 //! Both kinds of arrivals come from one rule, by the time-rescaling theorem: with Λ(t) the
 //! integral of the rate profile, arrival i is at Λ⁻¹(Sᵢ), where Sᵢ = i for uniform arrivals
@@ -106,7 +106,7 @@ impl Iterator for Schedule {
         loop {
             let s = *self.segments.get(self.segment)?;
             let length = s.length.as_secs_f64();
-            let segment_area = (s.from + s.to) / 2.0 * length;
+            let segment_area = s.expected_arrivals();
             if self.area >= segment_area {
                 self.area -= segment_area;
                 self.segment += 1;

@@ -1,6 +1,7 @@
-//! One full session decision path, the budget the simulator lives on: start, a 503, the
-//! backoff, the retry, a 200. Four decisions per iteration (start, outcome, timer, outcome), through a client with a ttl
-//! budget and a breaker, as a budgeted plan would run them.
+//! One full session decision path, what every logical request costs the core: start, a 503,
+//! the backoff, the retry, a 200. Four decisions per iteration (start, outcome, timer,
+//! outcome), through a client with a ttl budget and a breaker, as a budgeted plan would run
+//! them.
 
 use std::hint::black_box;
 use std::time::Duration;

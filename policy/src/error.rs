@@ -41,6 +41,26 @@ pub enum ConfigError {
     UnknownPreset { name: String, known: String },
 }
 
+impl ConfigError {
+    /// The field the error is about, spelt as in a plan: `max_attempts`, `backoff.cap`,
+    /// `budget.ratio`, `breaker.window`, `preset`. The part before the first `.` is the
+    /// key of a policy to point at; callers place errors by it, never by the message.
+    pub fn field(&self) -> &'static str {
+        match self {
+            ConfigError::ZeroMaxAttempts => "max_attempts",
+            ConfigError::ZeroBase => "backoff.base",
+            ConfigError::CapBelowBase { .. } => "backoff.cap",
+            ConfigError::MultiplierBelowOne(_) => "backoff.multiplier",
+            ConfigError::NegativeRatio { field, .. }
+            | ConfigError::RatioAboveOne { field, .. }
+            | ConfigError::ZeroDuration { field }
+            | ConfigError::TooSmall { field, .. }
+            | ConfigError::TooLarge { field, .. } => field,
+            ConfigError::UnknownPreset { .. } => "preset",
+        }
+    }
+}
+
 pub(crate) fn non_negative(field: &'static str, value: f64) -> Result<f64, ConfigError> {
     if value.is_finite() && value >= 0.0 {
         Ok(value)

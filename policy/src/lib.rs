@@ -2,8 +2,9 @@
 //!
 //! Every decision a retrying client makes (retry or give up, how long to wait, whether the
 //! budget or the breaker allows another attempt) lives here, as plain deterministic code.
-//! The live engine, the relay tier and the simulator all drive this one core, so what the
-//! simulator predicts is what a live run does.
+//! The core is pure so that any shell can drive it and make the same decisions for the same
+//! events: today the harness's live engine does, and the property tests drive it through an
+//! event simulation in virtual time.
 //!
 //! The core does no IO and reads no clock. Time is an argument: a [`Duration`] offset from the
 //! start of the run. Randomness comes from a seeded [`rand_core::Rng`] the caller owns. The

@@ -212,7 +212,8 @@ pub enum Violation {
 
 impl Violation {
     /// The violations a retry of `request` after `previous` commits (none, one or both).
-    /// Shared by every shell so the engine and the simulator flag exactly the same retries.
+    /// The one definition: [`Session::violations`](crate::Session::violations) reports it, so
+    /// every shell flags exactly the same retries.
     pub fn of_retry(request: Request, previous: Outcome) -> impl Iterator<Item = Violation> {
         let permanent = previous
             .forbids_retry()

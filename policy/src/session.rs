@@ -5,7 +5,8 @@
 //! for each [`Action`]: `Send` an attempt and report its outcome with
 //! [`Client::on_outcome`]; `Wait` until a time and call [`Client::on_timer`]; `Done` ends it.
 //! The client is passed to every call rather than held, so each shell shares it as it
-//! needs: a mutex in the live engine, plain ownership in the simulator.
+//! needs: the live engine keeps it behind a mutex; a single-threaded driver (the property
+//! tests' event simulation) owns it outright.
 
 use std::time::Duration;
 

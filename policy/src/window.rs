@@ -1,7 +1,7 @@
 //! A time window of counters, in slots: what a ttl budget and a breaker count over.
 //!
-//! Memory is fixed (`SLOTS + 1` counters) whatever the rate, which is what lets the simulator
-//! push a million requests a second through one policy. Entries expire a whole slot at a
+//! Memory is fixed (`SLOTS + 1` counters) whatever the rate, so a million requests a second
+//! cost the same memory as ten. Entries expire a whole slot at a
 //! time, never early: at time `t` the window covers at least `[t - span, t]`, and at most
 //! one slot more. For a budget that is the conservative side: a longer window renews its
 //! reserve less often, so the bound computed for an exact window still holds.

@@ -216,16 +216,67 @@ fn jitter_ranges_follow_their_formulas() {
 }
 
 #[test]
-fn jittered_draws_vary_and_repeat_per_seed() {
-    let b = Backoff::default();
-    let draw = |seed| {
+fn jittered_draws_are_pinned_per_seed() {
+    // Seed 7's first five delays (ns) for each jitter, from 100 ms doubling to a 1 s cap;
+    // decorrelated draws from the delay before. Values, not the formulas again: a change to
+    // a range, to the draw or to the seed's stream fails here. By hand, seed 7's first unit
+    // draw is 0.15779...: full 15.78 ms of [0, 100], equal 50 + 7.89, additive(0.5)
+    // 100 + 7.89, decorrelated 100 + 31.56 of [100, 300]. The last decorrelated and
+    // additive draws land on the cap.
+    let exp = Backoff::exponential(ms(100), 2.0, ms(1000)).unwrap();
+    let draws = |jitter, seed| {
+        let b = exp.with_jitter(jitter).unwrap();
         let mut r = rng(seed);
-        (1..=8)
-            .map(|k| b.delay(k, None, &mut r))
+        let mut previous = None;
+        (1..=5)
+            .map(|k| {
+                let delay = b.delay(k, previous, &mut r);
+                previous = Some(delay);
+                delay.as_nanos()
+            })
             .collect::<Vec<_>>()
     };
-    assert_eq!(draw(7), draw(7));
-    assert_ne!(draw(7), draw(8));
+    assert_eq!(
+        draws(Jitter::Full, 7),
+        [
+            15_779_609,
+            33_597_872,
+            281_710_451,
+            581_393_037,
+            601_259_015
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Equal, 7),
+        [
+            57_889_804,
+            116_798_936,
+            340_855_225,
+            690_696_518,
+            800_629_507
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Decorrelated, 7),
+        [
+            131_559_219,
+            149_502_711,
+            345_445_958,
+            780_475_400,
+            1_000_000_000
+        ]
+    );
+    assert_eq!(
+        draws(Jitter::Additive(0.5), 7),
+        [
+            107_889_804,
+            216_798_936,
+            540_855_225,
+            945_348_259,
+            1_000_000_000
+        ]
+    );
+    assert_ne!(draws(Jitter::Full, 7), draws(Jitter::Full, 8));
 }
 
 #[test]
@@ -557,15 +608,17 @@ fn budget_validation_names_the_field() {
 
 // ---- breaker ---------------------------------------------------------------------------
 
+/// A breaker config that passes validation, the one the breaker tests use.
+const VALID_BREAKER: BreakerConfig = BreakerConfig {
+    failure_ratio: 0.5,
+    min_requests: 4,
+    window: Duration::from_secs(10),
+    open_for: Duration::from_secs(5),
+    half_open_probes: 2,
+};
+
 fn breaker() -> Breaker {
-    Breaker::new(BreakerConfig {
-        failure_ratio: 0.5,
-        min_requests: 4,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-        half_open_probes: 2,
-    })
-    .unwrap()
+    Breaker::new(VALID_BREAKER).unwrap()
 }
 
 fn fail(b: &mut Breaker, now: Duration, times: usize) {
@@ -646,13 +699,7 @@ fn breaker_ignores_client_errors_and_forgets_old_failures() {
 
 #[test]
 fn breaker_validation() {
-    let good = BreakerConfig {
-        failure_ratio: 0.5,
-        min_requests: 4,
-        window: Duration::from_secs(10),
-        open_for: Duration::from_secs(5),
-        half_open_probes: 2,
-    };
+    let good = VALID_BREAKER;
     assert!(
         Breaker::new(BreakerConfig {
             failure_ratio: 1.5,
@@ -935,13 +982,16 @@ fn session_reports_violations_of_each_retry() {
     );
 }
 
+/// The error `Policy::new` gives for the default config with `edit` applied.
+fn invalid_policy(edit: fn(&mut PolicyConfig)) -> ConfigError {
+    let mut config = PolicyConfig::default();
+    edit(&mut config);
+    Policy::new(config).unwrap_err()
+}
+
 #[test]
 fn policy_validation() {
-    let bad = |edit: fn(&mut PolicyConfig)| {
-        let mut config = PolicyConfig::default();
-        edit(&mut config);
-        Policy::new(config).unwrap_err().to_string()
-    };
+    let bad = |edit| invalid_policy(edit).to_string();
     assert_eq!(
         bad(|p| p.max_attempts = 0),
         "`max_attempts` is 0: a request needs at least one attempt (1 means never retry)"
@@ -958,6 +1008,89 @@ fn policy_validation() {
         })),
         "`budget.ratio` is inf: it must be a finite number >= 0"
     );
+}
+
+#[test]
+fn config_errors_name_their_field() {
+    let policy = invalid_policy;
+    let breaker = |edit: fn(&mut BreakerConfig)| {
+        let mut config = VALID_BREAKER;
+        edit(&mut config);
+        config.validate().unwrap_err()
+    };
+    let cases: [(ConfigError, &str); 14] = [
+        // ZeroMaxAttempts
+        (policy(|p| p.max_attempts = 0), "max_attempts"),
+        // ZeroBase
+        (
+            Backoff::exponential(Duration::ZERO, 2.0, ms(500)).unwrap_err(),
+            "backoff.base",
+        ),
+        (
+            Backoff::envoy(Duration::ZERO, ms(500)).unwrap_err(),
+            "backoff.base",
+        ),
+        // CapBelowBase
+        (
+            Backoff::exponential(ms(100), 2.0, ms(50)).unwrap_err(),
+            "backoff.cap",
+        ),
+        (Backoff::envoy(ms(100), ms(50)).unwrap_err(), "backoff.cap"),
+        // MultiplierBelowOne
+        (
+            Backoff::exponential(ms(100), 0.5, ms(500)).unwrap_err(),
+            "backoff.multiplier",
+        ),
+        // NegativeRatio
+        (
+            Backoff::none()
+                .with_jitter(Jitter::Additive(-1.0))
+                .unwrap_err(),
+            "backoff.jitter_factor",
+        ),
+        (
+            policy(|p| {
+                p.budget = Some(BudgetConfig::TtlWindow {
+                    ratio: -0.1,
+                    min_per_sec: 10.0,
+                    ttl: Duration::from_secs(10),
+                });
+            }),
+            "budget.ratio",
+        ),
+        // RatioAboveOne
+        (breaker(|b| b.failure_ratio = 1.5), "breaker.failure_ratio"),
+        // ZeroDuration
+        (
+            policy(|p| p.attempt_timeout = Some(Duration::ZERO)),
+            "attempt_timeout",
+        ),
+        (
+            policy(|p| {
+                p.retry_after = RetryAfter::Honor {
+                    max: Duration::ZERO,
+                }
+            }),
+            "retry_after_max",
+        ),
+        // TooSmall
+        (breaker(|b| b.min_requests = 0), "breaker.min_requests"),
+        // TooLarge
+        (
+            BudgetConfig::Concurrency {
+                percent: 500.0,
+                min_concurrency: 3,
+            }
+            .build()
+            .unwrap_err(),
+            "budget.budget_percent",
+        ),
+        // UnknownPreset
+        (Preset::parse("hystrix").unwrap_err(), "preset"),
+    ];
+    for (error, field) in cases {
+        assert_eq!(error.field(), field, "{error:?}");
+    }
 }
 
 // ---- presets ---------------------------------------------------------------------------

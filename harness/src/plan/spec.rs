@@ -9,7 +9,7 @@
 use std::fmt;
 
 use fault_server::duration::DurationSpec;
-use fault_server::script::{CapacitySpec, PhaseSpec};
+use fault_server::script::spec::{CapacitySpec, OneOrMany, PhaseSpec};
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -429,24 +429,8 @@ pub struct MetricGateSpec {
     #[serde(default)]
     pub max: Option<f64>,
     #[serde(default)]
-    pub policy: Option<OneOrMany>,
-}
-
-/// One name or a list of names.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    pub fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
+    /// One policy name or a list of them.
+    pub policy: Option<OneOrMany<String>>,
 }
 
 impl<'de> Deserialize<'de> for GateSpec {
@@ -469,7 +453,7 @@ impl<'de> Deserialize<'de> for GateSpec {
                     (None, Some(check)) if spec.min.is_none() && spec.max.is_none() => {
                         Ok(GateSpec::Check {
                             check: check.clone(),
-                            policies: spec.policy.map(OneOrMany::into_vec).unwrap_or_default(),
+                            policies: spec.policy.unwrap_or_default().0,
                         })
                     }
                     (None, Some(_)) => Err(de::Error::custom(

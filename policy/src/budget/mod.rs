@@ -166,8 +166,8 @@ impl BudgetConfig {
     }
 }
 
-/// One budget of any kind: an enum rather than a trait object, so the simulator's hot loop
-/// has no indirect call.
+/// One budget of any kind: an enum rather than a trait object, so the decision taken for
+/// every attempt makes no indirect call.
 #[derive(Debug, Clone)]
 pub enum Budget {
     TokenBucket(TokenBucket),

@@ -1,0 +1,116 @@
+//! Plan errors: where a plan is wrong, what is wrong, and what to write instead.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::locate::Seg;
+
+/// A plan that cannot run, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// An error found while resolving: what is wrong and the path to the part at fault.
+pub(super) struct Found {
+    pub(super) path: Vec<Seg>,
+    pub(super) message: String,
+    pub(super) hint: Option<String>,
+}
+
+pub(super) fn found(path: Vec<Seg>, message: impl Into<String>) -> Found {
+    Found {
+        path,
+        message: message.into(),
+        hint: None,
+    }
+}
+
+impl Found {
+    pub(super) fn hint(mut self, hint: impl Into<String>) -> Found {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+pub(super) fn yaml_error(path: &Path, e: &serde_yaml::Error) -> PlanError {
+    let location = e.location();
+    let mut message = e.to_string();
+    // serde_yaml appends " at line L column C"; the prefix says it already.
+    if let Some(at) = message.find(" at line ") {
+        message.truncate(at);
+    }
+    let hint = unknown_field_hint(&message).or_else(|| {
+        message
+            .contains("missing field")
+            .then(|| "`harness validate --help` and plans/README.md show every key".to_owned())
+    });
+    PlanError {
+        file: path.to_owned(),
+        line: location.as_ref().map(|l| l.line()),
+        column: location.as_ref().map(|l| l.column()),
+        message,
+        hint,
+    }
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`": the closest expected name.
+fn unknown_field_hint(message: &str) -> Option<String> {
+    let rest = message.split("unknown field `").nth(1)?;
+    let (field, expected) = rest.split_once('`')?;
+    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    did_you_mean(field, &names)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let current = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                previous
+            } else {
+                1 + previous.min(row[j]).min(current)
+            };
+            previous = current;
+        }
+    }
+    row[b.len()]
+}
+
+/// "did you mean `x`?", for the name in `names` closest to `word`, if it is close enough to
+/// be a likely typo.
+pub(super) fn did_you_mean(word: &str, names: &[&str]) -> Option<String> {
+    let (_, name) = names
+        .iter()
+        .map(|n| (edit_distance(word, n), *n))
+        .min()
+        .filter(|(d, n)| *d <= 2.max(n.len() / 3))?;
+    Some(format!("did you mean `{name}`?"))
+}

@@ -1,0 +1,139 @@
+//! The `gates` section: invariants by name and bounds on measured figures, each for every
+//! policy or for the ones it names.
+
+use super::error::{Found, did_you_mean, found};
+use super::locate::Seg;
+use super::model::{Check, Gate, GateKind, Metric, NamedPolicy, Target};
+use super::spec::GateSpec;
+
+/// Every gate of the plan, checked against the policies it names and the target's ledger.
+pub(super) fn resolve(
+    specs: Vec<GateSpec>,
+    policies: &[NamedPolicy],
+    target: &Target,
+) -> Result<Vec<Gate>, Found> {
+    use Seg::{Index, Key};
+    let mut gates = Vec::new();
+    for (i, g) in specs.into_iter().enumerate() {
+        let gate = gate(i, g)?;
+        let needs_ledger = matches!(
+            gate.kind,
+            GateKind::Check(Check::NoDuplicateSideEffects | Check::ClientServerAgree)
+        );
+        if needs_ledger && !target.has_ledger() {
+            return Err(found(
+                vec![Key("gates"), Index(i)],
+                format!(
+                    "gate `{}` needs the fault-server's ledger, and the target is a black box",
+                    gate.name()
+                ),
+            )
+            .hint("remove the gate, or point `target.url` at a fault-server"));
+        }
+        if let Some(unknown) = gate
+            .policies
+            .iter()
+            .find(|p| !policies.iter().any(|q| &q.name == *p))
+        {
+            let known: Vec<&str> = policies.iter().map(|p| p.name.as_str()).collect();
+            return Err(found(
+                vec![Key("gates"), Index(i), Key("policy")],
+                format!("gate names policy `{unknown}`, which the plan does not define"),
+            )
+            .hint(format!("the policies are: {}", known.join(", "))));
+        }
+        gates.push(gate);
+    }
+    Ok(gates)
+}
+
+fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
+    use Seg::{Index, Key};
+    let at = || vec![Key("gates"), Index(i)];
+    match spec {
+        GateSpec::Check { check, policies } => {
+            let kind = named(&Check::ALL, Check::name, &check, "gate", at(), |names| {
+                format!("gates: {names}, or `{{ metric: NAME, min|max: X }}`")
+            })?;
+            Ok(Gate {
+                kind: GateKind::Check(kind),
+                policies,
+            })
+        }
+        GateSpec::Metric(m) => {
+            let name = m.metric.unwrap_or_default();
+            let metric = named(&Metric::ALL, Metric::name, &name, "metric", at(), |names| {
+                format!("metrics: {names}")
+            })?;
+            if m.min.is_none() && m.max.is_none() {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` needs `min:` or `max:`"),
+                ));
+            }
+            if m.min.into_iter().chain(m.max).any(|x| !x.is_finite()) {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` has a limit that is not a number"),
+                ));
+            }
+            if let (Some(min), Some(max)) = (m.min, m.max)
+                && min > max
+            {
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` can never pass: min {min} > max {max}"),
+                ));
+            }
+            Ok(Gate {
+                kind: GateKind::Metric {
+                    metric,
+                    min: m.min,
+                    max: m.max,
+                },
+                policies: m.policy.unwrap_or_default().0,
+            })
+        }
+    }
+}
+
+/// The one of `all` called `wanted`; or "unknown {what} `wanted`", with a hint that is the
+/// closest name or, failing that, `list` of all the names.
+fn named<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    wanted: &str,
+    what: &str,
+    path: Vec<Seg>,
+    list: impl FnOnce(String) -> String,
+) -> Result<T, Found> {
+    if let Some(hit) = all.iter().copied().find(|x| name(*x) == wanted) {
+        return Ok(hit);
+    }
+    let names: Vec<&str> = all.iter().map(|x| name(*x)).collect();
+    let hint = did_you_mean(wanted, &names).unwrap_or_else(|| list(names.join(", ")));
+    Err(found(path, format!("unknown {what} `{wanted}`")).hint(hint))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// `policy:` on a gate takes one name or a list, on metric and check gates alike.
+    #[test]
+    fn a_gate_names_one_policy_or_a_list() {
+        let plan = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n\
+                    policies: [ { name: a }, { name: b } ]\ngates:\n\
+                    \x20 - no_retry_of_permanent\n\
+                    \x20 - { metric: success_rate, min: 0.5, policy: a }\n\
+                    \x20 - { metric: success_rate, min: 0.5, policy: [a, b] }\n\
+                    \x20 - { check: no_retry_of_permanent, policy: b }\n\
+                    \x20 - { check: no_retry_of_permanent, policy: [b, a] }\n";
+        let plan = super::super::parse(Path::new("p.yaml"), plan).unwrap_or_else(|e| panic!("{e}"));
+        let named: Vec<Vec<String>> = plan.gates.into_iter().map(|g| g.policies).collect();
+        assert_eq!(
+            named,
+            [vec![], vec!["a"], vec!["a", "b"], vec!["b"], vec!["b", "a"]]
+        );
+    }
+}

@@ -1,0 +1,213 @@
+//! The `load` section: the rate profile (a flat `rate` or `stages` of ramps and holds),
+//! the cap on requests in flight, and the request mix.
+
+use std::time::Duration;
+
+use super::error::{Found, found};
+use super::locate::Seg;
+use super::model::{Arrivals, Load, RequestKind, Segment};
+use super::spec::{ArrivalsSpec, LoadSpec};
+
+const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
+
+/// The load of a plan whose arrivals run for `duration`; `profile` is what [`profile`]
+/// made of the stages, if there were any.
+pub(super) fn resolve(
+    load: &LoadSpec,
+    profile: Option<Vec<Segment>>,
+    duration: Duration,
+) -> Result<Load, Found> {
+    use Seg::Key;
+    let profile = match profile {
+        Some(p) => p,
+        None => {
+            let rate = load.rate.map(|r| r.0).ok_or_else(|| {
+                found(vec![Key("load")], "`load` has no `rate`")
+                    .hint("add `rate: 100` (logical requests per second)")
+            })?;
+            vec![Segment {
+                from: rate,
+                to: rate,
+                length: duration,
+            }]
+        }
+    };
+    let expected: f64 = profile.iter().map(Segment::expected_arrivals).sum();
+    if expected < 1.0 {
+        return Err(found(vec![Key("load")], format!("the load profile issues {expected:.2} requests on average: nothing would be measured"))
+            .hint("raise `load.rate` (requests per second) or the `duration`"));
+    }
+    if load.max_in_flight == Some(0) {
+        return Err(found(
+            vec![Key("load"), Key("max_in_flight")],
+            "`max_in_flight` is 0: no request could ever be sent",
+        )
+        .hint("omit it (default 10000) or give the number of logical requests allowed at once"));
+    }
+    let requests = requests(load)?;
+    Ok(Load {
+        arrivals: match load.arrivals {
+            Some(ArrivalsSpec::Uniform) => Arrivals::Uniform,
+            Some(ArrivalsSpec::Poisson) | None => Arrivals::Poisson,
+        },
+        profile,
+        max_in_flight: load.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT).max(1),
+        requests,
+    })
+}
+
+/// The rate profile from `load.stages`, and how long the stages last (`None`: no stages).
+pub(super) fn profile(load: &LoadSpec) -> Result<(Option<Vec<Segment>>, Option<Duration>), Found> {
+    use Seg::{Index, Key};
+    if load.stages.is_empty() {
+        return Ok((None, None));
+    }
+    let mut rate = load.rate.map_or(0.0, |r| r.0);
+    let mut segments = Vec::new();
+    let mut total = Duration::ZERO;
+    for (i, stage) in load.stages.iter().enumerate() {
+        let at = || vec![Key("load"), Key("stages"), Index(i)];
+        let segment = match (stage.to, stage.over, stage.hold) {
+            (Some(to), Some(over), None) => Segment {
+                from: rate,
+                to: to.0,
+                length: over.get(),
+            },
+            (None, None, Some(hold)) => Segment {
+                from: rate,
+                to: rate,
+                length: hold.get(),
+            },
+            _ => {
+                return Err(found(
+                    at(),
+                    "a stage is `{ to: RATE, over: DURATION }` or `{ hold: DURATION }`",
+                )
+                .hint("e.g. `stages: [ { to: 500, over: 10s }, { hold: 20s } ]`"));
+            }
+        };
+        rate = segment.to;
+        total += segment.length;
+        segments.push(segment);
+    }
+    Ok((Some(segments), Some(total)))
+}
+
+fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
+    use Seg::{Index, Key};
+    if load.requests.is_empty() {
+        return Err(found(
+            vec![Key("load"), Key("requests")],
+            "`load.requests` is empty",
+        )
+        .hint("add `- { name: read, method: GET, path: \"/items/{n}\" }`"));
+    }
+    let mut kinds = Vec::new();
+    for (i, r) in load.requests.iter().enumerate() {
+        let at = |key| vec![Key("load"), Key("requests"), Index(i), Key(key)];
+        let method = r
+            .method
+            .clone()
+            .unwrap_or_else(|| "GET".into())
+            .to_ascii_uppercase();
+        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return Err(found(
+                at("method"),
+                format!("`{method}` is not an HTTP method"),
+            ));
+        }
+        if !r.path.starts_with('/') {
+            return Err(
+                found(at("path"), format!("path `{}` must start with `/`", r.path))
+                    .hint("paths are relative to the target, e.g. `/items/{n}`"),
+            );
+        }
+        if is_control_path(&r.path) {
+            return Err(found(
+                at("path"),
+                format!(
+                    "`{}` is the fault-server's own endpoint: never faulted, never in the ledger",
+                    r.path
+                ),
+            )
+            .hint("load paths are the service's, e.g. `/items/{n}`"));
+        }
+        if r.name.trim().is_empty() || load.requests[..i].iter().any(|q| q.name == r.name) {
+            return Err(found(
+                at("name"),
+                format!("request name `{}` is empty or used twice", r.name),
+            ));
+        }
+        let weight = r.weight.unwrap_or(1.0);
+        if !(weight.is_finite() && (0.0..=1e9).contains(&weight)) {
+            return Err(found(
+                at("weight"),
+                format!("weight {weight} must be a number between 0 and 1e9"),
+            ));
+        }
+        for (name, value) in &r.headers {
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(found(
+                    at("headers"),
+                    format!("`{name}` is not a valid header name"),
+                ));
+            }
+            if RESERVED_HEADERS
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+            {
+                return Err(found(at("headers"), format!("header `{name}` is set by the harness or the HTTP stack"))
+                    .hint("for an idempotency key write `idempotency_key: true`; ids and attempt numbers are always sent"));
+            }
+            if !value
+                .bytes()
+                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+            {
+                return Err(found(
+                    at("headers"),
+                    format!("the value of header `{name}` must be printable ASCII"),
+                ));
+            }
+        }
+        kinds.push(RequestKind {
+            name: r.name.clone(),
+            method,
+            path: r.path.clone(),
+            weight,
+            body: r.body.clone(),
+            headers: r.headers.clone(),
+            idempotency_key: r.idempotency_key,
+        });
+    }
+    if kinds.iter().all(|k| k.weight == 0.0) {
+        return Err(found(
+            vec![Key("load"), Key("requests")],
+            "every request has weight 0",
+        ));
+    }
+    Ok(kinds)
+}
+
+/// Headers the harness sets itself, or that only the HTTP stack may set.
+const RESERVED_HEADERS: [&str; 10] = [
+    "x-request-id",
+    "x-chaos-attempt",
+    "x-chaos-policy",
+    "idempotency-key",
+    "traceparent",
+    "content-length",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "upgrade",
+];
+
+/// Paths the fault-server answers itself: never faulted, never in the ledger.
+fn is_control_path(path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or(path);
+    matches!(path, "/healthz" | "/metrics" | "/__chaos") || path.starts_with("/__chaos/")
+}

@@ -1,0 +1,232 @@
+//! The resolved plan: the types the engine, the gates and the report read.
+//!
+//! Nothing here parses or validates; [`super::parse`] builds these from the DTOs in
+//! [`super::spec`] once every check has passed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chaos_policy::{Method, Policy, Preset};
+use fault_server::script::ScriptSpec;
+
+/// A plan that can run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: String,
+    pub description: Option<String>,
+    pub file: PathBuf,
+    pub seed: u64,
+    /// How long arrivals run.
+    pub duration: Duration,
+    /// How long in-flight requests may finish after arrivals stop.
+    pub drain: Duration,
+    pub target: Target,
+    pub load: Load,
+    /// The faults and capacity model, as the fault-server takes them.
+    pub script: ScriptSpec,
+    /// When the first fault phase starts and the last one ends, for `recovery_s`.
+    pub fault_window: Option<(Duration, Duration)>,
+    pub policies: Vec<NamedPolicy>,
+    pub gates: Vec<Gate>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A fault-server started in-process on 127.0.0.1:0.
+    Embedded,
+    /// A running fault-server, scripted over its control API.
+    FaultServer { url: String, token: Option<String> },
+    /// Any HTTP service: no faults, no ledger, client-side accounting only.
+    BlackBox { url: String },
+}
+
+impl Target {
+    pub fn has_ledger(&self) -> bool {
+        !matches!(self, Target::BlackBox { .. })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    Uniform,
+    Poisson,
+}
+
+/// A piece of the rate profile: the rate goes linearly from `from` to `to` over `length`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    pub from: f64,
+    pub to: f64,
+    pub length: Duration,
+}
+
+impl Segment {
+    /// Expected logical requests over the segment (the area under its rate).
+    pub fn expected_arrivals(&self) -> f64 {
+        (self.from + self.to) / 2.0 * self.length.as_secs_f64()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Load {
+    pub arrivals: Arrivals,
+    pub profile: Vec<Segment>,
+    pub max_in_flight: u32,
+    pub requests: Vec<RequestKind>,
+}
+
+impl Load {
+    /// Expected logical requests over the profile (the integral of the rate).
+    pub fn expected_arrivals(&self) -> f64 {
+        self.profile.iter().map(Segment::expected_arrivals).sum()
+    }
+}
+
+/// One entry of the request mix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestKind {
+    pub name: String,
+    /// The method as sent (upper case).
+    pub method: String,
+    pub path: String,
+    pub weight: f64,
+    pub body: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub idempotency_key: bool,
+}
+
+impl RequestKind {
+    pub fn policy_request(&self) -> chaos_policy::Request {
+        chaos_policy::Request {
+            method: Method::parse(&self.method),
+            idempotency_key: self.idempotency_key,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct NamedPolicy {
+    pub name: String,
+    pub preset: Option<Preset>,
+    pub policy: Policy,
+}
+
+/// An invariant every policy (or the named ones) must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    AmplificationWithinBudget,
+    NoRetryOfPermanent,
+    NoRetryOfNonIdempotent,
+    NoDuplicateSideEffects,
+    /// The client's and the fault-server's counts of attempts agree exactly: proof that no
+    /// layer retried behind the policy's back.
+    ClientServerAgree,
+}
+
+impl Check {
+    pub const ALL: [Check; 5] = [
+        Check::AmplificationWithinBudget,
+        Check::NoRetryOfPermanent,
+        Check::NoRetryOfNonIdempotent,
+        Check::NoDuplicateSideEffects,
+        Check::ClientServerAgree,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::AmplificationWithinBudget => "amplification_within_budget",
+            Check::NoRetryOfPermanent => "no_retry_of_permanent",
+            Check::NoRetryOfNonIdempotent => "no_retry_of_non_idempotent",
+            Check::NoDuplicateSideEffects => "no_duplicate_side_effects",
+            Check::ClientServerAgree => "client_server_agree",
+        }
+    }
+}
+
+/// A measured figure a gate can bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    SuccessRate,
+    P50Ms,
+    P90Ms,
+    P99Ms,
+    P999Ms,
+    Amplification,
+    ServerAmplification,
+    PeakAmplification,
+    RecoveryS,
+    Dropped,
+    Retries,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 11] = [
+        Metric::SuccessRate,
+        Metric::P50Ms,
+        Metric::P90Ms,
+        Metric::P99Ms,
+        Metric::P999Ms,
+        Metric::Amplification,
+        Metric::ServerAmplification,
+        Metric::PeakAmplification,
+        Metric::RecoveryS,
+        Metric::Dropped,
+        Metric::Retries,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::SuccessRate => "success_rate",
+            Metric::P50Ms => "p50_ms",
+            Metric::P90Ms => "p90_ms",
+            Metric::P99Ms => "p99_ms",
+            Metric::P999Ms => "p999_ms",
+            Metric::Amplification => "amplification",
+            Metric::ServerAmplification => "server_amplification",
+            Metric::PeakAmplification => "peak_amplification",
+            Metric::RecoveryS => "recovery_s",
+            Metric::Dropped => "dropped",
+            Metric::Retries => "retries",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateKind {
+    Check(Check),
+    Metric {
+        metric: Metric,
+        min: Option<f64>,
+        max: Option<f64>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gate {
+    pub kind: GateKind,
+    /// The policies it applies to; empty: every policy.
+    pub policies: Vec<String>,
+}
+
+impl Gate {
+    pub fn name(&self) -> String {
+        match &self.kind {
+            GateKind::Check(check) => check.name().to_owned(),
+            GateKind::Metric { metric, min, max } => {
+                let mut name = metric.name().to_owned();
+                if let Some(min) = min {
+                    name.push_str(&format!(" >= {min}"));
+                }
+                if let Some(max) = max {
+                    name.push_str(&format!(" <= {max}"));
+                }
+                name
+            }
+        }
+    }
+
+    pub fn applies_to(&self, policy: &str) -> bool {
+        self.policies.is_empty() || self.policies.iter().any(|p| p == policy)
+    }
+}

@@ -1,0 +1,303 @@
+//! The `policies` section: each policy starts from its preset (or from "no retries") and
+//! takes what the plan says on top; `chaos_policy` then validates the result.
+
+use std::time::Duration;
+
+use chaos_policy::{
+    Backoff, BreakerConfig, BudgetConfig, ConfigError, Jitter, Policy, PolicyConfig, Preset,
+    QuotaCosts, RetryAfter, RetryCondition, RetryOn,
+};
+
+use super::error::{Found, found};
+use super::locate::Seg;
+use super::model::NamedPolicy;
+use super::spec::{
+    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, JitterSpec, PolicySpec, Toggle,
+};
+
+const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
+
+/// Every policy of the plan, each named once with a name that can go into a header.
+pub(super) fn resolve(specs: Vec<PolicySpec>) -> Result<Vec<NamedPolicy>, Found> {
+    use Seg::{Index, Key};
+    if specs.is_empty() {
+        return Err(found(vec![Key("policies")], "the plan has no policies")
+            .hint("add one, e.g. `- { name: default, preset: grpc }`"));
+    }
+    let mut policies: Vec<NamedPolicy> = Vec::new();
+    for (i, p) in specs.into_iter().enumerate() {
+        if !is_token(&p.name) {
+            return Err(found(vec![Key("policies"), Index(i), Key("name")], format!("policy name `{}` cannot be sent in a header", p.name))
+                .hint("use letters, digits, `-`, `_` and `.`: the name goes into `x-chaos-policy` and every request id"));
+        }
+        if policies.iter().any(|q| q.name == p.name) {
+            return Err(found(
+                vec![Key("policies"), Index(i), Key("name")],
+                format!("two policies are named `{}`", p.name),
+            )
+            .hint("each policy needs its own name: reports and gates refer to it"));
+        }
+        policies.push(policy(i, p)?);
+    }
+    Ok(policies)
+}
+
+/// Letters, digits, `-`, `_`, `.`: safe in a header, a file name and a request id.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
+    use Seg::{Index, Key};
+    let at = |key: &'static str| vec![Key("policies"), Index(i), Key(key)];
+    let preset = spec
+        .preset
+        .as_deref()
+        .map(Preset::parse)
+        .transpose()
+        .map_err(|e| found(at("preset"), e.to_string()))?;
+    let mut config = preset.map_or_else(
+        || PolicyConfig {
+            // A plan's policy without a preset starts from "no retries" plus what it says,
+            // so nothing is retried that the plan did not ask for.
+            max_attempts: 1,
+            backoff: Backoff::none(),
+            ..PolicyConfig::default()
+        },
+        Preset::config,
+    );
+    if let Some(n) = spec.max_attempts {
+        config.max_attempts = n;
+    }
+    if let Some(t) = spec.attempt_timeout {
+        config.attempt_timeout = Some(t.get());
+    }
+    if let Some(d) = spec.deadline {
+        config.deadline = Some(d.get());
+    }
+    if let Some(b) = spec.backoff {
+        config.backoff =
+            backoff(b).map_err(|m| found(at("backoff"), format!("policy `{}`: {m}", spec.name)))?;
+    }
+    if let Some(list) = spec.retry_on {
+        let mut conditions = Vec::new();
+        for item in &list {
+            let condition = RetryCondition::parse(item).ok_or_else(|| {
+                found(at("retry_on"), format!("unknown retry_on condition `{item}`"))
+                    .hint("use any, transient, 5xx, gateway-error, connect-failure, reset, timeout, or a status code")
+            })?;
+            conditions.push(condition);
+        }
+        config.retry_on = RetryOn::new(conditions);
+    }
+    if let Some(b) = spec.retry_non_idempotent {
+        config.retry_non_idempotent = b;
+    }
+    let retry_after_max = spec
+        .retry_after_max
+        .map_or(DEFAULT_RETRY_AFTER_MAX, |d| d.get());
+    match spec.honor_retry_after {
+        Some(true) => {
+            config.retry_after = RetryAfter::Honor {
+                max: retry_after_max,
+            }
+        }
+        Some(false) => config.retry_after = RetryAfter::Ignore,
+        None if spec.retry_after_max.is_some() => {
+            config.retry_after = RetryAfter::Honor {
+                max: retry_after_max,
+            };
+        }
+        None => {}
+    }
+    match spec.budget {
+        Some(Toggle::Off) => config.budget = None,
+        Some(Toggle::On(b)) => {
+            config.budget = Some(
+                budget(b)
+                    .map_err(|m| found(at("budget"), format!("policy `{}`: {m}", spec.name)))?,
+            );
+        }
+        None => {}
+    }
+    match spec.breaker {
+        Some(Toggle::Off) => config.breaker = None,
+        Some(Toggle::On(b)) => config.breaker = Some(breaker(b)),
+        None => {}
+    }
+    let policy = Policy::new(config)
+        .map_err(|e| found(at(key_of(&e)), format!("policy `{}`: {e}", spec.name)))?;
+    Ok(NamedPolicy {
+        name: spec.name,
+        preset,
+        policy,
+    })
+}
+
+/// The key of a policy a configuration error points at: the first part of its field
+/// (`budget` for `budget.ratio`).
+fn key_of(error: &ConfigError) -> &'static str {
+    let field = error.field();
+    field.split_once('.').map_or(field, |(key, _)| key)
+}
+
+fn backoff(spec: BackoffSpec) -> Result<Backoff, String> {
+    let shapes = usize::from(spec.fixed.is_some())
+        + usize::from(spec.exponential.is_some())
+        + usize::from(spec.envoy.is_some())
+        + usize::from(spec.none);
+    if shapes != 1 {
+        return Err(
+            "a backoff has exactly one of `fixed`, `exponential`, `envoy` (or is `none`)".into(),
+        );
+    }
+    let shape = if let Some(d) = spec.fixed {
+        Backoff::fixed(d.get())
+    } else if let Some(e) = spec.exponential {
+        Backoff::exponential(e.base.get(), e.multiplier.unwrap_or(2.0), e.cap.get())
+            .map_err(|e| e.to_string())?
+    } else if let Some(e) = spec.envoy {
+        let base = e.base.get();
+        Backoff::envoy(base, e.cap.map_or(base * 10, |c| c.get())).map_err(|e| e.to_string())?
+    } else {
+        Backoff::none()
+    };
+    let jitter = match spec.jitter {
+        None | Some(JitterSpec::None) => Jitter::None,
+        Some(JitterSpec::Full) => Jitter::Full,
+        Some(JitterSpec::Equal) => Jitter::Equal,
+        Some(JitterSpec::Decorrelated) => Jitter::Decorrelated,
+        Some(JitterSpec::Additive(f)) => Jitter::Additive(f),
+    };
+    shape.with_jitter(jitter).map_err(|e| e.to_string())
+}
+
+fn budget(spec: BudgetSpec) -> Result<BudgetConfig, String> {
+    let kind = spec
+        .kind
+        .unwrap_or(if spec.min_per_sec.is_some() || spec.ttl.is_some() {
+            BudgetKindSpec::TtlWindow
+        } else if spec.token_ratio.is_some() {
+            BudgetKindSpec::Grpc
+        } else if spec.capacity.is_some() || spec.retry_cost.is_some() {
+            BudgetKindSpec::AwsQuota
+        } else if spec.percent.is_some() || spec.min_concurrency.is_some() {
+            BudgetKindSpec::EnvoyConcurrency
+        } else {
+            BudgetKindSpec::TokenBucket
+        });
+    let need = |v: Option<f64>, key: &str, example: &str| {
+        v.ok_or_else(|| {
+            format!(
+                "this {} budget needs `{key}` (e.g. `{key}: {example}`)",
+                kind_name(kind)
+            )
+        })
+    };
+    let config = match kind {
+        BudgetKindSpec::TokenBucket => {
+            let max_tokens = spec.max_tokens.unwrap_or(10.0);
+            BudgetConfig::TokenBucket {
+                ratio: need(spec.ratio, "ratio", "0.2")?,
+                max_tokens,
+                initial_tokens: spec.initial_tokens.unwrap_or(max_tokens),
+            }
+        }
+        BudgetKindSpec::TtlWindow => BudgetConfig::TtlWindow {
+            ratio: need(spec.ratio, "ratio", "0.2")?,
+            min_per_sec: spec.min_per_sec.unwrap_or(10.0),
+            ttl: spec.ttl.map_or(Duration::from_secs(10), |t| t.get()),
+        },
+        BudgetKindSpec::Grpc => BudgetConfig::GrpcThrottle {
+            max_tokens: need(spec.max_tokens, "max_tokens", "10")?,
+            token_ratio: need(spec.token_ratio, "token_ratio", "0.1")?,
+        },
+        BudgetKindSpec::AwsQuota => {
+            let retry = spec.retry_cost.unwrap_or(5.0);
+            BudgetConfig::RetryQuota {
+                capacity: spec.capacity.unwrap_or(500.0),
+                costs: QuotaCosts {
+                    retry,
+                    timeout: spec.timeout_cost.unwrap_or(retry * 2.0),
+                    throttling: spec.throttling_cost.unwrap_or(retry),
+                },
+                success_refill: spec.success_refill.unwrap_or(1.0),
+            }
+        }
+        BudgetKindSpec::EnvoyConcurrency => BudgetConfig::Concurrency {
+            percent: spec.percent.unwrap_or(20.0),
+            min_concurrency: spec.min_concurrency.unwrap_or(3),
+        },
+    };
+    config.build().map_err(|e| e.to_string())?;
+    Ok(config)
+}
+
+fn kind_name(kind: BudgetKindSpec) -> &'static str {
+    match kind {
+        BudgetKindSpec::TokenBucket => "token_bucket",
+        BudgetKindSpec::TtlWindow => "ttl_window",
+        BudgetKindSpec::Grpc => "grpc",
+        BudgetKindSpec::AwsQuota => "aws_quota",
+        BudgetKindSpec::EnvoyConcurrency => "envoy_concurrency",
+    }
+}
+
+fn breaker(spec: BreakerSpec) -> BreakerConfig {
+    BreakerConfig {
+        failure_ratio: spec.failure_ratio,
+        min_requests: spec.min_requests.unwrap_or(20),
+        window: spec.window.map_or(Duration::from_secs(10), |d| d.get()),
+        open_for: spec.open_for.map_or(Duration::from_secs(5), |d| d.get()),
+        half_open_probes: spec.half_open_probes.unwrap_or(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Where a rule `chaos_policy` checks is reported: at the key of the policy it names.
+    #[test]
+    fn policy_errors_point_at_their_key() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n";
+        let cases = [
+            ("    max_attempts: 0\n", 7, "`max_attempts` is 0"),
+            (
+                "    preset: grpc\n    max_attempts: 0\n",
+                8,
+                "`max_attempts` is 0",
+            ),
+            ("    attempt_timeout: 0s\n", 7, "`attempt_timeout` is zero"),
+            ("    deadline: 0s\n", 7, "`deadline` is zero"),
+            ("    retry_after_max: 0s\n", 7, "`retry_after_max` is zero"),
+            (
+                "    breaker:\n      failure_ratio: 1.5\n",
+                7,
+                "`breaker.failure_ratio` is 1.5",
+            ),
+            (
+                "    breaker: { failure_ratio: 0.5, open_for: 0s }\n",
+                7,
+                "`breaker.open_for` is zero",
+            ),
+        ];
+        for (policy, line, message) in cases {
+            let error = super::super::parse(Path::new("p.yaml"), &format!("{base}{policy}"))
+                .expect_err(policy);
+            assert_eq!(
+                (error.line, error.column),
+                (Some(line), Some(5)),
+                "{policy}"
+            );
+            assert!(
+                error.message.starts_with(&format!("policy `a`: {message}")),
+                "{error}"
+            );
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! The `target` section: the embedded fault-server, a running one, or a black box; and the
+//! rule that load goes only to machines you own.
+
+use std::net::IpAddr;
+
+use super::error::{Found, found};
+use super::locate::Seg;
+use super::model::Target;
+use super::spec::TargetSpec;
+
+pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Target, Found> {
+    let at = || vec![Seg::Key("target")];
+    let Some(TargetSpec::Url(spec)) = spec else {
+        return Ok(Target::Embedded);
+    };
+    let url = reqwest::Url::parse(&spec.url).map_err(|e| {
+        found(at(), format!("target url `{}` is not a URL: {e}", spec.url))
+            .hint("e.g. `http://127.0.0.1:8080`")
+    })?;
+    if url.scheme() != "http" {
+        return Err(found(
+            at(),
+            format!("target url `{}`: only http:// is supported", spec.url),
+        ));
+    }
+    let loopback = url.host_str().is_some_and(is_loopback_host);
+    if !loopback && !allow_remote {
+        return Err(found(
+            at(),
+            format!(
+                "target `{}` is not on loopback: load and faults go only to machines you own",
+                spec.url
+            ),
+        )
+        .hint(
+            "use 127.0.0.1 or localhost; a plan that really means it says `allow_remote: true`",
+        ));
+    }
+    let url = spec.url.trim_end_matches('/').to_owned();
+    Ok(if spec.fault_server {
+        Target::FaultServer {
+            url,
+            token: spec.token,
+        }
+    } else {
+        Target::BlackBox { url }
+    })
+}
+
+/// `localhost`, 127.0.0.0/8 or [::1].
+pub fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
