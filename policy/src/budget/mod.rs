@@ -7,7 +7,7 @@
 //! advance, whatever the outage does. Every budget here says what that number is for a run
 //! ([`RetryBudget::bound`]), and the harness checks the measured amplification against it.
 //!
-//! Four kinds, one small interface:
+//! Five kinds, one small interface:
 //! - [`TokenBucket`]: each retry costs a token; each successful request refills `ratio`.
 //! - [`TtlWindow`]: Finagle's `RetryBudget` (also Linkerd's and tower's): retries may be
 //!   `ratio` of the requests of the last `ttl`, plus `min_per_sec`.
