@@ -6,9 +6,41 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use chaos_policy::{Action, Client, Outcome, Request, Verdict};
+use chaos_policy::{
+    Action, Breaker, BreakerConfig, Budget, BudgetConfig, Client, Outcome, Request, Verdict,
+};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
+
+/// A server failure and a success, the outcomes most tables are made of.
+pub const FAIL: Outcome = Outcome::Status(503);
+pub const OK: Outcome = Outcome::Status(200);
+
+/// A breaker config that passes validation, the one the breaker tests use: it opens at
+/// half of at least four attempts.
+pub const VALID_BREAKER: BreakerConfig = BreakerConfig {
+    failure_ratio: 0.5,
+    min_requests: 4,
+    window: Duration::from_secs(10),
+    open_for: Duration::from_secs(5),
+    half_open_probes: 2,
+};
+
+pub fn build(config: BudgetConfig) -> Budget {
+    config.build().unwrap()
+}
+
+pub fn breaker() -> Breaker {
+    Breaker::new(VALID_BREAKER).unwrap()
+}
+
+/// `times` failed attempts, each admitted and reported at `now`.
+pub fn fail(b: &mut Breaker, now: Duration, times: usize) {
+    for _ in 0..times {
+        let permit = b.try_admit(now).unwrap();
+        b.record(now, FAIL, permit);
+    }
+}
 
 pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
