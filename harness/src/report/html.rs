@@ -304,9 +304,9 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     }
 }
 
-const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:960px;margin:2em auto;color:#222}\
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}\
 h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
 .pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted{background:#c0392b}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
-pre{background:#f6f8fa;padding:1em;overflow:auto}figure{margin:1em 0}figcaption{font-weight:600}\
+pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:12px}figure{margin:1em 0}figcaption{font-weight:600}\
 .legend span{margin-right:1em}.legend i{display:inline-block;width:12px;height:3px;margin-right:4px;vertical-align:middle}.meta{color:#555}";
