@@ -32,6 +32,7 @@ pub mod duration;
 pub mod ledger;
 mod metrics;
 pub mod script;
+pub mod seed;
 mod server;
 
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};

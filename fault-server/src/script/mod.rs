@@ -16,7 +16,7 @@
 //! The random draws are defined here and nowhere else: one uniform per phase reached
 //! whose probability is strictly between 0 and 1, one to pick among several weighted
 //! entries, and those of a delay distribution. The live server seeds one
-//! [`rand_chacha::ChaCha8Rng`] per request from [`request_seed`] (seed, `x-request-id`,
+//! [`rand_chacha::ChaCha8Rng`] per request from [`crate::seed::request_seed`] (seed, `x-request-id`,
 //! attempt), so a request's decision does not depend on which other requests happened to
 //! arrive before it.
 
@@ -33,6 +33,7 @@ use thiserror::Error;
 use crate::capacity::{CapacityLimits, DEFAULT_REJECT_STATUS};
 use crate::dist::{Distribution, unit};
 use crate::duration::format_duration;
+use crate::seed;
 use pattern::Pattern;
 pub use spec::{
     AttemptNumber, CapacitySpec, FaultKindSpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany,
@@ -127,7 +128,7 @@ pub struct RequestFacts<'a> {
     /// The request's headers.
     pub headers: &'a dyn HeaderLookup,
     /// A seed that is the same for every attempt of this logical request (the live server
-    /// uses `request_seed(seed, x-request-id, 0)`); `sticky` phases draw from it. Without
+    /// uses [`crate::seed::request_seed`]`(seed, x-request-id, 0)`); `sticky` phases draw from it. Without
     /// one, they draw from the per-attempt RNG like any other phase.
     pub sticky_seed: Option<u64>,
 }
@@ -462,11 +463,14 @@ impl Script {
             }
             // A sticky phase draws from a stream of its own for the logical request, so
             // every attempt of the request gets the same answer from it.
-            let mut sticky_rng = phase
-                .sticky
-                .then_some(request.sticky_seed)
-                .flatten()
-                .map(|seed| ChaCha8Rng::seed_from_u64(splitmix64(seed ^ (index as u64 + 1))));
+            let mut sticky_rng =
+                phase
+                    .sticky
+                    .then_some(request.sticky_seed)
+                    .flatten()
+                    .map(|sticky| {
+                        ChaCha8Rng::seed_from_u64(seed::splitmix64(sticky ^ (index as u64 + 1)))
+                    });
             let drawn = match sticky_rng.as_mut() {
                 Some(sticky) => phase.draw(sticky),
                 None => phase.draw(rng),
@@ -784,31 +788,6 @@ fn resolve_capacity(spec: &CapacitySpec) -> Result<CapacityLimits, ScriptError> 
             .map(StatusCodeSpec::get)
             .unwrap_or(DEFAULT_REJECT_STATUS),
     })
-}
-
-/// The per-request seed the live server uses: a portable mix of the server's seed, the
-/// request's `x-request-id` and its attempt number (FNV-1a over the id, then SplitMix64
-/// finalisers). The same triple always gives the same decision stream.
-pub fn request_seed(seed: u64, request_id: &str, attempt: u32) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in request_id.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    splitmix64(splitmix64(seed ^ hash) ^ u64::from(attempt))
-}
-
-/// A fresh RNG for one request, seeded by [`request_seed`].
-pub fn request_rng(seed: u64, request_id: &str, attempt: u32) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(request_seed(seed, request_id, attempt))
-}
-
-/// SplitMix64's output function: a bijective 64-bit mixer.
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]

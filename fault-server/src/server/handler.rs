@@ -31,9 +31,8 @@ use serde::Serialize;
 use super::Shared;
 use super::conn::{ConnControl, current_connection};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
-use crate::script::{
-    Decision, Fault, FaultKind, FaultResponse, HeaderLookup, RequestFacts, request_seed, splitmix64,
-};
+use crate::script::{Decision, Fault, FaultKind, FaultResponse, HeaderLookup, RequestFacts};
+use crate::seed::{fnv1a, request_seed, splitmix64};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 pub(crate) const ATTEMPT: &str = "x-chaos-attempt";
@@ -579,18 +578,10 @@ fn problem(status: StatusCode, detail: &str) -> Response {
 /// FNV-1a over method, path and query, and body: identifies "the same request" for
 /// idempotency keys.
 fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let parts: [&[u8]; 4] = [
+    fnv1a([
         method.as_str().as_bytes(),
         b" ",
         uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
         body,
-    ];
-    for part in parts {
-        for byte in part {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    hash
+    ])
 }
