@@ -39,7 +39,9 @@ pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;
 pub use duration::{DurationSpec, format_duration, parse_duration};
 pub use ledger::{LedgerLimits, LedgerSnapshot, Outcome, PolicyLedger};
-pub use script::{Decision, Fault, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec};
+pub use script::{
+    Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
+};
 pub use server::{
     DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig, ServerHandle,
     StartError, start,

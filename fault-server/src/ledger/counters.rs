@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Ledger;
-use crate::script::FaultTag;
+use crate::script::FaultKind;
 
 /// How one request ended, as the server answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,11 +67,11 @@ impl Outcome {
             Outcome::KeyInFlight => "key_in_flight",
             Outcome::KeyMismatch => "key_mismatch",
             Outcome::Rejected => "rejected",
-            Outcome::Status(_) => "status",
-            Outcome::Reset => "reset",
-            Outcome::Close => "close",
-            Outcome::Truncate => "truncate",
-            Outcome::Timeout => "timeout",
+            Outcome::Status(_) => FaultKind::Status.name(),
+            Outcome::Reset => FaultKind::Reset.name(),
+            Outcome::Close => FaultKind::Close.name(),
+            Outcome::Truncate => FaultKind::Truncate.name(),
+            Outcome::Timeout => FaultKind::Timeout.name(),
             Outcome::BadRequest => "bad_request",
             Outcome::Abandoned => "abandoned",
         }
@@ -88,7 +88,7 @@ pub(crate) struct OutcomeCounters {
     fixed: [AtomicU64; FIXED_OUTCOMES.len()],
     /// Status faults by code, index `code - 200` for codes 200..=599.
     status: Box<[AtomicU64]>,
-    faults: [AtomicU64; FaultTag::ALL.len()],
+    faults: [AtomicU64; FaultKind::ALL.len()],
 }
 
 impl Default for OutcomeCounters {
@@ -114,8 +114,8 @@ impl OutcomeCounters {
         }
     }
 
-    pub(crate) fn add_fault(&self, tag: FaultTag) {
-        self.faults[tag as usize].fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn add_fault(&self, kind: FaultKind) {
+        self.faults[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Every counter's current value.
@@ -167,8 +167,8 @@ impl Counts {
             .filter(|(_, n)| *n > 0)
     }
 
-    pub(super) fn faults(&self) -> impl Iterator<Item = (FaultTag, u64)> + '_ {
-        FaultTag::ALL
+    pub(super) fn faults(&self) -> impl Iterator<Item = (FaultKind, u64)> + '_ {
+        FaultKind::ALL
             .iter()
             .copied()
             .zip(self.faults.iter().copied())
@@ -177,7 +177,7 @@ impl Counts {
 }
 
 /// Non-zero outcome counts, and every fault kind's count, since the process started.
-pub(crate) type LifetimeCounts = (Vec<(Outcome, u64)>, Vec<(FaultTag, u64)>);
+pub(crate) type LifetimeCounts = (Vec<(Outcome, u64)>, Vec<(FaultKind, u64)>);
 
 impl Ledger {
     /// How a request ended.
@@ -186,8 +186,8 @@ impl Ledger {
     }
 
     /// A fault fired (a delay is recorded here and its request's outcome separately).
-    pub fn record_fault(&self, tag: FaultTag, phase: &str) {
-        self.counters.add_fault(tag);
+    pub fn record_fault(&self, kind: FaultKind, phase: &str) {
+        self.counters.add_fault(kind);
         let mut inner = self.lock();
         if let Some(count) = inner.by_phase.get_mut(phase) {
             *count += 1;
@@ -204,7 +204,7 @@ impl Ledger {
     /// Outcome and fault counts since the process started.
     pub(crate) fn lifetime_counts(&self) -> LifetimeCounts {
         let counts = self.counters.load();
-        let faults = FaultTag::ALL
+        let faults = FaultKind::ALL
             .iter()
             .copied()
             .zip(counts.faults.iter().copied())

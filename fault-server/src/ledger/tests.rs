@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::script::FaultTag;
+use crate::script::FaultKind;
 
 fn who<'a>(id: &'a str, policy: &'a str) -> RequestIdentity<'a> {
     RequestIdentity {
@@ -191,8 +191,8 @@ fn outcomes_and_faults_are_counted_and_reset() {
     ledger.record_outcome(Outcome::Status(503));
     ledger.record_outcome(Outcome::Status(503));
     ledger.record_outcome(Outcome::Reset);
-    ledger.record_fault(FaultTag::Status, "outage");
-    ledger.record_fault(FaultTag::Reset, "outage");
+    ledger.record_fault(FaultKind::Status, "outage");
+    ledger.record_fault(FaultKind::Reset, "outage");
     let snap = ledger.snapshot();
     assert_eq!(snap.by_outcome["served"], 1);
     assert_eq!(snap.by_outcome["status_503"], 2);

@@ -1,17 +1,19 @@
 //! What a decision tells the shell to do: serve, or execute one fault with every random
-//! parameter already drawn.
+//! parameter already drawn; and [`FaultKind`], the one list of fault kinds.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The outcome of [`Script::select`].
+use serde::{Deserialize, Serialize};
+
+/// The outcome of [`super::Script::select`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// No phase applies: serve the request normally.
     Serve,
     /// Phase number `phase` (an index into the script's phases) fires with `fault`.
     Fault {
-        /// Index of the phase that fired (see [`Script::phase_name`]).
+        /// Index of the phase that fired (see [`super::Script::phase_name`]).
         phase: usize,
         /// What to do, with every random draw already made.
         fault: Fault,
@@ -21,10 +23,60 @@ pub enum Decision {
 /// One fault to execute.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
-    /// The kind and its parameters.
-    pub kind: FaultKind,
+    /// What to do, with its parameters.
+    pub action: FaultAction,
     /// Execute the request's side effect before the fault.
     pub processed: bool,
+}
+
+impl Fault {
+    /// The fault's kind.
+    pub fn kind(&self) -> FaultKind {
+        self.action.kind()
+    }
+}
+
+/// The fault kinds: what a script writes after `fault:`, and the names the ledger
+/// (`by_fault`) and the metrics (`fault_server_faults_total{kind}`) count them under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// Answer with a status code.
+    Status,
+    /// Wait, then serve normally.
+    Delay,
+    /// Hold the request without answering, then close the connection.
+    Timeout,
+    /// Send a TCP RST instead of a response.
+    Reset,
+    /// Close the connection (FIN) without a response.
+    Close,
+    /// Send the status and headers and part of the body, then RST.
+    Truncate,
+}
+
+impl FaultKind {
+    /// Every kind, in declaration order (`kind as usize` indexes it).
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::Status,
+        FaultKind::Delay,
+        FaultKind::Timeout,
+        FaultKind::Reset,
+        FaultKind::Close,
+        FaultKind::Truncate,
+    ];
+
+    /// The name used in scripts, metrics and the ledger (the serde name too).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Status => "status",
+            FaultKind::Delay => "delay",
+            FaultKind::Timeout => "timeout",
+            FaultKind::Reset => "reset",
+            FaultKind::Close => "close",
+            FaultKind::Truncate => "truncate",
+        }
+    }
 }
 
 /// A status (or truncated) response a fault sends.
@@ -54,13 +106,15 @@ impl FaultResponse {
     }
 }
 
-/// The fault kinds, resolved.
+/// A fault with its parameters. `D` is how a delay is given: a [`Duration`] once drawn
+/// (what [`Fault`] carries), a [`crate::dist::Distribution`] in a resolved script before
+/// the draw.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FaultKind {
+pub enum FaultAction<D = Duration> {
     /// Answer with this response.
     Status(Arc<FaultResponse>),
     /// Wait this long, then serve normally.
-    Delay(Duration),
+    Delay(D),
     /// Hold the request without answering for `hold` (or the server's hang cap, whichever
     /// is shorter), then close the connection.
     Timeout {
@@ -75,57 +129,44 @@ pub enum FaultKind {
     Truncate(Arc<FaultResponse>),
 }
 
-impl FaultKind {
-    /// The kind's tag.
-    pub fn tag(&self) -> FaultTag {
+impl<D> FaultAction<D> {
+    /// The action's kind.
+    pub fn kind(&self) -> FaultKind {
         match self {
-            FaultKind::Status(_) => FaultTag::Status,
-            FaultKind::Delay(_) => FaultTag::Delay,
-            FaultKind::Timeout { .. } => FaultTag::Timeout,
-            FaultKind::Reset => FaultTag::Reset,
-            FaultKind::Close => FaultTag::Close,
-            FaultKind::Truncate(_) => FaultTag::Truncate,
+            FaultAction::Status(_) => FaultKind::Status,
+            FaultAction::Delay(_) => FaultKind::Delay,
+            FaultAction::Timeout { .. } => FaultKind::Timeout,
+            FaultAction::Reset => FaultKind::Reset,
+            FaultAction::Close => FaultKind::Close,
+            FaultAction::Truncate(_) => FaultKind::Truncate,
+        }
+    }
+
+    /// The same action with its delay given by `f` (the other parameters are shared).
+    pub(super) fn map_delay<E>(&self, f: impl FnOnce(&D) -> E) -> FaultAction<E> {
+        match self {
+            FaultAction::Status(response) => FaultAction::Status(Arc::clone(response)),
+            FaultAction::Delay(delay) => FaultAction::Delay(f(delay)),
+            FaultAction::Timeout { hold } => FaultAction::Timeout { hold: *hold },
+            FaultAction::Reset => FaultAction::Reset,
+            FaultAction::Close => FaultAction::Close,
+            FaultAction::Truncate(response) => FaultAction::Truncate(Arc::clone(response)),
         }
     }
 }
 
-/// The fault kinds without their parameters: for counters and labels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FaultTag {
-    /// `status`
-    Status,
-    /// `delay`
-    Delay,
-    /// `timeout`
-    Timeout,
-    /// `reset`
-    Reset,
-    /// `close`
-    Close,
-    /// `truncate`
-    Truncate,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl FaultTag {
-    /// Every tag, in a fixed order (`as usize` indexes it).
-    pub const ALL: [FaultTag; 6] = [
-        FaultTag::Status,
-        FaultTag::Delay,
-        FaultTag::Timeout,
-        FaultTag::Reset,
-        FaultTag::Close,
-        FaultTag::Truncate,
-    ];
-
-    /// The name used in plans, metrics and the ledger.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultTag::Status => "status",
-            FaultTag::Delay => "delay",
-            FaultTag::Timeout => "timeout",
-            FaultTag::Reset => "reset",
-            FaultTag::Close => "close",
-            FaultTag::Truncate => "truncate",
+    #[test]
+    fn every_kind_is_listed_in_order_under_its_serde_name() {
+        for (index, kind) in FaultKind::ALL.iter().enumerate() {
+            assert_eq!(*kind as usize, index, "{kind:?}");
+            let written = serde_yaml::to_string(kind).expect("serialises");
+            assert_eq!(written.trim(), kind.name());
+            let read: FaultKind = serde_yaml::from_str(kind.name()).expect("deserialises");
+            assert_eq!(read, *kind);
         }
     }
 }

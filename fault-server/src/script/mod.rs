@@ -33,11 +33,11 @@ use std::time::Duration;
 use crate::capacity::CapacityLimits;
 pub use errors::ScriptError;
 pub use facts::{HeaderLookup, NoHeaders, RequestFacts};
-pub use fault::{Decision, Fault, FaultKind, FaultResponse, FaultTag};
+pub use fault::{Decision, Fault, FaultAction, FaultKind, FaultResponse};
 use resolve::Phase;
 pub use spec::{
-    AttemptNumber, CapacitySpec, FaultKindSpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany,
-    PathSpec, PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
+    AttemptNumber, CapacitySpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany, PathSpec,
+    PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
 };
 
 /// A validated, resolved script: the fault phases and the capacity model.

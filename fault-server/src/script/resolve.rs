@@ -7,30 +7,19 @@ use std::time::Duration;
 
 use super::Script;
 use super::errors::ScriptError;
-use super::fault::FaultResponse;
+use super::fault::{FaultAction, FaultKind, FaultResponse};
 use super::pattern::Pattern;
 use super::spec::{
-    CapacitySpec, FaultKindSpec, PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec,
-    Weight,
+    CapacitySpec, PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
 };
 use crate::capacity::{CapacityLimits, DEFAULT_REJECT_STATUS};
 use crate::dist::Distribution;
 use crate::duration::format_duration;
 
-/// A resolved `respond` entry, before its random parameters are drawn.
+/// A resolved `respond` entry, before its delay (if any) is drawn.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Template {
-    Status(Arc<FaultResponse>),
-    Delay(Distribution),
-    Timeout { hold: Option<Duration> },
-    Reset,
-    Close,
-    Truncate(Arc<FaultResponse>),
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Outcome {
-    pub(super) template: Template,
+pub(super) struct Entry {
+    pub(super) action: FaultAction<Distribution>,
     pub(super) processed: bool,
     pub(super) weight: f64,
 }
@@ -52,7 +41,7 @@ pub(super) struct Phase {
     pub(super) probability: f64,
     pub(super) attempts: Option<Vec<u32>>,
     pub(super) sticky: bool,
-    pub(super) outcomes: Vec<Outcome>,
+    pub(super) entries: Vec<Entry>,
     pub(super) total_weight: f64,
 }
 
@@ -159,14 +148,14 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
             "is empty: give at least one outcome",
         ));
     }
-    let outcomes = spec
+    let entries = spec
         .respond
         .0
         .iter()
         .enumerate()
-        .map(|(i, entry)| resolve_outcome(&label, i, entry))
+        .map(|(i, entry)| resolve_entry(&label, i, entry))
         .collect::<Result<Vec<_>, _>>()?;
-    let total_weight: f64 = outcomes.iter().map(|o| o.weight).sum();
+    let total_weight: f64 = entries.iter().map(|e| e.weight).sum();
     if total_weight <= 0.0 {
         return Err(ScriptError::invalid(
             &label,
@@ -185,32 +174,29 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
         probability: spec.probability.unwrap_or(Probability::ONE).get(),
         attempts,
         sticky: spec.sticky.unwrap_or(false),
-        outcomes,
+        entries,
         total_weight,
     })
 }
 
-fn resolve_outcome(label: &str, i: usize, spec: &RespondSpec) -> Result<Outcome, ScriptError> {
+fn resolve_entry(label: &str, i: usize, spec: &RespondSpec) -> Result<Entry, ScriptError> {
     let field = |name: &str| format!("respond[{i}].{name}");
     let kind = match (spec.fault, spec.status) {
         (Some(kind), _) => kind,
-        (None, Some(_)) => FaultKindSpec::Status,
+        (None, Some(_)) => FaultKind::Status,
         (None, None) => {
+            let kinds: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
             return Err(ScriptError::invalid(
                 label,
                 format!("respond[{i}]"),
-                "needs `status: CODE` or `fault: KIND` (status, delay, timeout, reset, close, truncate)",
+                format!(
+                    "needs `status: CODE` or `fault: KIND` ({})",
+                    kinds.join(", ")
+                ),
             ));
         }
     };
-    let kind_name = match kind {
-        FaultKindSpec::Status => "status",
-        FaultKindSpec::Delay => "delay",
-        FaultKindSpec::Timeout => "timeout",
-        FaultKindSpec::Reset => "reset",
-        FaultKindSpec::Close => "close",
-        FaultKindSpec::Truncate => "truncate",
-    };
+    let kind_name = kind.name();
     let refuse = |present: bool, name: &str, applies_to: &str| {
         if present {
             Err(ScriptError::invalid(
@@ -222,14 +208,14 @@ fn resolve_outcome(label: &str, i: usize, spec: &RespondSpec) -> Result<Outcome,
             Ok(())
         }
     };
-    let status_like = matches!(kind, FaultKindSpec::Status | FaultKindSpec::Truncate);
+    let status_like = matches!(kind, FaultKind::Status | FaultKind::Truncate);
     refuse(
         spec.status.is_some() && !status_like,
         "status",
         "status and truncate",
     )?;
     refuse(
-        spec.retry_after.is_some() && kind != FaultKindSpec::Status,
+        spec.retry_after.is_some() && kind != FaultKind::Status,
         "retry_after",
         "status",
     )?;
@@ -244,17 +230,17 @@ fn resolve_outcome(label: &str, i: usize, spec: &RespondSpec) -> Result<Outcome,
         "status and truncate",
     )?;
     refuse(
-        spec.delay.is_some() && kind != FaultKindSpec::Delay,
+        spec.delay.is_some() && kind != FaultKind::Delay,
         "delay",
         "delay",
     )?;
     refuse(
-        spec.hold.is_some() && kind != FaultKindSpec::Timeout,
+        spec.hold.is_some() && kind != FaultKind::Timeout,
         "hold",
         "timeout",
     )?;
     let processed = spec.processed.unwrap_or(false);
-    if processed && kind == FaultKindSpec::Delay {
+    if processed && kind == FaultKind::Delay {
         return Err(ScriptError::invalid(
             label,
             field("processed"),
@@ -295,11 +281,11 @@ fn resolve_outcome(label: &str, i: usize, spec: &RespondSpec) -> Result<Outcome,
             headers: headers.clone(),
         }))
     };
-    let template = match kind {
-        FaultKindSpec::Status => Template::Status(response(None)?),
-        FaultKindSpec::Truncate => Template::Truncate(response(Some(200))?),
-        FaultKindSpec::Delay => {
-            Template::Delay(spec.delay.map(Distribution::from).ok_or_else(|| {
+    let action = match kind {
+        FaultKind::Status => FaultAction::Status(response(None)?),
+        FaultKind::Truncate => FaultAction::Truncate(response(Some(200))?),
+        FaultKind::Delay => {
+            FaultAction::Delay(spec.delay.map(Distribution::from).ok_or_else(|| {
                 ScriptError::invalid(
                     label,
                     field("delay"),
@@ -307,14 +293,14 @@ fn resolve_outcome(label: &str, i: usize, spec: &RespondSpec) -> Result<Outcome,
                 )
             })?)
         }
-        FaultKindSpec::Timeout => Template::Timeout {
+        FaultKind::Timeout => FaultAction::Timeout {
             hold: spec.hold.map(|d| d.get()),
         },
-        FaultKindSpec::Reset => Template::Reset,
-        FaultKindSpec::Close => Template::Close,
+        FaultKind::Reset => FaultAction::Reset,
+        FaultKind::Close => FaultAction::Close,
     };
-    Ok(Outcome {
-        template,
+    Ok(Entry {
+        action,
         processed,
         weight: spec.weight.map(Weight::get).unwrap_or(1.0),
     })

@@ -1,7 +1,6 @@
 //! Selection: the first phase whose window, match and attempts admit the request and
 //! whose draw fires decides; its weighted pick says which fault.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use rand_chacha::ChaCha8Rng;
@@ -9,8 +8,8 @@ use rand_core::{Rng, SeedableRng};
 
 use super::Script;
 use super::facts::RequestFacts;
-use super::fault::{Decision, Fault, FaultKind};
-use super::resolve::{Matcher, Outcome, Phase, Template};
+use super::fault::{Decision, Fault};
+use super::resolve::{Entry, Matcher, Phase};
 use crate::dist::unit;
 use crate::seed;
 
@@ -96,25 +95,17 @@ impl Phase {
         if !fires {
             return None;
         }
-        let outcome = pick(&self.outcomes, self.total_weight, rng);
-        let kind = match &outcome.template {
-            Template::Status(response) => FaultKind::Status(Arc::clone(response)),
-            Template::Delay(distribution) => FaultKind::Delay(distribution.sample(rng)),
-            Template::Timeout { hold } => FaultKind::Timeout { hold: *hold },
-            Template::Reset => FaultKind::Reset,
-            Template::Close => FaultKind::Close,
-            Template::Truncate(response) => FaultKind::Truncate(Arc::clone(response)),
-        };
+        let entry = pick(&self.entries, self.total_weight, rng);
         Some(Fault {
-            kind,
-            processed: outcome.processed,
+            action: entry.action.map_delay(|delay| delay.sample(rng)),
+            processed: entry.processed,
         })
     }
 }
 
-/// Picks one outcome by weight. One outcome (or one with positive weight) draws nothing.
-fn pick<'a, R: Rng + ?Sized>(outcomes: &'a [Outcome], total: f64, rng: &mut R) -> &'a Outcome {
-    let mut positive = outcomes.iter().filter(|o| o.weight > 0.0);
+/// Picks one entry by weight. One entry (or one with positive weight) draws nothing.
+fn pick<'a, R: Rng + ?Sized>(entries: &'a [Entry], total: f64, rng: &mut R) -> &'a Entry {
+    let mut positive = entries.iter().filter(|e| e.weight > 0.0);
     let first = positive
         .next()
         .expect("from_spec refuses a phase whose weights sum to zero");
@@ -123,12 +114,12 @@ fn pick<'a, R: Rng + ?Sized>(outcomes: &'a [Outcome], total: f64, rng: &mut R) -
     }
     let mut target = unit(rng) * total;
     let mut chosen = first;
-    for outcome in outcomes.iter().filter(|o| o.weight > 0.0) {
-        chosen = outcome;
-        if target < outcome.weight {
+    for entry in entries.iter().filter(|e| e.weight > 0.0) {
+        chosen = entry;
+        if target < entry.weight {
             break;
         }
-        target -= outcome.weight;
+        target -= entry.weight;
     }
     chosen
 }

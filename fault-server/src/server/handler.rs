@@ -31,7 +31,7 @@ use serde::Serialize;
 use super::Shared;
 use super::conn::{ConnControl, current_connection};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
-use crate::script::{Decision, Fault, FaultKind, FaultResponse, HeaderLookup, RequestFacts};
+use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use crate::seed::{fnv1a, request_seed, splitmix64};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
@@ -239,10 +239,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let mut delay = Duration::ZERO;
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
-        shared.ledger.record_fault(fault.kind.tag(), &phase_name);
+        shared.ledger.record_fault(fault.kind(), &phase_name);
         match fault {
             Fault {
-                kind: FaultKind::Delay(d),
+                action: FaultAction::Delay(d),
                 ..
             } => delay = d,
             fault => {
@@ -431,7 +431,7 @@ async fn inject(
         // double-charge scenario (unless an Idempotency-Key saves it).
         let _ = app(shared, facts, Duration::ZERO).await;
     }
-    if let FaultKind::Status(response) = &fault.kind {
+    if let FaultAction::Status(response) = &fault.action {
         flight.outcome(Outcome::Status(response.status));
         return status_response(response, phase);
     }
@@ -443,21 +443,21 @@ async fn inject(
             "this fault needs a connection served by fault-server's accept loop",
         );
     };
-    match fault.kind {
-        FaultKind::Reset => {
+    match fault.action {
+        FaultAction::Reset => {
             flight.outcome(Outcome::Reset);
             control.reset();
         }
-        FaultKind::Close => {
+        FaultAction::Close => {
             flight.outcome(Outcome::Close);
             control.close();
         }
-        FaultKind::Truncate(response) => {
+        FaultAction::Truncate(response) => {
             flight.outcome(Outcome::Truncate);
             let _ = control.write_raw(&truncated_bytes(&response, phase, facts));
             control.reset();
         }
-        FaultKind::Timeout { hold } => {
+        FaultAction::Timeout { hold } => {
             flight.outcome(Outcome::Timeout);
             let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
             tokio::select! {
@@ -466,7 +466,7 @@ async fn inject(
             }
             control.close();
         }
-        FaultKind::Status(_) | FaultKind::Delay(_) => {
+        FaultAction::Status(_) | FaultAction::Delay(_) => {
             unreachable!("status and delay faults are handled before")
         }
     }

@@ -43,14 +43,14 @@ fn facts<'a>(
     }
 }
 
-/// What a decision looks like in a table: `None` for serve, or (phase index, fault tag).
+/// What a decision looks like in a table: `None` for serve, or (phase index, fault kind).
 fn decide(
     script: &Script,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     now: f64,
-) -> Option<(usize, FaultTag)> {
+) -> Option<(usize, FaultKind)> {
     decide_at(script, method, path, headers, secs(now))
 }
 
@@ -60,11 +60,11 @@ fn decide_at(
     path: &str,
     headers: &[(&str, &str)],
     now: Duration,
-) -> Option<(usize, FaultTag)> {
+) -> Option<(usize, FaultKind)> {
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     match script.select(&facts(method, path, &headers), now, &mut rng) {
         Decision::Serve => None,
-        Decision::Fault { phase, fault } => Some((phase, fault.kind.tag())),
+        Decision::Fault { phase, fault } => Some((phase, fault.kind())),
     }
 }
 

@@ -238,7 +238,7 @@ fn json_is_accepted_too() {
     let s = script(r#"{"faults": [{"name": "j", "respond": {"status": 502}}]}"#);
     assert_eq!(
         decide(&s, "GET", "/", &[], 0.0),
-        Some((0, FaultTag::Status))
+        Some((0, FaultKind::Status))
     );
 }
 

@@ -11,8 +11,8 @@ fn windows_are_half_open() {
     let table = [
         (0.0, None),
         (9.999, None),
-        (10.0, Some((0, FaultTag::Status))),
-        (19.999, Some((0, FaultTag::Status))),
+        (10.0, Some((0, FaultKind::Status))),
+        (19.999, Some((0, FaultKind::Status))),
         (20.0, None),
         (25.0, None),
     ];
@@ -26,10 +26,19 @@ fn open_ended_windows() {
     let s = script(
         "faults: [ { from: 5s, respond: { fault: close } }, { until: 2s, respond: { fault: reset } } ]",
     );
-    assert_eq!(decide(&s, "GET", "/", &[], 0.0), Some((1, FaultTag::Reset)));
+    assert_eq!(
+        decide(&s, "GET", "/", &[], 0.0),
+        Some((1, FaultKind::Reset))
+    );
     assert_eq!(decide(&s, "GET", "/", &[], 3.0), None);
-    assert_eq!(decide(&s, "GET", "/", &[], 5.0), Some((0, FaultTag::Close)));
-    assert_eq!(decide(&s, "GET", "/", &[], 1e6), Some((0, FaultTag::Close)));
+    assert_eq!(
+        decide(&s, "GET", "/", &[], 5.0),
+        Some((0, FaultKind::Close))
+    );
+    assert_eq!(
+        decide(&s, "GET", "/", &[], 1e6),
+        Some((0, FaultKind::Close))
+    );
     assert_eq!(s.last_fault_end(), Some(secs(2.0)));
 }
 
@@ -38,7 +47,7 @@ type Row<'a> = (
     &'a str,
     &'a str,
     &'a [(&'a str, &'a str)],
-    Option<(usize, FaultTag)>,
+    Option<(usize, FaultKind)>,
 );
 
 #[test]
@@ -55,22 +64,22 @@ faults:
 "#,
     );
     let table: &[Row] = &[
-        ("POST", "/payments", &[], Some((0, FaultTag::Status))),
-        ("post", "/anything", &[], Some((0, FaultTag::Status))),
-        ("GET", "/payments/7", &[], Some((1, FaultTag::Reset))),
-        ("GET", "/paymentsX", &[], Some((1, FaultTag::Reset))),
+        ("POST", "/payments", &[], Some((0, FaultKind::Status))),
+        ("post", "/anything", &[], Some((0, FaultKind::Status))),
+        ("GET", "/payments/7", &[], Some((1, FaultKind::Reset))),
+        ("GET", "/paymentsX", &[], Some((1, FaultKind::Reset))),
         ("GET", "/pay", &[], None),
         (
             "GET",
             "/x",
             &[("x-tenant", "blue-2")],
-            Some((2, FaultTag::Close)),
+            Some((2, FaultKind::Close)),
         ),
         (
             "GET",
             "/x",
             &[("X-TENANT", "blue")],
-            Some((2, FaultTag::Close)),
+            Some((2, FaultKind::Close)),
         ),
         ("GET", "/x", &[("x-tenant", "green")], None),
         ("GET", "/x", &[("x-chaos-attempt", "1")], None),
@@ -78,18 +87,18 @@ faults:
             "GET",
             "/x",
             &[("x-chaos-attempt", "2")],
-            Some((3, FaultTag::Truncate)),
+            Some((3, FaultKind::Truncate)),
         ),
         (
             "GET",
             "/x",
             &[("x-chaos-attempt", "3")],
-            Some((3, FaultTag::Truncate)),
+            Some((3, FaultKind::Truncate)),
         ),
         ("GET", "/x", &[("x-chaos-attempt", "4")], None),
         ("GET", "/x", &[("x-chaos-attempt", "two")], None),
-        ("GET", "/items/7/price", &[], Some((5, FaultTag::Timeout))),
-        ("HEAD", "/items/7/price", &[], Some((5, FaultTag::Timeout))),
+        ("GET", "/items/7/price", &[], Some((5, FaultKind::Timeout))),
+        ("HEAD", "/items/7/price", &[], Some((5, FaultKind::Timeout))),
         ("PUT", "/items/7/price", &[], None),
         ("GET", "/items/7", &[], None),
     ];
@@ -109,7 +118,7 @@ fn a_phase_that_matches_but_does_not_fire_falls_through() {
     );
     assert_eq!(
         decide(&s, "GET", "/", &[], 0.0),
-        Some((1, FaultTag::Status))
+        Some((1, FaultKind::Status))
     );
 }
 
@@ -138,7 +147,7 @@ faults:
         Decision::Serve => panic!("{path} should fault"),
     };
     let Fault {
-        kind: FaultKind::Status(response),
+        action: FaultAction::Status(response),
         processed: false,
     } = fault("/a", &mut rng)
     else {
@@ -152,19 +161,19 @@ faults:
         vec![("x-why".to_string(), "drill".to_string())]
     );
     assert_eq!(
-        fault("/b", &mut rng).kind,
-        FaultKind::Delay(Duration::from_millis(300))
+        fault("/b", &mut rng).action,
+        FaultAction::Delay(Duration::from_millis(300))
     );
     assert_eq!(
         fault("/c", &mut rng),
         Fault {
-            kind: FaultKind::Timeout {
+            action: FaultAction::Timeout {
                 hold: Some(secs(2.0))
             },
             processed: true
         }
     );
-    let FaultKind::Truncate(response) = fault("/d", &mut rng).kind else {
+    let FaultAction::Truncate(response) = fault("/d", &mut rng).action else {
         panic!("truncate")
     };
     assert_eq!(response.status, 200);
@@ -189,16 +198,16 @@ fn the_decisions_of_a_seed_are_pinned() {
     // Seed 42, attempt 1 of req-0 … req-11, against probability 0.5 and weights 3:1:
     // a change to the seeding, the uniform draw or the weighted pick shows up here.
     let s = probability_script(0.5);
-    let decisions: Vec<Option<FaultTag>> = (0..12)
+    let decisions: Vec<Option<FaultKind>> = (0..12)
         .map(|i| {
             let mut rng = request_rng(42, &format!("req-{i}"), 1);
             match s.select(&facts("GET", "/", &&[][..]), Duration::ZERO, &mut rng) {
                 Decision::Serve => None,
-                Decision::Fault { fault, .. } => Some(fault.kind.tag()),
+                Decision::Fault { fault, .. } => Some(fault.kind()),
             }
         })
         .collect();
-    let (status, reset) = (Some(FaultTag::Status), Some(FaultTag::Reset));
+    let (status, reset) = (Some(FaultKind::Status), Some(FaultKind::Reset));
     assert_eq!(
         decisions,
         [
@@ -227,7 +236,7 @@ proptest! {
         for _ in 0..n {
             if let Decision::Fault { fault, .. } = s.select(&facts("GET", "/", &&[][..]), Duration::ZERO, &mut rng) {
                 faults += 1;
-                if fault.kind.tag() == FaultTag::Status {
+                if fault.kind() == FaultKind::Status {
                     statuses += 1;
                 }
             }
@@ -266,7 +275,7 @@ proptest! {
         ));
         let inside = t_ms >= from_ms && t_ms < from_ms + len_ms;
         let got = decide_at(&s, "GET", "/", &[], Duration::from_millis(t_ms));
-        let expected = if inside { (0, FaultTag::Status) } else { (1, FaultTag::Close) };
+        let expected = if inside { (0, FaultKind::Status) } else { (1, FaultKind::Close) };
         prop_assert_eq!(got, Some(expected));
     }
 }
@@ -293,7 +302,7 @@ fn a_sticky_phase_gives_every_attempt_of_a_request_the_same_answer() {
                     Decision::Fault {
                         fault:
                             Fault {
-                                kind: FaultKind::Status(r),
+                                action: FaultAction::Status(r),
                                 ..
                             },
                         ..
