@@ -17,27 +17,30 @@ impl HeaderLookup for NoHeaders {
     }
 }
 
-impl HeaderLookup for &[(&str, &str)] {
+impl<T: HeaderLookup + ?Sized> HeaderLookup for &T {
     fn header(&self, name: &str) -> Option<&str> {
-        self.iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| *value)
+        (**self).header(name)
     }
 }
 
-impl<const N: usize> HeaderLookup for [(&str, &str); N] {
+/// Name-value pairs, e.g. `[("x-request-id", "r1")]`; names compare case-insensitively.
+impl<K: AsRef<str>, V: AsRef<str>> HeaderLookup for [(K, V)] {
     fn header(&self, name: &str) -> Option<&str> {
         self.iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| *value)
+            .find(|(key, _)| key.as_ref().eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_ref())
     }
 }
 
-impl HeaderLookup for Vec<(String, String)> {
+impl<K: AsRef<str>, V: AsRef<str>, const N: usize> HeaderLookup for [(K, V); N] {
     fn header(&self, name: &str) -> Option<&str> {
-        self.iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(name))
-            .map(|(_, value)| value.as_str())
+        self.as_slice().header(name)
+    }
+}
+
+impl<K: AsRef<str>, V: AsRef<str>> HeaderLookup for Vec<(K, V)> {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.as_slice().header(name)
     }
 }
 
@@ -65,5 +68,22 @@ impl std::fmt::Debug for RequestFacts<'_> {
             .field("path", &self.path)
             .field("attempt", &self.attempt)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_header_list_looks_up_names_case_insensitively() {
+        let array = [("X-Request-Id", "r1"), ("x-chaos-attempt", "2")];
+        let slice: &[(&str, &str)] = &array;
+        let owned = vec![("X-Request-Id".to_string(), "r1".to_string())];
+        assert_eq!(array.header("x-request-id"), Some("r1"));
+        assert_eq!(slice.header("X-CHAOS-ATTEMPT"), Some("2"));
+        assert_eq!(owned.header("x-request-id"), Some("r1"));
+        assert_eq!(owned.header("x-chaos-attempt"), None);
+        assert_eq!(NoHeaders.header("x-request-id"), None);
     }
 }

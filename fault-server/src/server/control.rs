@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::{Shared, handler};
 use crate::duration::format_duration;
-use crate::script::{Script, ScriptError};
+use crate::script::{HeaderLookup, Script, ScriptError};
 
 /// The whole router: control routes, then every other request to the fault handler.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -92,8 +92,7 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
         return Ok(());
     };
     let presented = headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+        .header(AUTHORIZATION.as_str())
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))
