@@ -18,7 +18,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 
-use super::{Shared, handler};
+use super::handler;
+use super::state::Shared;
 use crate::duration::format_duration;
 use crate::script::{HeaderLookup, Script, ScriptError};
 

@@ -28,8 +28,8 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Serialize;
 
-use super::Shared;
-use super::conn::{ConnControl, current_connection};
+use super::socket::{ConnControl, current_connection};
+use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
 use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use crate::seed::{fnv1a, request_seed, splitmix64};
@@ -45,6 +45,7 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 const JSON: &str = "application/json";
 
+/// The shell's header lookup, for the script's matchers and the control API alike.
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(|v| v.to_str().ok())
@@ -285,7 +286,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
 /// inside the slot: the server is slow, so a slow request holds its worker.
 async fn serve(
     shared: Arc<Shared>,
-    active: Arc<super::Active>,
+    active: Arc<Active>,
     facts: Facts,
     mut flight: InFlight,
     delay: Duration,
@@ -462,7 +463,7 @@ async fn inject(
             let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
             tokio::select! {
                 () = tokio::time::sleep(hold) => {}
-                () = shared.shutdown.cancelled() => {}
+                () = shared.stop.shutdown.cancelled() => {}
             }
             control.close();
         }
