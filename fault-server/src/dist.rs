@@ -3,7 +3,7 @@
 //!
 //! Why by hand: the decision stream must be defined by this crate's code, not by whatever
 //! algorithm a sampling crate ships in its next version, so the same seed gives the same
-//! delays in the live server, in the harness's simulator, and next year. Every draw takes
+//! delays run after run, and next year. Every draw takes
 //! the caller's RNG (`rand_core::Rng`); nothing here reads a clock or a global generator.
 
 use std::fmt;

@@ -32,7 +32,10 @@ pub enum Outcome {
     Timeout,
     /// The request could not be read (body too large, client aborted).
     BadRequest,
-    /// The client went away (or the server shut down) before the request was answered.
+    /// Dropped before it ended: its connection went away while the request was still
+    /// tied to it (before serving detaches from the connection), or the server stopped
+    /// while it was in progress. A client that leaves during serving does not end its
+    /// request: that request is still served.
     Abandoned,
 }
 

@@ -1,11 +1,11 @@
 //! The fault script, as pure logic: a request's facts and the time go in, a decision
 //! comes out.
 //!
-//! Why pure (str0m's `netem` is the model): the live server and the harness's
-//! virtual-time simulator both call [`Script::select`], so a simulation makes exactly the
-//! decisions a live run makes for the same seed. Nothing here touches tokio, axum, a
-//! socket or a clock: `now` is an argument (time since the run started) and randomness
-//! comes from the caller's RNG.
+//! Why pure (str0m's `netem` is the model): a decision is a function of its arguments
+//! alone, so it is tested in tables without a socket, and whoever calls
+//! [`Script::select`] with the same seed, request and time gets the decision the live
+//! server makes. Nothing here touches tokio, axum, a socket or a clock: `now` is an
+//! argument (time since the run started) and randomness comes from the caller's RNG.
 //!
 //! Selection, for each request: walk the phases in order; a phase applies when `now` is
 //! in its half-open window `[from, until)`, the request matches its `match`, its attempt
@@ -13,12 +13,14 @@
 //! `probability`; the first phase that applies picks one `respond` entry by weight.
 //! No phase applies: [`Decision::Serve`].
 //!
-//! The random draws are defined here and nowhere else: one uniform per phase reached
-//! whose probability is strictly between 0 and 1, one to pick among several weighted
-//! entries, and those of a delay distribution. The live server seeds one
-//! [`rand_chacha::ChaCha8Rng`] per request from [`crate::seed::request_seed`] (seed, `x-request-id`,
-//! attempt), so a request's decision does not depend on which other requests happened to
-//! arrive before it.
+//! The script's random draws are defined here: one uniform per phase that matches the
+//! request and whose probability is strictly between 0 and 1, one to pick among several
+//! weighted entries, and those of a delay distribution (a sticky phase makes its draws
+//! from a stream of its own, seeded by [`RequestFacts::sticky_seed`]). The live server
+//! seeds one [`rand_chacha::ChaCha8Rng`] per request from [`crate::seed::request_seed`]
+//! (seed, `x-request-id`, attempt), so the decision for a request with an id does not
+//! depend on which other requests happened to arrive before it, and then draws the
+//! request's service time from the same generator.
 
 mod errors;
 mod facts;

@@ -1,10 +1,11 @@
 //! The handler of every request outside the control API: the thin shell that asks the
 //! pure script what to do and does it on the wire.
 //!
-//! The order of events for one request (the simulator follows the same order):
+//! The order of events for one request:
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
-//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`);
+//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
+//!    seed and a counter for a request without an `x-request-id`;
 //! 3. a fault other than `delay` acts now, in front of the capacity model (as a load
 //!    balancer or a proxy in front of the service would): with `processed: true` the
 //!    side effect executes first, instantly;

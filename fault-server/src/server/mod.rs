@@ -1,9 +1,10 @@
 //! The embeddable server: configuration, start, and the handle that scripts, resets and
 //! stops it.
 //!
-//! Why a handle and not just a binary: the harness starts a fault-server in-process on
-//! `127.0.0.1:0` for every policy it compares, installs the plan's script, runs the load,
-//! reads the ledger and stops it, without a subprocess or a fixed port.
+//! Why a handle and not just a binary: the harness starts one fault-server in-process on
+//! `127.0.0.1:0`, and for every policy it compares installs the plan's script, resets the
+//! ledger, runs the load and reads the ledger; then it stops the server. No subprocess,
+//! no fixed port.
 //!
 //! The run clock: a script's windows (`from`, `until`) are measured from the moment the
 //! script was installed ([`ServerHandle::set_script`], `PUT /__chaos/script`) or the
