@@ -7,6 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{client, eventually, hang_up, metric, send_raw, server};
+use fault_server::ServerHandle;
 use tokio::net::TcpStream;
 
 #[tokio::test]
@@ -15,11 +16,7 @@ async fn capacity_plus_queue_are_admitted_and_the_next_is_rejected() {
         server("server: { capacity: 2, queue: 1, service_time: 1h, reject_status: 429 }").await;
     // Keyed POSTs: each claims its Idempotency-Key when its service starts, so the
     // ledger's tracked keys count the requests in service, whatever the model reports.
-    let held: Vec<TcpStream> = futures_join_all((0..3).map(|i| {
-        let addr = server.addr();
-        async move { send_raw(addr, &keyed_post(&format!("held-{i}"))).await }
-    }))
-    .await;
+    let held = keyed_posts(&server, "held", 3).await;
     eventually("two requests in service and one queued", || async {
         server.ledger().tracked_keys == 2
             && metric(&server, "fault_server_serving").await == Some(2)
@@ -123,11 +120,7 @@ async fn without_a_capacity_every_request_is_in_service_at_once() {
     // Twenty keyed POSTs that each take an hour: twenty keys claimed at once means twenty
     // requests in service at once, which a server serving one at a time never reaches.
     let server = server("server: { service_time: 1h }").await;
-    let held: Vec<TcpStream> = futures_join_all((0..20).map(|i| {
-        let addr = server.addr();
-        async move { send_raw(addr, &keyed_post(&format!("many-{i}"))).await }
-    }))
-    .await;
+    let held = keyed_posts(&server, "many", 20).await;
     eventually("twenty requests in service at once", || async {
         server.ledger().tracked_keys == 20
     })
@@ -183,9 +176,15 @@ where
     outputs
 }
 
-/// A POST to /pay with its own `x-request-id` and `Idempotency-Key`, as raw HTTP/1.1.
-fn keyed_post(id: &str) -> String {
-    format!(
-        "POST /pay HTTP/1.1\r\nhost: test\r\nx-request-id: {id}\r\nidempotency-key: {id}\r\ncontent-length: 0\r\n\r\n"
-    )
+/// Sends `n` POSTs at once, each on its own connection with its own `x-request-id` and
+/// `Idempotency-Key` (`PREFIX-I`), and returns the connections without reading.
+async fn keyed_posts(server: &ServerHandle, prefix: &str, n: usize) -> Vec<TcpStream> {
+    futures_join_all((0..n).map(|i| {
+        let addr = server.addr();
+        let request = format!(
+            "POST /pay HTTP/1.1\r\nhost: test\r\nx-request-id: {prefix}-{i}\r\nidempotency-key: {prefix}-{i}\r\ncontent-length: 0\r\n\r\n"
+        );
+        async move { send_raw(addr, &request).await }
+    }))
+    .await
 }

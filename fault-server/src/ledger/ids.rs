@@ -1,11 +1,10 @@
 //! Request ids: attempts and logical requests as the server saw them, and the side
 //! effects each id executed, so a second execution of one id is a duplicate.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire};
+use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
 
 /// The receipt of one executed side effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,15 +25,18 @@ impl Inner {
     /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
     fn track_id(&mut self, id: &str, now: Duration, side_effects: u32) {
         let generation = self.next_generation();
-        let id: Arc<str> = Arc::from(id);
-        self.ids.insert(
-            Arc::clone(&id),
-            IdEntry {
-                generation,
-                side_effects,
-            },
+        let entry = IdEntry {
+            generation,
+            side_effects,
+        };
+        remember(
+            &mut self.id_order,
+            &mut self.ids,
+            id,
+            now,
+            generation,
+            entry,
         );
-        self.id_order.push_back((now, generation, id));
     }
 
     fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire};
+use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
 
 /// A response stored for an idempotency key, replayed to later requests with that key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,18 +104,19 @@ impl Ledger {
             }
             None => {
                 let generation = inner.next_generation();
-                let key: Arc<str> = Arc::from(key);
-                inner.keys.insert(
-                    Arc::clone(&key),
-                    KeyEntry {
-                        generation,
-                        fingerprint,
-                        state: KeyState::InFlight,
-                    },
+                let entry = KeyEntry {
+                    generation,
+                    fingerprint,
+                    state: KeyState::InFlight,
+                };
+                let key = remember(
+                    &mut inner.key_order,
+                    &mut inner.keys,
+                    key,
+                    now,
+                    generation,
+                    entry,
                 );
-                inner
-                    .key_order
-                    .push_back((now, generation, Arc::clone(&key)));
                 inner.expire_keys(now, &self.limits);
                 KeyCheck::Fresh(KeyClaim { key, generation })
             }

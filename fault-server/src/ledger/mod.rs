@@ -193,6 +193,22 @@ impl Ledger {
     }
 }
 
+/// Inserts `value` (of this `generation`) under `key` and appends it to `order`, the
+/// expiry order [`expire`] walks; returns the shared key.
+fn remember<V>(
+    order: &mut VecDeque<(Duration, u64, Arc<str>)>,
+    map: &mut HashMap<Arc<str>, V>,
+    key: &str,
+    now: Duration,
+    generation: u64,
+    value: V,
+) -> Arc<str> {
+    let key: Arc<str> = Arc::from(key);
+    map.insert(Arc::clone(&key), value);
+    order.push_back((now, generation, Arc::clone(&key)));
+    key
+}
+
 /// Drops, oldest first, the entries older than `ttl` and those beyond `max`; returns how
 /// many it removed. `order` lists (time, generation, key) in insertion order; an entry
 /// renewed since (a newer generation) stays, and its stale place in `order` just goes.

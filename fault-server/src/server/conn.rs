@@ -175,6 +175,15 @@ mod tests {
             .expect("client builds")
     }
 
+    /// The error of a request that gets no response.
+    async fn no_response(url: &str) -> reqwest::Error {
+        client()
+            .get(url)
+            .send()
+            .await
+            .expect_err("a killed connection is not a response")
+    }
+
     /// True when some error in the chain satisfies `test`.
     fn chain_has(
         error: &(dyn Error + 'static),
@@ -204,11 +213,7 @@ mod tests {
         assert_eq!(hello.status().as_u16(), 200);
         assert_eq!(hello.text().await.expect("a body"), "hello");
 
-        let reset = client()
-            .get(url("/reset"))
-            .send()
-            .await
-            .expect_err("a reset is not a response");
+        let reset = no_response(&url("/reset")).await;
         assert!(
             chain_has(&reset, |e| e
                 .downcast_ref::<io::Error>()
@@ -216,11 +221,7 @@ mod tests {
             "expected a connection reset: {reset:?}"
         );
 
-        let closed = client()
-            .get(url("/close"))
-            .send()
-            .await
-            .expect_err("a close is not a response");
+        let closed = no_response(&url("/close")).await;
         assert!(
             chain_has(&closed, |e| e
                 .downcast_ref::<hyper::Error>()
