@@ -6,10 +6,11 @@
 //! fills, retries keep the server saturated after the outage, which is what a harness
 //! must be able to show (and what a good retry budget prevents).
 //!
-//! Why it is pure: the live server drives this state machine under a mutex, and the
-//! harness's virtual-time simulator drives the very same one, so both decide "serve,
-//! queue or reject" identically. Time comes in as an argument (`now`, an offset from the
-//! start of the run); the model never sleeps and never reads a clock. Driving it is two
+//! Why it is pure: the live server drives this state machine under a mutex, and its
+//! tests drive it step by step without a clock; any other shell (one running in virtual
+//! time, say) would get the same "serve, queue or reject" from the same calls. Time
+//! comes in as an argument (`now`, an offset from the start of the run); the model never
+//! sleeps and never reads a clock. Driving it is two
 //! calls: [`CapacityModel::arrive`] when a request arrives, [`CapacityModel::finish`]
 //! when it leaves (served, or abandoned while queued), which says which queued request,
 //! if any, starts now.

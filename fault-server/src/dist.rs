@@ -3,7 +3,7 @@
 //!
 //! Why by hand: the decision stream must be defined by this crate's code, not by whatever
 //! algorithm a sampling crate ships in its next version, so the same seed gives the same
-//! delays in the live server, in the harness's simulator, and next year. Every draw takes
+//! delays run after run, and next year. Every draw takes
 //! the caller's RNG (`rand_core::Rng`); nothing here reads a clock or a global generator.
 
 use std::fmt;
@@ -361,5 +361,17 @@ mod tests {
         };
         assert_eq!(draw(11), draw(11));
         assert_ne!(draw(11), draw(12));
+    }
+
+    #[test]
+    fn uniform_samples_of_a_seed_are_pinned() {
+        // Literal nanoseconds: the same seed must give the same delays next release.
+        let dist = Distribution::Uniform {
+            low: Duration::from_millis(100),
+            high: Duration::from_millis(500),
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(0xe873_e003_c314_0b39);
+        let nanos: Vec<u128> = (0..4).map(|_| dist.sample(&mut rng).as_nanos()).collect();
+        assert_eq!(nanos, [142_358_829, 277_037_727, 249_563_119, 453_599_138]);
     }
 }

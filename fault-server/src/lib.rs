@@ -8,9 +8,12 @@
 //! what it received and executed, so a harness's numbers are checked, not believed.
 //!
 //! The shape (see ARCHITECTURE.md): pure, sans-IO decisions ([`script`] picks the fault
-//! for a request at a time, [`capacity`] serves, queues or rejects) that the harness's
-//! simulator reuses, and a thin HTTP shell around them ([`start`], [`ServerHandle`]).
-//! No module here depends on the harness or the retry-policy crate.
+//! for a request at a time, [`capacity`] serves, queues or rejects, [`seed`] mixes the
+//! seed of each request's draws) and a thin HTTP shell around them ([`start`],
+//! [`ServerHandle`]). The decisions take time and randomness as arguments and never
+//! touch a socket, so another shell could drive them in virtual time; today the HTTP
+//! shell is the only one. No module here depends on the harness or the retry-policy
+//! crate.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,13 +35,16 @@ pub mod duration;
 pub mod ledger;
 mod metrics;
 pub mod script;
+pub mod seed;
 mod server;
 
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;
 pub use duration::{DurationSpec, format_duration, parse_duration};
 pub use ledger::{LedgerLimits, LedgerSnapshot, Outcome, PolicyLedger};
-pub use script::{Decision, Fault, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec};
+pub use script::{
+    Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
+};
 pub use server::{
     DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig, ServerHandle,
     StartError, start,

@@ -148,7 +148,7 @@ fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
-    fault_server::script::splitmix64(nanos ^ u64::from(std::process::id()))
+    fault_server::seed::splitmix64(nanos ^ u64::from(std::process::id()))
 }
 
 async fn wait_for_signal() {

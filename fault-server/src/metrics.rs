@@ -77,11 +77,11 @@ impl Metrics {
             "counter",
             "Faults injected, by kind.",
         );
-        for (tag, n) in faults {
+        for (kind, n) in faults {
             let _ = writeln!(
                 out,
                 "fault_server_faults_total{{kind=\"{}\"}} {n}",
-                tag.name()
+                kind.name()
             );
         }
 
@@ -186,7 +186,7 @@ mod tests {
         ledger.record_outcome(Outcome::Served);
         ledger.record_outcome(Outcome::Status(503));
         ledger.record_outcome(Outcome::Reset);
-        ledger.record_fault(crate::script::FaultTag::Reset, "p");
+        ledger.record_fault(crate::script::FaultKind::Reset, "p");
         // A ledger reset does not reset the metrics.
         ledger.reset();
         let text = metrics.render(

@@ -1,35 +1,30 @@
-//! The capacity model live: c + q concurrent requests admitted and the next rejected,
-//! queued requests started in order, service time honoured (lower bounds only).
+//! The capacity model live: c requests in service at once and q queued, the next
+//! rejected, queued requests started in order, service time honoured (lower bounds
+//! only), and no limit without a capacity.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, eventually, metric, server};
+use common::{client, eventually, hang_up, metric, send_raw, server};
+use fault_server::ServerHandle;
+use tokio::net::TcpStream;
 
 #[tokio::test]
 async fn capacity_plus_queue_are_admitted_and_the_next_is_rejected() {
     let server =
         server("server: { capacity: 2, queue: 1, service_time: 1h, reject_status: 429 }").await;
-    let url = server.url();
-    let held: Vec<_> = (0..3)
-        .map(|i| {
-            let url = url.clone();
-            tokio::spawn(async move {
-                client()
-                    .get(format!("{url}/held"))
-                    .header("x-request-id", format!("held-{i}"))
-                    .send()
-                    .await
-            })
-        })
-        .collect();
-    eventually("two requests served and one queued", || async {
-        metric(&server, "fault_server_serving").await == Some(2)
+    // Keyed POSTs: each claims its Idempotency-Key when its service starts, so the
+    // ledger's tracked keys count the requests in service, whatever the model reports.
+    let held = keyed_posts(&server, "held", 3).await;
+    eventually("two requests in service and one queued", || async {
+        server.ledger().tracked_keys == 2
+            && metric(&server, "fault_server_serving").await == Some(2)
             && metric(&server, "fault_server_queue_depth").await == Some(1)
     })
     .await;
 
+    let url = server.url();
     let rejected = client()
         .get(format!("{url}/one-too-many"))
         .header("x-request-id", "extra")
@@ -44,14 +39,14 @@ async fn capacity_plus_queue_are_admitted_and_the_next_is_rejected() {
         "rejected requests were received all the same"
     );
 
-    for task in held {
-        task.abort();
+    // A real server does not notice its clients leaving: once it has seen each client
+    // hang up (and closed that connection), the abandoned requests keep their places.
+    for stream in held {
+        hang_up(stream).await;
     }
-    // A real server does not notice its clients leaving: the abandoned requests keep
-    // their places (whatever the time given to notice, they must still be there).
-    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(metric(&server, "fault_server_serving").await, Some(2));
     assert_eq!(metric(&server, "fault_server_queue_depth").await, Some(1));
+    assert_eq!(server.ledger().by_outcome.get("abandoned"), None);
 }
 
 #[tokio::test]
@@ -121,18 +116,17 @@ async fn service_time_is_honoured_and_the_queue_is_served_in_turn() {
 }
 
 #[tokio::test]
-async fn without_a_capacity_everything_is_served_concurrently() {
-    let server = server("server: { service_time: 100ms }").await;
-    let url = server.url();
-    let responses = futures_join_all((0..20).map(|_| {
-        let url = url.clone();
-        async move { client().get(url).send().await }
-    }))
+async fn without_a_capacity_every_request_is_in_service_at_once() {
+    // Twenty keyed POSTs that each take an hour: twenty keys claimed at once means twenty
+    // requests in service at once, which a server serving one at a time never reaches.
+    let server = server("server: { service_time: 1h }").await;
+    let held = keyed_posts(&server, "many", 20).await;
+    eventually("twenty requests in service at once", || async {
+        server.ledger().tracked_keys == 20
+    })
     .await;
-    for response in responses {
-        assert_eq!(response.expect("served").status().as_u16(), 200);
-    }
-    assert_eq!(server.ledger().by_outcome.get("served"), Some(&20));
+    assert_eq!(metric(&server, "fault_server_in_flight").await, Some(20));
+    drop(held);
 }
 
 #[tokio::test]
@@ -180,4 +174,17 @@ where
         outputs.push(handle.await.expect("task completes"));
     }
     outputs
+}
+
+/// Sends `n` POSTs at once, each on its own connection with its own `x-request-id` and
+/// `Idempotency-Key` (`PREFIX-I`), and returns the connections without reading.
+async fn keyed_posts(server: &ServerHandle, prefix: &str, n: usize) -> Vec<TcpStream> {
+    futures_join_all((0..n).map(|i| {
+        let addr = server.addr();
+        let request = format!(
+            "POST /pay HTTP/1.1\r\nhost: test\r\nx-request-id: {prefix}-{i}\r\nidempotency-key: {prefix}-{i}\r\ncontent-length: 0\r\n\r\n"
+        );
+        async move { send_raw(addr, &request).await }
+    }))
+    .await
 }

@@ -18,6 +18,7 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::fault::FaultKind;
 use crate::dist::DistributionSpec;
 use crate::duration::DurationSpec;
 
@@ -118,7 +119,7 @@ pub struct MatchSpec {
 pub struct RespondSpec {
     /// The fault kind; may be omitted when `status` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<FaultKindSpec>,
+    pub fault: Option<FaultKind>,
     /// The status code (`status` faults; `truncate`, default 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<StatusCodeSpec>,
@@ -144,24 +145,6 @@ pub struct RespondSpec {
     /// the work was done).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processed: Option<bool>,
-}
-
-/// The fault kinds, as written after `fault:`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FaultKindSpec {
-    /// Answer with a status code.
-    Status,
-    /// Wait, then serve normally.
-    Delay,
-    /// Hold the request without answering, then close the connection.
-    Timeout,
-    /// Send a TCP RST instead of a response.
-    Reset,
-    /// Close the connection (FIN) without a response.
-    Close,
-    /// Send the status and headers and part of the body, then RST.
-    Truncate,
 }
 
 /// The finite-capacity model of the server.

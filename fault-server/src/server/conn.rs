@@ -1,26 +1,16 @@
-//! The accept loop and per-connection control: what makes `reset`, `close` and `truncate`
-//! real on the wire.
+//! The accept loop: hyper's HTTP/1 connections served with a router, each one in a
+//! `select!` with its kill signal and the server's shutdown signals.
 //!
 //! Why a custom accept loop instead of `axum::serve`: a handler must be able to kill the
 //! very connection its request came on, with an RST or a FIN of its choosing, and axum
-//! does not hand a handler its socket. So each accepted stream is turned `into_std()`, a
-//! `try_clone()` of it (same socket, second descriptor) is kept as the control handle,
-//! and the original goes back to tokio and is served by hyper's HTTP/1 connection inside a
-//! `select!` with a per-connection kill signal. A handler finds the [`ConnControl`] of its
-//! connection with [`current_connection`] (a task-local set around each request's
-//! service future: no allocation per request, unlike a request extension):
+//! does not hand a handler its socket. So each accepted stream is split into the stream
+//! hyper serves and a [`ConnControl`](super::socket::ConnControl), which every request on
+//! the connection reaches while it is handled.
 //!
-//! - reset: `SO_LINGER` 0 on the control handle, then the kill signal; dropping the
-//!   connection closes the last descriptor and the kernel sends RST instead of FIN.
-//! - close: `shutdown(Write)` sends FIN now (even if request bytes sit unread), then the
-//!   kill signal.
-//! - truncate: write a status line, headers and part of the body straight to the control
-//!   handle (hyper has sent nothing for this request yet), then reset.
-//!
-//! No `unsafe`, no libc: `socket2::SockRef` borrows the descriptor.
+//! The loop takes the router as an argument and knows nothing of what it routes to, so
+//! it is tested here with a trivial router.
 
-use std::io::{self, Write};
-use std::net::Shutdown;
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,70 +23,27 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use super::Shared;
+use super::socket;
 
 /// How long a client may take to send a request's headers (slowloris guard).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-tokio::task_local! {
-    /// The connection the request being handled came on.
-    static CONNECTION: ConnControl;
-}
-
-/// The connection of the request being handled, when it came through [`accept_loop`].
-pub(crate) fn current_connection() -> Option<ConnControl> {
-    CONNECTION.try_with(Clone::clone).ok()
-}
-
-/// Control of one connection, shared with the handlers of its requests.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnControl {
-    inner: Arc<ConnInner>,
-}
-
-#[derive(Debug)]
-struct ConnInner {
-    /// A second descriptor of the connection's socket.
-    socket: std::net::TcpStream,
-    kill: CancellationToken,
-}
-
-impl ConnControl {
-    /// Ends the connection with a TCP RST: no response, and the client sees
-    /// "connection reset by peer".
-    pub(crate) fn reset(&self) {
-        // If SO_LINGER cannot be set the connection still dies, with a FIN.
-        let _ = socket2::SockRef::from(&self.inner.socket).set_linger(Some(Duration::ZERO));
-        self.inner.kill.cancel();
-    }
-
-    /// Ends the connection with a FIN and no response.
-    pub(crate) fn close(&self) {
-        let _ = self.inner.socket.shutdown(Shutdown::Write);
-        self.inner.kill.cancel();
-    }
-
-    /// Writes raw bytes to the socket, bypassing hyper. Stops early (without error) if
-    /// the socket buffer is full: the bytes are a truncated response anyway.
-    pub(crate) fn write_raw(&self, bytes: &[u8]) -> io::Result<usize> {
-        let mut written = 0;
-        let mut socket = &self.inner.socket;
-        while written < bytes.len() {
-            match socket.write(&bytes[written..]) {
-                Ok(0) => break,
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(written)
-    }
+/// The server's two stop signals, as the accept loop and its connections see them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Stop {
+    /// Graceful shutdown has begun: stop accepting, finish the requests in progress.
+    pub(crate) shutdown: CancellationToken,
+    /// The grace period is over: close every connection.
+    pub(crate) force: CancellationToken,
 }
 
 /// Accepts until shutdown; each connection runs on its own task, tracked for shutdown.
-pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tracker: TaskTracker) {
-    let router = super::control::router(Arc::clone(&shared));
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    router: Router,
+    stop: Stop,
+    tracker: TaskTracker,
+) {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -106,14 +53,14 @@ pub(crate) async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, trac
     loop {
         let accepted = tokio::select! {
             biased;
-            () = shared.shutdown.cancelled() => break,
+            () = stop.shutdown.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
         match accepted {
             Ok((stream, _peer)) => {
                 tracker.spawn(serve_connection(
                     stream,
-                    Arc::clone(&shared),
+                    stop.clone(),
                     router.clone(),
                     Arc::clone(&builder),
                 ));
@@ -140,48 +87,159 @@ fn is_per_connection(error: &io::Error) -> bool {
 
 async fn serve_connection(
     stream: TcpStream,
-    shared: Arc<Shared>,
+    stop: Stop,
     router: Router,
     builder: Arc<http1::Builder>,
 ) {
     let _ = stream.set_nodelay(true);
-    let Ok((stream, control)) = split_control(stream) else {
+    let Ok((stream, control)) = socket::split_control(stream) else {
         // Could not duplicate the descriptor (out of descriptors): drop the connection.
         return;
     };
-    let kill = control.inner.kill.clone();
+    let kill = control.kill_signal();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        CONNECTION.scope(control.clone(), router.clone().oneshot(request))
+        socket::scope(control.clone(), router.clone().oneshot(request))
     });
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     tokio::select! {
         biased;
         () = kill.cancelled() => return,
-        () = shared.force.cancelled() => return,
+        () = stop.force.cancelled() => return,
         _ = connection.as_mut() => return,
-        () = shared.shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+        () = stop.shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
     }
     tokio::select! {
         biased;
         () = kill.cancelled() => {}
-        () = shared.force.cancelled() => {}
+        () = stop.force.cancelled() => {}
         _ = connection.as_mut() => {}
     }
 }
 
-/// Splits an accepted stream into the stream hyper serves and the control handle.
-fn split_control(stream: TcpStream) -> io::Result<(TcpStream, ConnControl)> {
-    let std_stream = stream.into_std()?;
-    let socket = std_stream.try_clone()?;
-    let stream = TcpStream::from_std(std_stream)?;
-    Ok((
-        stream,
-        ConnControl {
-            inner: Arc::new(ConnInner {
-                socket,
-                kill: CancellationToken::new(),
-            }),
-        },
-    ))
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::future;
+    use std::net::SocketAddr;
+
+    use axum::routing::get;
+    use tokio::task::JoinHandle;
+
+    use super::*;
+    use crate::server::socket::current_connection;
+
+    /// A router that knows nothing of faults: a greeting, and two routes that kill their
+    /// own connection through the control handle the accept loop provides.
+    fn trivial_router() -> Router {
+        Router::new()
+            .route("/", get(|| async { "hello" }))
+            .route(
+                "/reset",
+                get(|| async {
+                    current_connection()
+                        .expect("requests through the accept loop have a connection")
+                        .reset();
+                    future::pending::<&'static str>().await
+                }),
+            )
+            .route(
+                "/close",
+                get(|| async {
+                    current_connection()
+                        .expect("requests through the accept loop have a connection")
+                        .close();
+                    future::pending::<&'static str>().await
+                }),
+            )
+    }
+
+    async fn serve(router: Router) -> (SocketAddr, Stop, TaskTracker, JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds port 0");
+        let addr = listener.local_addr().expect("a bound address");
+        let stop = Stop::default();
+        let tracker = TaskTracker::new();
+        let accept = tokio::spawn(accept_loop(listener, router, stop.clone(), tracker.clone()));
+        (addr, stop, tracker, accept)
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .retry(reqwest::retry::never())
+            .pool_max_idle_per_host(0)
+            .no_proxy()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client builds")
+    }
+
+    /// The error of a request that gets no response.
+    async fn no_response(url: &str) -> reqwest::Error {
+        client()
+            .get(url)
+            .send()
+            .await
+            .expect_err("a killed connection is not a response")
+    }
+
+    /// True when some error in the chain satisfies `test`.
+    fn chain_has(
+        error: &(dyn Error + 'static),
+        test: impl Fn(&(dyn Error + 'static)) -> bool,
+    ) -> bool {
+        let mut current = Some(error);
+        while let Some(e) = current {
+            if test(e) {
+                return true;
+            }
+            current = e.source();
+        }
+        false
+    }
+
+    #[test]
+    fn outside_the_accept_loop_there_is_no_connection() {
+        assert!(current_connection().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_accept_loop_serves_a_router_and_kills_connections_on_demand() {
+        let (addr, stop, tracker, accept) = serve(trivial_router()).await;
+        let url = |path: &str| format!("http://{addr}{path}");
+
+        let hello = client().get(url("/")).send().await.expect("a response");
+        assert_eq!(hello.status().as_u16(), 200);
+        assert_eq!(hello.text().await.expect("a body"), "hello");
+
+        let reset = no_response(&url("/reset")).await;
+        assert!(
+            chain_has(&reset, |e| e
+                .downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionReset)),
+            "expected a connection reset: {reset:?}"
+        );
+
+        let closed = no_response(&url("/close")).await;
+        assert!(
+            chain_has(&closed, |e| e
+                .downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_incomplete_message)),
+            "expected an empty reply: {closed:?}"
+        );
+
+        // The connections killed above are gone, and the loop still serves.
+        let again = client().get(url("/")).send().await.expect("a response");
+        assert_eq!(again.status().as_u16(), 200);
+
+        stop.shutdown.cancel();
+        accept.await.expect("the accept loop ends on shutdown");
+        tracker.close();
+        tracker.wait().await;
+        assert!(
+            client().get(url("/")).send().await.is_err(),
+            "nothing accepts after shutdown"
+        );
+    }
 }

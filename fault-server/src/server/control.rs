@@ -18,9 +18,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 
-use super::{Shared, handler};
+use super::handler;
+use super::state::Shared;
 use crate::duration::format_duration;
-use crate::script::{Script, ScriptError};
+use crate::script::{HeaderLookup, Script, ScriptError};
 
 /// The whole router: control routes, then every other request to the fault handler.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -92,8 +93,7 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
         return Ok(());
     };
     let presented = headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+        .header(AUTHORIZATION.as_str())
         .and_then(|v| {
             v.strip_prefix("Bearer ")
                 .or_else(|| v.strip_prefix("bearer "))

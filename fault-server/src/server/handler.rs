@@ -1,10 +1,11 @@
 //! The handler of every request outside the control API: the thin shell that asks the
 //! pure script what to do and does it on the wire.
 //!
-//! The order of events for one request (the simulator follows the same order):
+//! The order of events for one request:
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
-//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`);
+//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
+//!    seed and a counter for a request without an `x-request-id`;
 //! 3. a fault other than `delay` acts now, in front of the capacity model (as a load
 //!    balancer or a proxy in front of the service would): with `processed: true` the
 //!    side effect executes first, instantly;
@@ -28,12 +29,11 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Serialize;
 
-use super::Shared;
-use super::conn::{ConnControl, current_connection};
+use super::socket::{ConnControl, current_connection};
+use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
-use crate::script::{
-    Decision, Fault, FaultKind, FaultResponse, HeaderLookup, RequestFacts, request_seed, splitmix64,
-};
+use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
+use crate::seed::{fnv1a, request_seed, splitmix64};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 pub(crate) const ATTEMPT: &str = "x-chaos-attempt";
@@ -46,6 +46,7 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 const JSON: &str = "application/json";
 
+/// The shell's header lookup, for the script's matchers and the control API alike.
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
         self.get(name).and_then(|v| v.to_str().ok())
@@ -240,10 +241,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let mut delay = Duration::ZERO;
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
-        shared.ledger.record_fault(fault.kind.tag(), &phase_name);
+        shared.ledger.record_fault(fault.kind(), &phase_name);
         match fault {
             Fault {
-                kind: FaultKind::Delay(d),
+                action: FaultAction::Delay(d),
                 ..
             } => delay = d,
             fault => {
@@ -286,7 +287,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
 /// inside the slot: the server is slow, so a slow request holds its worker.
 async fn serve(
     shared: Arc<Shared>,
-    active: Arc<super::Active>,
+    active: Arc<Active>,
     facts: Facts,
     mut flight: InFlight,
     delay: Duration,
@@ -432,7 +433,7 @@ async fn inject(
         // double-charge scenario (unless an Idempotency-Key saves it).
         let _ = app(shared, facts, Duration::ZERO).await;
     }
-    if let FaultKind::Status(response) = &fault.kind {
+    if let FaultAction::Status(response) = &fault.action {
         flight.outcome(Outcome::Status(response.status));
         return status_response(response, phase);
     }
@@ -444,30 +445,30 @@ async fn inject(
             "this fault needs a connection served by fault-server's accept loop",
         );
     };
-    match fault.kind {
-        FaultKind::Reset => {
+    match fault.action {
+        FaultAction::Reset => {
             flight.outcome(Outcome::Reset);
             control.reset();
         }
-        FaultKind::Close => {
+        FaultAction::Close => {
             flight.outcome(Outcome::Close);
             control.close();
         }
-        FaultKind::Truncate(response) => {
+        FaultAction::Truncate(response) => {
             flight.outcome(Outcome::Truncate);
             let _ = control.write_raw(&truncated_bytes(&response, phase, facts));
             control.reset();
         }
-        FaultKind::Timeout { hold } => {
+        FaultAction::Timeout { hold } => {
             flight.outcome(Outcome::Timeout);
             let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
             tokio::select! {
                 () = tokio::time::sleep(hold) => {}
-                () = shared.shutdown.cancelled() => {}
+                () = shared.stop.shutdown.cancelled() => {}
             }
             control.close();
         }
-        FaultKind::Status(_) | FaultKind::Delay(_) => {
+        FaultAction::Status(_) | FaultAction::Delay(_) => {
             unreachable!("status and delay faults are handled before")
         }
     }
@@ -579,18 +580,10 @@ fn problem(status: StatusCode, detail: &str) -> Response {
 /// FNV-1a over method, path and query, and body: identifies "the same request" for
 /// idempotency keys.
 fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    let parts: [&[u8]; 4] = [
+    fnv1a([
         method.as_str().as_bytes(),
         b" ",
         uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
         body,
-    ];
-    for part in parts {
-        for byte in part {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    hash
+    ])
 }

@@ -4,9 +4,12 @@
 
 use std::error::Error;
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use fault_server::{Script, ServerConfig, ServerHandle, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// Starts a server on 127.0.0.1:0 with this script.
 pub(crate) async fn server(yaml: &str) -> ServerHandle {
@@ -108,4 +111,27 @@ pub(crate) async fn metric(server: &ServerHandle, series: &str) -> Option<u64> {
         .ok()?;
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Opens a connection and writes `request` (raw HTTP/1.1) on it, without waiting for an
+/// answer.
+pub(crate) async fn send_raw(addr: SocketAddr, request: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write the request");
+    stream
+}
+
+/// Hangs up as a client that gave up does (FIN), then waits until the server has seen it
+/// and closed the connection: reading ends, with EOF or a reset. Panics after a minute.
+pub(crate) async fn hang_up(mut stream: TcpStream) {
+    stream.shutdown().await.expect("send FIN");
+    let mut sink = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut sink));
+    assert!(
+        read.await.is_ok(),
+        "the server never closed the connection of a client that hung up"
+    );
 }

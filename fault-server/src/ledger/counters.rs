@@ -1,0 +1,217 @@
+//! The counters of outcomes and fault kinds: lock-free atomics that live as long as the
+//! process (the metrics read them as they are), and the baseline a reset takes so the
+//! ledger can report them since the last reset.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Ledger;
+use crate::script::FaultKind;
+
+/// How one request ended, as the server answered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Served normally (possibly after a delay), side effect executed if any.
+    Served,
+    /// Answered with a stored response for its `Idempotency-Key`.
+    Replayed,
+    /// 409: its `Idempotency-Key` was still being executed by another request.
+    KeyInFlight,
+    /// 422: its `Idempotency-Key` was used before by a different request.
+    KeyMismatch,
+    /// Refused by the capacity model (queue full).
+    Rejected,
+    /// A `status` fault with this code.
+    Status(u16),
+    /// A `reset` fault.
+    Reset,
+    /// A `close` fault.
+    Close,
+    /// A `truncate` fault.
+    Truncate,
+    /// A `timeout` fault (held, then closed).
+    Timeout,
+    /// The request could not be read (body too large, client aborted).
+    BadRequest,
+    /// Dropped before it ended: its connection went away while the request was still
+    /// tied to it (before serving detaches from the connection), or the server stopped
+    /// while it was in progress. A client that leaves during serving does not end its
+    /// request: that request is still served.
+    Abandoned,
+}
+
+const FIXED_OUTCOMES: [Outcome; 11] = [
+    Outcome::Served,
+    Outcome::Replayed,
+    Outcome::KeyInFlight,
+    Outcome::KeyMismatch,
+    Outcome::Rejected,
+    Outcome::Reset,
+    Outcome::Close,
+    Outcome::Truncate,
+    Outcome::Timeout,
+    Outcome::BadRequest,
+    Outcome::Abandoned,
+];
+
+impl Outcome {
+    /// The label used in the ledger and in metrics: `served`, `status_503`, `reset`, …
+    pub fn label(self) -> String {
+        match self {
+            Outcome::Status(code) => format!("status_{code}"),
+            other => other.fixed_label().to_string(),
+        }
+    }
+
+    /// The label without the status code (`status` for every status fault).
+    pub(crate) fn fixed_label(self) -> &'static str {
+        match self {
+            Outcome::Served => "served",
+            Outcome::Replayed => "replayed",
+            Outcome::KeyInFlight => "key_in_flight",
+            Outcome::KeyMismatch => "key_mismatch",
+            Outcome::Rejected => "rejected",
+            Outcome::Status(_) => FaultKind::Status.name(),
+            Outcome::Reset => FaultKind::Reset.name(),
+            Outcome::Close => FaultKind::Close.name(),
+            Outcome::Truncate => FaultKind::Truncate.name(),
+            Outcome::Timeout => FaultKind::Timeout.name(),
+            Outcome::BadRequest => "bad_request",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+
+    fn fixed_index(self) -> Option<usize> {
+        FIXED_OUTCOMES.iter().position(|o| *o == self)
+    }
+}
+
+/// Lock-free counters of outcomes and fault kinds since the process started.
+#[derive(Debug)]
+pub(crate) struct OutcomeCounters {
+    fixed: [AtomicU64; FIXED_OUTCOMES.len()],
+    /// Status faults by code, index `code - 200` for codes 200..=599.
+    status: Box<[AtomicU64]>,
+    faults: [AtomicU64; FaultKind::ALL.len()],
+}
+
+impl Default for OutcomeCounters {
+    fn default() -> Self {
+        OutcomeCounters {
+            fixed: Default::default(),
+            status: (200..=599).map(|_| AtomicU64::new(0)).collect(),
+            faults: Default::default(),
+        }
+    }
+}
+
+impl OutcomeCounters {
+    pub(crate) fn add(&self, outcome: Outcome) {
+        let counter = match outcome {
+            Outcome::Status(code) => (200..=599)
+                .contains(&code)
+                .then(|| &self.status[usize::from(code - 200)]),
+            other => other.fixed_index().map(|i| &self.fixed[i]),
+        };
+        if let Some(counter) = counter {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn add_fault(&self, kind: FaultKind) {
+        self.faults[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every counter's current value.
+    pub(super) fn load(&self) -> Counts {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        Counts {
+            fixed: self.fixed.iter().map(load).collect(),
+            status: self.status.iter().map(load).collect(),
+            faults: self.faults.iter().map(load).collect(),
+        }
+    }
+}
+
+/// A copy of [`OutcomeCounters`], taken at a reset: the ledger reports the counters
+/// minus this baseline, while the metrics report the counters themselves (Prometheus
+/// counters only go up). One set of atomics serves both.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
+    fixed: Vec<u64>,
+    status: Vec<u64>,
+    faults: Vec<u64>,
+}
+
+impl Counts {
+    pub(super) fn since(&self, baseline: &Counts) -> Counts {
+        let minus = |now: &[u64], then: &[u64]| -> Vec<u64> {
+            now.iter()
+                .enumerate()
+                .map(|(i, n)| n.saturating_sub(then.get(i).copied().unwrap_or(0)))
+                .collect()
+        };
+        Counts {
+            fixed: minus(&self.fixed, &baseline.fixed),
+            status: minus(&self.status, &baseline.status),
+            faults: minus(&self.faults, &baseline.faults),
+        }
+    }
+
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = (Outcome, u64)> + '_ {
+        FIXED_OUTCOMES
+            .iter()
+            .copied()
+            .zip(self.fixed.iter().copied())
+            .chain(
+                (200u16..)
+                    .map(Outcome::Status)
+                    .zip(self.status.iter().copied()),
+            )
+            .filter(|(_, n)| *n > 0)
+    }
+
+    pub(super) fn faults(&self) -> impl Iterator<Item = (FaultKind, u64)> + '_ {
+        FaultKind::ALL
+            .iter()
+            .copied()
+            .zip(self.faults.iter().copied())
+            .filter(|(_, n)| *n > 0)
+    }
+}
+
+/// Non-zero outcome counts, and every fault kind's count, since the process started.
+pub(crate) type LifetimeCounts = (Vec<(Outcome, u64)>, Vec<(FaultKind, u64)>);
+
+impl Ledger {
+    /// How a request ended.
+    pub fn record_outcome(&self, outcome: Outcome) {
+        self.counters.add(outcome);
+    }
+
+    /// A fault fired (a delay is recorded here and its request's outcome separately).
+    pub fn record_fault(&self, kind: FaultKind, phase: &str) {
+        self.counters.add_fault(kind);
+        let mut inner = self.lock();
+        if let Some(count) = inner.by_phase.get_mut(phase) {
+            *count += 1;
+        } else {
+            inner.by_phase.insert(phase.to_string(), 1);
+        }
+    }
+
+    /// Requests since the process started.
+    pub(crate) fn lifetime_requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Outcome and fault counts since the process started.
+    pub(crate) fn lifetime_counts(&self) -> LifetimeCounts {
+        let counts = self.counters.load();
+        let faults = FaultKind::ALL
+            .iter()
+            .copied()
+            .zip(counts.faults.iter().copied())
+            .collect();
+        (counts.outcomes().collect(), faults)
+    }
+}

@@ -1,0 +1,114 @@
+//! Request ids: attempts and logical requests as the server saw them, and the side
+//! effects each id executed, so a second execution of one id is a duplicate.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
+
+/// The receipt of one executed side effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Execution {
+    /// The effect's sequence number (1-based, since the last reset).
+    pub number: u64,
+    /// This request id had already executed at least once: a duplicate side effect.
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct IdEntry {
+    generation: u64,
+    side_effects: u32,
+}
+
+impl Inner {
+    /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
+    fn track_id(&mut self, id: &str, now: Duration, side_effects: u32) {
+        let generation = self.next_generation();
+        let entry = IdEntry {
+            generation,
+            side_effects,
+        };
+        remember(
+            &mut self.id_order,
+            &mut self.ids,
+            id,
+            now,
+            generation,
+            entry,
+        );
+    }
+
+    fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {
+        self.evicted_ids += expire(
+            &mut self.id_order,
+            &mut self.ids,
+            now,
+            limits.id_ttl,
+            limits.max_ids,
+            |e| e.generation,
+        );
+    }
+}
+
+impl Ledger {
+    /// A request arrived (call once per request, before any fault).
+    pub fn record_request(&self, who: RequestIdentity<'_>, now: Duration) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let Some(id) = who.request_id else {
+            return;
+        };
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        inner.attempts += 1;
+        let new_id = !inner.ids.contains_key(id);
+        if new_id {
+            inner.track_id(id, now, 0);
+            inner.logical += 1;
+        }
+        if let Some(policy) = who.policy {
+            let entry = inner.policy(policy, self.limits.max_policies);
+            entry.attempts += 1;
+            if new_id {
+                entry.logical += 1;
+            }
+        }
+        inner.expire_ids(now, &self.limits);
+    }
+
+    /// Executes the side effect of a non-idempotent request.
+    pub fn execute(&self, who: RequestIdentity<'_>, now: Duration) -> Execution {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        inner.effects += 1;
+        inner.side_effects += 1;
+        let number = inner.effects;
+        let mut duplicate = false;
+        if let Some(id) = who.request_id {
+            if let Some(entry) = inner.ids.get_mut(id) {
+                entry.side_effects += 1;
+                duplicate = entry.side_effects > 1;
+            } else {
+                // Evicted since it arrived (or never recorded): remember it again.
+                inner.track_id(id, now, 1);
+                inner.expire_ids(now, &self.limits);
+            }
+            if duplicate {
+                inner.duplicate_side_effects += 1;
+                if inner.duplicate_examples.len() < self.limits.max_examples
+                    && !inner.duplicate_examples.iter().any(|e| e == id)
+                {
+                    inner.duplicate_examples.push(id.to_string());
+                }
+            }
+        }
+        if let Some(policy) = who.policy {
+            let entry = inner.policy(policy, self.limits.max_policies);
+            entry.side_effects += 1;
+            if duplicate {
+                entry.duplicate_side_effects += 1;
+            }
+        }
+        Execution { number, duplicate }
+    }
+}

@@ -1,0 +1,147 @@
+//! Idempotency keys, after the IETF httpapi draft: the first request with a key
+//! executes and its response is stored, later ones replay it; a key still executing
+//! answers 409, a key reused with a different request 422.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
+
+/// A response stored for an idempotency key, replayed to later requests with that key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// The status.
+    pub status: u16,
+    /// The (JSON) body.
+    pub body: String,
+}
+
+/// What [`Ledger::begin_keyed`] says about a request carrying an `Idempotency-Key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyCheck {
+    /// First use: execute, then [`Ledger::complete_key`] (or [`Ledger::release_key`] if
+    /// the request is abandoned before it executes).
+    Fresh(KeyClaim),
+    /// Already executed: answer the stored response, execute nothing.
+    Replay(Arc<StoredResponse>),
+    /// Another request with this key is executing now: answer 409.
+    InFlight,
+    /// The key was used with a different request: answer 422.
+    Mismatch,
+}
+
+/// The right to execute under one idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyClaim {
+    key: Arc<str>,
+    generation: u64,
+}
+
+#[derive(Debug)]
+enum KeyState {
+    InFlight,
+    Done(Arc<StoredResponse>),
+}
+
+#[derive(Debug)]
+pub(super) struct KeyEntry {
+    generation: u64,
+    fingerprint: u64,
+    state: KeyState,
+}
+
+impl Inner {
+    fn expire_keys(&mut self, now: Duration, limits: &LedgerLimits) {
+        self.evicted_keys += expire(
+            &mut self.key_order,
+            &mut self.keys,
+            now,
+            limits.key_ttl,
+            limits.max_keys,
+            |e| e.generation,
+        );
+    }
+}
+
+impl Ledger {
+    /// A request carrying `Idempotency-Key: key` is about to execute. `fingerprint`
+    /// identifies the request (method, path, body), so a key reused for a different
+    /// request is caught.
+    pub fn begin_keyed(
+        &self,
+        key: &str,
+        fingerprint: u64,
+        who: RequestIdentity<'_>,
+        now: Duration,
+    ) -> KeyCheck {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        inner.expire_keys(now, &self.limits);
+        match inner.keys.get(key) {
+            Some(entry) if entry.fingerprint != fingerprint => {
+                inner.idempotency_mismatches += 1;
+                KeyCheck::Mismatch
+            }
+            Some(KeyEntry {
+                state: KeyState::InFlight,
+                ..
+            }) => {
+                inner.idempotency_conflicts += 1;
+                KeyCheck::InFlight
+            }
+            Some(KeyEntry {
+                state: KeyState::Done(stored),
+                ..
+            }) => {
+                let stored = Arc::clone(stored);
+                inner.idempotent_replays += 1;
+                if let Some(policy) = who.policy {
+                    inner
+                        .policy(policy, self.limits.max_policies)
+                        .idempotent_replays += 1;
+                }
+                KeyCheck::Replay(stored)
+            }
+            None => {
+                let generation = inner.next_generation();
+                let entry = KeyEntry {
+                    generation,
+                    fingerprint,
+                    state: KeyState::InFlight,
+                };
+                let key = remember(
+                    &mut inner.key_order,
+                    &mut inner.keys,
+                    key,
+                    now,
+                    generation,
+                    entry,
+                );
+                inner.expire_keys(now, &self.limits);
+                KeyCheck::Fresh(KeyClaim { key, generation })
+            }
+        }
+    }
+
+    /// Stores the response of the execution that held `claim`; later requests with the
+    /// key replay it.
+    pub fn complete_key(&self, claim: KeyClaim, response: StoredResponse) {
+        let mut inner = self.lock();
+        if let Some(entry) = inner.keys.get_mut(&claim.key)
+            && entry.generation == claim.generation
+        {
+            entry.state = KeyState::Done(Arc::new(response));
+        }
+    }
+
+    /// The request that held `claim` was abandoned before executing: forget the key so a
+    /// retry may execute.
+    pub fn release_key(&self, claim: KeyClaim) {
+        let mut inner = self.lock();
+        if inner.keys.get(&claim.key).is_some_and(|e| {
+            e.generation == claim.generation && matches!(e.state, KeyState::InFlight)
+        }) {
+            inner.keys.remove(&claim.key);
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The ledger: what the server received and what it executed, the truth a client's own
+//! numbers are checked against.
+//!
+//! Why: a harness that only believes its client cannot prove anything. The ledger counts
+//! attempts and distinct logical requests (by `x-request-id`) as the server saw them, so
+//! amplification is measured on both sides; and it records every executed side effect
+//! of a non-idempotent request (POST, PATCH), so a double charge is a number, not a
+//! suspicion.
+//!
+//! `Idempotency-Key` follows the IETF httpapi draft ("The Idempotency-Key HTTP Header
+//! Field"): the first request with a key executes and its response is stored; a later
+//! request with the same key gets the stored response without executing again (a
+//! replay); a request whose key is still being executed gets 409 Conflict; a key reused
+//! with a different request (method, path or body) gets 422 Unprocessable Content.
+//!
+//! How memory stays bounded on long runs:
+//! - totals (requests, attempts, outcomes, side effects, duplicates) are counters;
+//! - a per-id entry (attempts and executions of one `x-request-id`) lives for `id_ttl`
+//!   (10 min by default, far beyond any retry deadline) and at most `max_ids` entries
+//!   are kept, oldest evicted first; an evicted id that comes back counts as a new
+//!   logical request, and `evicted_ids` says how often that could have happened;
+//! - idempotency keys (with their stored responses) likewise expire after `key_ttl` and
+//!   are capped at `max_keys`;
+//! - duplicate examples are capped at `max_examples` ids; policies (the
+//!   `x-chaos-policy` header) at `max_policies` names, the rest pooled under `(other)`.
+//!
+//! Time comes in as `now` (an offset from a fixed epoch the caller owns); the ledger
+//! never reads a clock.
+
+mod counters;
+mod ids;
+mod keys;
+mod snapshot;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use counters::Outcome;
+use counters::{Counts, OutcomeCounters};
+pub use ids::Execution;
+use ids::IdEntry;
+use keys::KeyEntry;
+pub use keys::{KeyCheck, KeyClaim, StoredResponse};
+pub use snapshot::{LedgerSnapshot, PolicyLedger};
+
+/// The pool that policy names beyond `max_policies` are counted under.
+pub const OTHER_POLICIES: &str = "(other)";
+
+/// How much the ledger remembers. The defaults keep the ledger under roughly 50 MB in
+/// the worst case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerLimits {
+    /// How long a request id is remembered after it was first seen.
+    pub id_ttl: Duration,
+    /// At most this many request ids are remembered (oldest evicted first).
+    pub max_ids: usize,
+    /// How long an idempotency key and its stored response are remembered.
+    pub key_ttl: Duration,
+    /// At most this many idempotency keys are remembered (oldest evicted first).
+    pub max_keys: usize,
+    /// At most this many example ids of duplicate side effects are kept.
+    pub max_examples: usize,
+    /// At most this many policy names get their own entry.
+    pub max_policies: usize,
+}
+
+impl Default for LedgerLimits {
+    fn default() -> Self {
+        LedgerLimits {
+            // Ten minutes: well beyond any sane retry deadline (AWS SDKs, gRPC and Envoy
+            // give up within seconds to a couple of minutes).
+            id_ttl: Duration::from_secs(600),
+            // 250k ids: ten minutes of 400 new logical requests per second, ~40 MB.
+            max_ids: 250_000,
+            key_ttl: Duration::from_secs(600),
+            max_keys: 50_000,
+            max_examples: 20,
+            max_policies: 64,
+        }
+    }
+}
+
+/// Who sent a request, as far as the ledger cares.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestIdentity<'a> {
+    /// `x-request-id`: the logical request.
+    pub request_id: Option<&'a str>,
+    /// `x-chaos-policy`: the client policy that sent it.
+    pub policy: Option<&'a str>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    attempts: u64,
+    logical: u64,
+    side_effects: u64,
+    duplicate_side_effects: u64,
+    duplicate_examples: Vec<String>,
+    idempotent_replays: u64,
+    idempotency_conflicts: u64,
+    idempotency_mismatches: u64,
+    by_phase: BTreeMap<String, u64>,
+    by_policy: BTreeMap<String, PolicyLedger>,
+    ids: HashMap<Arc<str>, IdEntry>,
+    id_order: VecDeque<(Duration, u64, Arc<str>)>,
+    evicted_ids: u64,
+    keys: HashMap<Arc<str>, KeyEntry>,
+    key_order: VecDeque<(Duration, u64, Arc<str>)>,
+    evicted_keys: u64,
+    generation: u64,
+    effects: u64,
+}
+
+impl Inner {
+    fn policy(&mut self, name: &str, max: usize) -> &mut PolicyLedger {
+        let name = if self.by_policy.contains_key(name) || self.by_policy.len() < max {
+            name
+        } else {
+            OTHER_POLICIES
+        };
+        if !self.by_policy.contains_key(name) {
+            self.by_policy
+                .insert(name.to_string(), PolicyLedger::default());
+        }
+        self.by_policy
+            .get_mut(name)
+            .expect("the entry was inserted just above")
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+}
+
+/// The ledger. Thread-safe: counters are atomics, the per-id and per-key tables sit
+/// behind one mutex that is taken only for requests carrying an `x-request-id` or an
+/// `Idempotency-Key`.
+#[derive(Debug)]
+pub struct Ledger {
+    limits: LedgerLimits,
+    /// Requests since the process started (the metrics read it as is).
+    requests: AtomicU64,
+    /// Outcomes and faults since the process started.
+    counters: OutcomeCounters,
+    /// `requests` and `counters` at the last reset.
+    baseline: Mutex<(u64, Counts)>,
+    inner: Mutex<Inner>,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new(LedgerLimits::default())
+    }
+}
+
+impl Ledger {
+    /// An empty ledger.
+    pub fn new(limits: LedgerLimits) -> Ledger {
+        Ledger {
+            limits,
+            requests: AtomicU64::new(0),
+            counters: OutcomeCounters::default(),
+            baseline: Mutex::new((0, Counts::default())),
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The limits it was made with.
+    pub fn limits(&self) -> &LedgerLimits {
+        &self.limits
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves counters that are still meaningful;
+        // keep serving rather than poisoning every later request.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets everything (counts, ids, keys).
+    pub fn reset(&self) {
+        let mut inner = self.lock();
+        *inner = Inner::default();
+        *self
+            .baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            (self.requests.load(Ordering::Relaxed), self.counters.load());
+    }
+}
+
+/// Inserts `value` (of this `generation`) under `key` and appends it to `order`, the
+/// expiry order [`expire`] walks; returns the shared key.
+fn remember<V>(
+    order: &mut VecDeque<(Duration, u64, Arc<str>)>,
+    map: &mut HashMap<Arc<str>, V>,
+    key: &str,
+    now: Duration,
+    generation: u64,
+    value: V,
+) -> Arc<str> {
+    let key: Arc<str> = Arc::from(key);
+    map.insert(Arc::clone(&key), value);
+    order.push_back((now, generation, Arc::clone(&key)));
+    key
+}
+
+/// Drops, oldest first, the entries older than `ttl` and those beyond `max`; returns how
+/// many it removed. `order` lists (time, generation, key) in insertion order; an entry
+/// renewed since (a newer generation) stays, and its stale place in `order` just goes.
+fn expire<V>(
+    order: &mut VecDeque<(Duration, u64, Arc<str>)>,
+    map: &mut HashMap<Arc<str>, V>,
+    now: Duration,
+    ttl: Duration,
+    max: usize,
+    generation_of: impl Fn(&V) -> u64,
+) -> u64 {
+    let mut evicted = 0;
+    while let Some((at, generation, _)) = order.front() {
+        let expired = now.saturating_sub(*at) >= ttl;
+        if !expired && order.len() <= max {
+            break;
+        }
+        let generation = *generation;
+        if let Some((_, _, key)) = order.pop_front()
+            && map
+                .get(&key)
+                .is_some_and(|e| generation_of(e) == generation)
+        {
+            map.remove(&key);
+            evicted += 1;
+        }
+    }
+    evicted
+}
+
+#[cfg(test)]
+mod tests;

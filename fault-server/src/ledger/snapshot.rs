@@ -1,0 +1,111 @@
+//! The ledger as JSON: the snapshot DTOs (`GET /__chaos/ledger`, the harness's reports)
+//! and how a snapshot is taken.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use super::Ledger;
+
+/// Per-policy totals in a [`LedgerSnapshot`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PolicyLedger {
+    /// Requests received with an `x-request-id` from this policy.
+    pub attempts: u64,
+    /// Distinct `x-request-id`s first seen from this policy.
+    pub logical: u64,
+    /// Side effects executed for this policy's requests.
+    pub side_effects: u64,
+    /// Of which duplicates (the id had executed before).
+    pub duplicate_side_effects: u64,
+    /// Requests answered from a stored idempotent response.
+    pub idempotent_replays: u64,
+}
+
+/// The ledger as JSON (`GET /__chaos/ledger`). Counts since the last reset.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LedgerSnapshot {
+    /// Every request outside the control API.
+    pub requests: u64,
+    /// Requests that carried an `x-request-id`.
+    pub attempts: u64,
+    /// Distinct `x-request-id`s seen.
+    pub logical: u64,
+    /// Requests without an `x-request-id` (counted in `requests` and `by_outcome` only).
+    pub untracked: u64,
+    /// Side effects executed (non-idempotent requests served, or faulted with
+    /// `processed: true`).
+    pub side_effects: u64,
+    /// Executions beyond the first for the same `x-request-id`: double charges.
+    pub duplicate_side_effects: u64,
+    /// A few `x-request-id`s that executed more than once.
+    pub duplicate_examples: Vec<String>,
+    /// Requests answered from a stored `Idempotency-Key` response, without executing.
+    pub idempotent_replays: u64,
+    /// Requests answered 409 because their key was still executing.
+    pub idempotency_conflicts: u64,
+    /// Requests answered 422 because their key was used by a different request.
+    pub idempotency_mismatches: u64,
+    /// Requests by how they ended: `served`, `replayed`, `rejected`, `status_503`,
+    /// `reset`, `close`, `truncate`, `timeout`, `key_in_flight`, `key_mismatch`,
+    /// `bad_request`, `abandoned`.
+    pub by_outcome: BTreeMap<String, u64>,
+    /// Faults injected by kind (`status`, `delay`, `timeout`, `reset`, `close`,
+    /// `truncate`); a delay is followed by another outcome.
+    pub by_fault: BTreeMap<String, u64>,
+    /// Faults injected by phase name.
+    pub by_phase: BTreeMap<String, u64>,
+    /// Totals per `x-chaos-policy`.
+    pub by_policy: BTreeMap<String, PolicyLedger>,
+    /// Request ids remembered now.
+    pub tracked_ids: u64,
+    /// Request ids forgotten to bound memory (TTL or cap) since the last reset.
+    pub evicted_ids: u64,
+    /// Idempotency keys remembered now.
+    pub tracked_keys: u64,
+    /// Idempotency keys forgotten to bound memory since the last reset.
+    pub evicted_keys: u64,
+}
+
+impl Ledger {
+    /// The current totals.
+    pub fn snapshot(&self) -> LedgerSnapshot {
+        let inner = self.lock();
+        let (requests_then, counts_then) = &*self
+            .baseline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let requests = self
+            .requests
+            .load(Ordering::Relaxed)
+            .saturating_sub(*requests_then);
+        let counts = self.counters.load().since(counts_then);
+        LedgerSnapshot {
+            requests,
+            attempts: inner.attempts,
+            logical: inner.logical,
+            // Requests are counted before their id is looked at: never below zero.
+            untracked: requests.saturating_sub(inner.attempts),
+            side_effects: inner.side_effects,
+            duplicate_side_effects: inner.duplicate_side_effects,
+            duplicate_examples: inner.duplicate_examples.clone(),
+            idempotent_replays: inner.idempotent_replays,
+            idempotency_conflicts: inner.idempotency_conflicts,
+            idempotency_mismatches: inner.idempotency_mismatches,
+            by_outcome: counts.outcomes().map(|(o, n)| (o.label(), n)).collect(),
+            by_fault: counts
+                .faults()
+                .map(|(t, n)| (t.name().to_string(), n))
+                .collect(),
+            by_phase: inner.by_phase.clone(),
+            by_policy: inner.by_policy.clone(),
+            tracked_ids: inner.ids.len() as u64,
+            evicted_ids: inner.evicted_ids,
+            tracked_keys: inner.keys.len() as u64,
+            evicted_keys: inner.evicted_keys,
+        }
+    }
+}

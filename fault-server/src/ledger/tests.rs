@@ -1,0 +1,225 @@
+//! The ledger's counts, duplicates, idempotency keys, expiry and bounds, and its JSON.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::script::FaultKind;
+
+fn who<'a>(id: &'a str, policy: &'a str) -> RequestIdentity<'a> {
+    RequestIdentity {
+        request_id: Some(id),
+        policy: Some(policy),
+    }
+}
+
+const T0: Duration = Duration::ZERO;
+
+#[test]
+fn counts_attempts_and_logical_requests_per_policy() {
+    let ledger = Ledger::default();
+    for (id, policy) in [
+        ("a", "naive"),
+        ("a", "naive"),
+        ("a", "naive"),
+        ("b", "naive"),
+        ("c", "budget"),
+    ] {
+        ledger.record_request(who(id, policy), T0);
+    }
+    ledger.record_request(RequestIdentity::default(), T0);
+    let snap = ledger.snapshot();
+    assert_eq!(
+        (snap.requests, snap.attempts, snap.logical, snap.untracked),
+        (6, 5, 3, 1)
+    );
+    assert_eq!(snap.by_policy["naive"].attempts, 4);
+    assert_eq!(snap.by_policy["naive"].logical, 2);
+    assert_eq!(snap.by_policy["budget"].logical, 1);
+}
+
+#[test]
+fn a_second_execution_of_an_id_is_a_duplicate() {
+    let ledger = Ledger::default();
+    ledger.record_request(who("pay-1", "naive"), T0);
+    assert!(!ledger.execute(who("pay-1", "naive"), T0).duplicate);
+    ledger.record_request(who("pay-1", "naive"), T0);
+    let second = ledger.execute(who("pay-1", "naive"), T0);
+    assert!(second.duplicate);
+    assert_eq!(second.number, 2);
+    ledger.record_request(who("pay-2", "naive"), T0);
+    assert!(!ledger.execute(who("pay-2", "naive"), T0).duplicate);
+    let snap = ledger.snapshot();
+    assert_eq!(snap.side_effects, 3);
+    assert_eq!(snap.duplicate_side_effects, 1);
+    assert_eq!(snap.duplicate_examples, vec!["pay-1".to_string()]);
+    assert_eq!(snap.by_policy["naive"].duplicate_side_effects, 1);
+}
+
+#[test]
+fn idempotency_keys_follow_the_draft() {
+    let ledger = Ledger::default();
+    let id = who("r1", "p");
+    let KeyCheck::Fresh(claim) = ledger.begin_keyed("k1", 7, id, T0) else {
+        panic!("first use is fresh")
+    };
+    assert_eq!(ledger.begin_keyed("k1", 7, id, T0), KeyCheck::InFlight);
+    ledger.execute(id, T0);
+    let stored = StoredResponse {
+        status: 200,
+        body: "{\"effect\":1}".into(),
+    };
+    ledger.complete_key(claim, stored.clone());
+    assert_eq!(
+        ledger.begin_keyed("k1", 7, id, T0),
+        KeyCheck::Replay(Arc::new(stored))
+    );
+    assert_eq!(ledger.begin_keyed("k1", 8, id, T0), KeyCheck::Mismatch);
+    let snap = ledger.snapshot();
+    assert_eq!(
+        (
+            snap.idempotent_replays,
+            snap.idempotency_conflicts,
+            snap.idempotency_mismatches
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(snap.side_effects, 1);
+    assert_eq!(snap.by_policy["p"].idempotent_replays, 1);
+}
+
+#[test]
+fn a_released_key_may_execute_again() {
+    let ledger = Ledger::default();
+    let id = who("r1", "p");
+    let KeyCheck::Fresh(claim) = ledger.begin_keyed("k", 1, id, T0) else {
+        panic!("fresh")
+    };
+    ledger.release_key(claim);
+    assert!(matches!(
+        ledger.begin_keyed("k", 1, id, T0),
+        KeyCheck::Fresh(_)
+    ));
+}
+
+#[test]
+fn ids_expire_after_the_ttl_and_beyond_the_cap() {
+    let limits = LedgerLimits {
+        id_ttl: Duration::from_secs(10),
+        max_ids: 3,
+        ..LedgerLimits::default()
+    };
+    let ledger = Ledger::new(limits);
+    for (i, id) in ["a", "b", "c", "d"].iter().enumerate() {
+        ledger.record_request(who(id, "p"), Duration::from_secs(i as u64));
+    }
+    let snap = ledger.snapshot();
+    assert_eq!(
+        (snap.tracked_ids, snap.evicted_ids, snap.logical),
+        (3, 1, 4)
+    );
+    // "a" was evicted by the cap: it comes back as a new logical request.
+    ledger.record_request(who("a", "p"), Duration::from_secs(5));
+    assert_eq!(ledger.snapshot().logical, 5);
+    // Everything is older than the TTL at t = 100 s.
+    ledger.record_request(who("z", "p"), Duration::from_secs(100));
+    let snap = ledger.snapshot();
+    assert_eq!(snap.tracked_ids, 1);
+    assert!(snap.evicted_ids >= 4);
+}
+
+#[test]
+fn keys_expire_and_are_capped() {
+    let limits = LedgerLimits {
+        key_ttl: Duration::from_secs(10),
+        max_keys: 2,
+        ..LedgerLimits::default()
+    };
+    let ledger = Ledger::new(limits);
+    let id = who("r", "p");
+    for key in ["k1", "k2", "k3"] {
+        let KeyCheck::Fresh(claim) = ledger.begin_keyed(key, 1, id, T0) else {
+            panic!("fresh")
+        };
+        ledger.complete_key(
+            claim,
+            StoredResponse {
+                status: 200,
+                body: String::new(),
+            },
+        );
+    }
+    let snap = ledger.snapshot();
+    assert_eq!((snap.tracked_keys, snap.evicted_keys), (2, 1));
+    assert!(matches!(
+        ledger.begin_keyed("k3", 1, id, T0),
+        KeyCheck::Replay(_)
+    ));
+    assert!(matches!(
+        ledger.begin_keyed("k3", 1, id, Duration::from_secs(11)),
+        KeyCheck::Fresh(_)
+    ));
+}
+
+#[test]
+fn examples_and_policies_are_bounded() {
+    let limits = LedgerLimits {
+        max_examples: 2,
+        max_policies: 2,
+        ..LedgerLimits::default()
+    };
+    let ledger = Ledger::new(limits);
+    for i in 0..10 {
+        let id = format!("id-{i}");
+        let policy = format!("policy-{i}");
+        for _ in 0..2 {
+            ledger.record_request(who(&id, &policy), T0);
+            ledger.execute(who(&id, &policy), T0);
+        }
+    }
+    let snap = ledger.snapshot();
+    assert_eq!(snap.duplicate_side_effects, 10);
+    assert_eq!(snap.duplicate_examples.len(), 2);
+    assert_eq!(snap.by_policy.len(), 3);
+    assert_eq!(snap.by_policy[OTHER_POLICIES].attempts, 16);
+}
+
+#[test]
+fn outcomes_and_faults_are_counted_and_reset() {
+    let ledger = Ledger::default();
+    ledger.record_outcome(Outcome::Served);
+    ledger.record_outcome(Outcome::Status(503));
+    ledger.record_outcome(Outcome::Status(503));
+    ledger.record_outcome(Outcome::Reset);
+    ledger.record_fault(FaultKind::Status, "outage");
+    ledger.record_fault(FaultKind::Reset, "outage");
+    let snap = ledger.snapshot();
+    assert_eq!(snap.by_outcome["served"], 1);
+    assert_eq!(snap.by_outcome["status_503"], 2);
+    assert_eq!(snap.by_outcome["reset"], 1);
+    assert_eq!(snap.by_fault["status"], 1);
+    assert_eq!(snap.by_phase["outage"], 2);
+    ledger.reset();
+    assert_eq!(ledger.snapshot(), LedgerSnapshot::default());
+}
+
+#[test]
+fn snapshot_serialises_with_the_contract_names() {
+    let ledger = Ledger::default();
+    ledger.record_request(who("a", "p"), T0);
+    let json = serde_json::to_value(ledger.snapshot()).expect("serialises");
+    for key in [
+        "attempts",
+        "logical",
+        "side_effects",
+        "duplicate_side_effects",
+        "duplicate_examples",
+        "idempotent_replays",
+        "by_outcome",
+        "by_policy",
+    ] {
+        assert!(json.get(key).is_some(), "{key} missing from {json}");
+    }
+    let back: LedgerSnapshot = serde_json::from_value(json).expect("deserialises");
+    assert_eq!(back, ledger.snapshot());
+}

@@ -1,0 +1,84 @@
+//! How to run a server: the listen address, the script and seed, the control token and
+//! the limits, each default saying where its number comes from.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::ledger::LedgerLimits;
+use crate::script::Script;
+
+/// The default cap on how long a `timeout` fault holds a request: a minute, well above
+/// the attempt timeouts clients use (AWS SDKs and gRPC default to seconds) and low enough
+/// that hung requests cannot pile up for ever.
+pub const DEFAULT_HANG_CAP: Duration = Duration::from_secs(60);
+
+/// How long a graceful shutdown waits for requests in progress (delays, queued and
+/// served requests) before it closes their connections.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// The largest request body read: 1 MiB (larger bodies get 413).
+pub const DEFAULT_MAX_BODY: usize = 1 << 20;
+
+/// How to run a server.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// Where to listen; `127.0.0.1:0` (loopback, a free port) by default.
+    pub listen: SocketAddr,
+    /// The fault script.
+    pub script: Script,
+    /// Seed for fault decisions (a script's own `seed:` does not override this one; a
+    /// script installed later with a `seed:` does).
+    pub seed: u64,
+    /// A bearer token required by the control API (`/__chaos/`), if any.
+    pub token: Option<String>,
+    /// The longest a `timeout` fault holds a request before closing its connection.
+    pub hang_cap: Duration,
+    /// How long [`super::ServerHandle::shutdown`] waits for requests in progress.
+    pub shutdown_grace: Duration,
+    /// The largest request body accepted.
+    pub max_body: usize,
+    /// How much the ledger remembers.
+    pub ledger: LedgerLimits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            script: Script::empty(),
+            seed: 0,
+            token: None,
+            hang_cap: DEFAULT_HANG_CAP,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            max_body: DEFAULT_MAX_BODY,
+            ledger: LedgerLimits::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// The default configuration with this script (and the script's seed, if it has one).
+    pub fn with_script(script: Script) -> ServerConfig {
+        ServerConfig {
+            seed: script.seed().unwrap_or(0),
+            script,
+            ..ServerConfig::default()
+        }
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field("script", &self.script)
+            .field("seed", &self.seed)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("hang_cap", &self.hang_cap)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("max_body", &self.max_body)
+            .field("ledger", &self.ledger)
+            .finish()
+    }
+}

@@ -1,0 +1,110 @@
+//! The socket behind a connection, shared with the handlers of its requests: what makes
+//! `reset`, `close` and `truncate` real on the wire.
+//!
+//! Each accepted stream is split ([`split_control`]) into the stream hyper serves and a
+//! [`ConnControl`] holding a `try_clone()` of it (same socket, second descriptor) and a
+//! kill signal the accept loop selects on. A handler finds the control of its connection
+//! with [`current_connection`], a task-local the accept loop sets around each request's
+//! service future ([`scope`]; no allocation per request, unlike a request extension):
+//!
+//! - reset: `SO_LINGER` 0 on the control handle, then the kill signal; dropping the
+//!   connection closes the last descriptor and the kernel sends RST instead of FIN.
+//! - close: `shutdown(Write)` sends FIN now (even if request bytes sit unread), then the
+//!   kill signal.
+//! - truncate: write a status line, headers and part of the body straight to the control
+//!   handle (hyper has sent nothing for this request yet), then reset.
+//!
+//! No `unsafe`, no libc: `socket2::SockRef` borrows the descriptor. This module knows
+//! nothing of the router, the script or the ledger.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::net::Shutdown;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+tokio::task_local! {
+    /// The connection the request being handled came on.
+    static CONNECTION: ConnControl;
+}
+
+/// The connection of the request being handled, when it runs inside [`scope`].
+pub(crate) fn current_connection() -> Option<ConnControl> {
+    CONNECTION.try_with(Clone::clone).ok()
+}
+
+/// Control of one connection, shared with the handlers of its requests.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnControl {
+    inner: Arc<ConnInner>,
+}
+
+#[derive(Debug)]
+struct ConnInner {
+    /// A second descriptor of the connection's socket.
+    socket: std::net::TcpStream,
+    kill: CancellationToken,
+}
+
+impl ConnControl {
+    /// The signal a handler fires when it resets or closes the connection.
+    pub(crate) fn kill_signal(&self) -> CancellationToken {
+        self.inner.kill.clone()
+    }
+
+    /// Ends the connection with a TCP RST: no response, and the client sees
+    /// "connection reset by peer".
+    pub(crate) fn reset(&self) {
+        // If SO_LINGER cannot be set the connection still dies, with a FIN.
+        let _ = socket2::SockRef::from(&self.inner.socket).set_linger(Some(Duration::ZERO));
+        self.inner.kill.cancel();
+    }
+
+    /// Ends the connection with a FIN and no response.
+    pub(crate) fn close(&self) {
+        let _ = self.inner.socket.shutdown(Shutdown::Write);
+        self.inner.kill.cancel();
+    }
+
+    /// Writes raw bytes to the socket, bypassing hyper. Stops early (without error) if
+    /// the socket buffer is full: the bytes are a truncated response anyway.
+    pub(crate) fn write_raw(&self, bytes: &[u8]) -> io::Result<usize> {
+        let mut written = 0;
+        let mut socket = &self.inner.socket;
+        while written < bytes.len() {
+            match socket.write(&bytes[written..]) {
+                Ok(0) => break,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(written)
+    }
+}
+
+/// Runs `future` (a request's service future) with `control` as its
+/// [`current_connection`].
+pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<Output = F::Output> {
+    CONNECTION.scope(control, future)
+}
+
+/// Splits an accepted stream into the stream hyper serves and the control handle.
+pub(crate) fn split_control(stream: TcpStream) -> io::Result<(TcpStream, ConnControl)> {
+    let std_stream = stream.into_std()?;
+    let socket = std_stream.try_clone()?;
+    let stream = TcpStream::from_std(std_stream)?;
+    Ok((
+        stream,
+        ConnControl {
+            inner: Arc::new(ConnInner {
+                socket,
+                kill: CancellationToken::new(),
+            }),
+        },
+    ))
+}

@@ -1,0 +1,225 @@
+//! The state every connection and the handle share: the script in force with its run
+//! clock and live capacity model, the ledger, the metrics and the stop signals.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::config::ServerConfig;
+use super::conn::Stop;
+use crate::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
+use crate::ledger::Ledger;
+use crate::metrics::{CapacityGauges, Metrics};
+use crate::script::Script;
+
+/// The live capacity model: the pure [`CapacityModel`] under a mutex, plus the wake-up
+/// channel of each queued request.
+#[derive(Debug)]
+pub(crate) struct LiveCapacity {
+    pub(crate) limits: CapacityLimits,
+    epoch: Instant,
+    state: Mutex<CapacityState>,
+}
+
+#[derive(Debug)]
+struct CapacityState {
+    model: CapacityModel,
+    waiters: std::collections::HashMap<Ticket, oneshot::Sender<()>>,
+}
+
+/// A request's place in the capacity model; leaving (drop) frees it and starts the next
+/// queued request.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    capacity: Arc<LiveCapacity>,
+    ticket: Ticket,
+}
+
+impl LiveCapacity {
+    fn new(limits: CapacityLimits) -> LiveCapacity {
+        LiveCapacity {
+            limits,
+            epoch: Instant::now(),
+            state: Mutex::new(CapacityState {
+                model: CapacityModel::new(&limits),
+                waiters: std::collections::HashMap::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CapacityState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Arrives, waits in the queue if needed, and returns the slot; `None` is a rejection.
+    pub(crate) async fn admit(self: &Arc<Self>) -> Option<Slot> {
+        let (slot, wait) = {
+            let mut state = self.lock();
+            match state.model.arrive(self.epoch.elapsed()) {
+                Admission::Rejected => return None,
+                Admission::Serve(ticket) => (
+                    Slot {
+                        capacity: Arc::clone(self),
+                        ticket,
+                    },
+                    None,
+                ),
+                Admission::Queued(ticket) => {
+                    let (tx, rx) = oneshot::channel();
+                    state.waiters.insert(ticket, tx);
+                    (
+                        Slot {
+                            capacity: Arc::clone(self),
+                            ticket,
+                        },
+                        Some(rx),
+                    )
+                }
+            }
+        };
+        if let Some(rx) = wait {
+            // The sender is dropped only when this ticket is removed from the model,
+            // which happens when it starts (sent) or when this slot drops.
+            let _ = rx.await;
+        }
+        Some(slot)
+    }
+
+    fn gauges(&self) -> CapacityGauges {
+        let state = self.lock();
+        CapacityGauges {
+            serving: state.model.serving() as u64,
+            queued: state.model.queued() as u64,
+            capacity: self.limits.capacity.map(|c| u64::from(c.get())),
+            queue_limit: self.limits.capacity.map(|_| u64::from(self.limits.queue)),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut state = self.capacity.lock();
+        state.waiters.remove(&self.ticket);
+        if let Some(started) = state
+            .model
+            .finish(self.ticket, self.capacity.epoch.elapsed())
+            && let Some(waiter) = state.waiters.remove(&started.ticket)
+        {
+            // A waiter that vanished meanwhile drops its own slot, which frees this
+            // place again under the same lock.
+            let _ = waiter.send(());
+        }
+    }
+}
+
+/// The script in force, with the run clock and capacity model that came with it.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) script: Arc<Script>,
+    pub(crate) seed: u64,
+    pub(crate) epoch: Instant,
+    /// Present when the script has a `server:` block with a finite capacity.
+    pub(crate) capacity: Option<Arc<LiveCapacity>>,
+}
+
+impl Active {
+    fn new(script: Arc<Script>, seed: u64) -> Active {
+        let capacity = script
+            .capacity()
+            .filter(|limits| limits.capacity.is_some())
+            .map(|limits| Arc::new(LiveCapacity::new(*limits)));
+        Active {
+            script,
+            seed,
+            epoch: Instant::now(),
+            capacity,
+        }
+    }
+}
+
+/// State shared by every connection and the handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    active: RwLock<Arc<Active>>,
+    pub(crate) ledger: Ledger,
+    pub(crate) metrics: Metrics,
+    pub(crate) token: Option<String>,
+    pub(crate) hang_cap: Duration,
+    pub(crate) max_body: usize,
+    /// Epoch of the ledger's TTL clock (never reset).
+    pub(crate) started: Instant,
+    /// Graceful shutdown (stop accepting, end held requests), then the end of its grace
+    /// period (close every connection).
+    pub(crate) stop: Stop,
+    /// Seeds the RNG of requests without an `x-request-id`.
+    pub(crate) anonymous: AtomicU64,
+}
+
+impl Shared {
+    /// The state of a server starting with `config` (its script counts as the first
+    /// load).
+    pub(super) fn new(config: ServerConfig) -> Shared {
+        let shared = Shared {
+            active: RwLock::new(Arc::new(Active::new(Arc::new(config.script), config.seed))),
+            ledger: Ledger::new(config.ledger),
+            metrics: Metrics::default(),
+            token: config.token,
+            hang_cap: config.hang_cap,
+            max_body: config.max_body,
+            started: Instant::now(),
+            stop: Stop::default(),
+            anonymous: AtomicU64::new(0),
+        };
+        shared.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
+        shared
+    }
+
+    pub(crate) fn active(&self) -> Arc<Active> {
+        Arc::clone(
+            &self
+                .active
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn replace_active(&self, active: Active) {
+        *self
+            .active
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(active);
+    }
+
+    /// Installs a script and restarts the run clock. A script with a `seed:` sets the
+    /// seed; otherwise the current seed stays.
+    pub(crate) fn install(&self, script: Script) {
+        let seed = script.seed().unwrap_or_else(|| self.active().seed);
+        self.replace_active(Active::new(Arc::new(script), seed));
+        self.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Clears the ledger and restarts the run clock (and the capacity model).
+    pub(crate) fn reset(&self) {
+        let current = self.active();
+        self.replace_active(Active::new(Arc::clone(&current.script), current.seed));
+        self.ledger.reset();
+    }
+
+    pub(crate) fn capacity_gauges(&self) -> CapacityGauges {
+        self.active()
+            .capacity
+            .as_ref()
+            .map(|c| c.gauges())
+            .unwrap_or_default()
+    }
+
+    /// Time on the ledger's clock.
+    pub(crate) fn ledger_now(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
