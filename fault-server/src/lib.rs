@@ -37,6 +37,7 @@ mod metrics;
 pub mod script;
 pub mod seed;
 mod server;
+pub mod yaml_guard;
 
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;

@@ -1,45 +1,13 @@
 //! The real binary: exit codes, plan errors as users see them (insta snapshots), the
 //! shipped plans, and Ctrl-C.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
-fn harness() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_harness"))
-}
-
-/// A fresh directory under the target dir, so runs never write into the repository.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch dir");
-    dir
-}
-
-fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write the plan");
-    path
-}
-
-/// `harness chaos --quiet PLAN`, run in `dir` so its reports land there.
-fn chaos_quietly(dir: &Path, plan: &Path) -> Output {
-    harness()
-        .current_dir(dir)
-        .args(["chaos", "--quiet"])
-        .arg(plan)
-        .output()
-        .expect("run harness")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
+use common::{BASE, chaos_quietly, harness, repo, scratch, stderr, validate_error, write_plan};
 
 #[test]
 fn every_shipped_plan_validates() {
@@ -88,21 +56,6 @@ fn plan_schema_prints_a_valid_plan_that_the_plans_readme_shows() {
         "plans/README.md and docs/plan-reference.yaml differ"
     );
 }
-
-/// `harness validate` on a broken plan: exit 2 and the message, file name normalised.
-fn validate_error(name: &str, text: &str) -> String {
-    let dir = scratch(&format!("validate-{name}"));
-    let path = write_plan(&dir, &format!("{name}.yaml"), text);
-    let out = harness()
-        .arg("validate")
-        .arg(&path)
-        .output()
-        .expect("run harness");
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    stderr(&out).replace(&dir.display().to_string(), "$DIR")
-}
-
-const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
 
 #[test]
 fn plan_errors_name_the_place_and_suggest_a_fix() {

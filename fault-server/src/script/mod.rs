@@ -75,6 +75,13 @@ impl Script {
         if text.trim().is_empty() {
             return Ok(Script::empty());
         }
+        crate::yaml_guard::check_depth(text, crate::yaml_guard::MAX_DEPTH).map_err(|deep| {
+            ScriptError::Parse {
+                message: format!("the script is {deep}"),
+                line: Some(deep.line),
+                column: Some(deep.column),
+            }
+        })?;
         let spec: ScriptSpec = serde_yaml::from_str(text).map_err(|error| {
             let location = error.location();
             ScriptError::Parse {

@@ -31,19 +31,60 @@ use spec::PlanSpec;
 pub use target::is_loopback_host;
 
 /// Reads and resolves a plan file.
+/// The largest plan file read: far above any real plan, far below what would cost the
+/// parser real memory.
+pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
+
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
-    let text = std::fs::read_to_string(path).map_err(|e| PlanError {
+    use std::io::Read;
+    let whole = |message: String, hint: &str| PlanError {
         file: path.to_owned(),
         line: None,
         column: None,
-        message: format!("cannot read the plan: {e}"),
-        hint: Some("check the path; `ls plans/` lists the shipped plans".into()),
+        message,
+        hint: Some(hint.into()),
+    };
+    let cannot_read = |e: std::io::Error| {
+        whole(
+            format!("cannot read the plan: {e}"),
+            "check the path; `ls plans/` lists the shipped plans",
+        )
+    };
+    // Read one byte past the limit rather than trust the file's size: a FIFO or a device
+    // has none.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PLAN_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(cannot_read)?;
+    if bytes.len() as u64 > MAX_PLAN_BYTES {
+        return Err(whole(
+            format!("the plan is larger than {} KiB", MAX_PLAN_BYTES / 1024),
+            "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        whole(
+            format!(
+                "the plan is not UTF-8 text (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+            "save the plan as UTF-8",
+        )
     })?;
     parse(path, &text)
 }
 
 /// Resolves a plan from its text; `path` names it in errors and reports.
 pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
+    fault_server::yaml_guard::check_depth(text, fault_server::yaml_guard::MAX_DEPTH).map_err(
+        |deep| PlanError {
+            file: path.to_owned(),
+            line: Some(deep.line),
+            column: Some(deep.column),
+            message: format!("nested {} levels deep (at most {})", deep.depth, deep.max),
+            hint: Some("a plan nests a few levels; this looks generated or corrupted".into()),
+        },
+    )?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
     resolve(path, spec).map_err(|f| {
         let at = locate(text, &f.path);
@@ -124,6 +165,9 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
     })
 }
 
+/// The longest plan name: a report directory's name, with room for its timestamp.
+pub const MAX_NAME_LEN: usize = 64;
+
 /// The plan's name, or the file's stem: it names the report directory.
 fn plan_name(path: &Path, name: Option<String>) -> Result<String, Found> {
     let name = match name {
@@ -132,7 +176,11 @@ fn plan_name(path: &Path, name: Option<String>) -> Result<String, Found> {
             .file_stem()
             .map_or_else(|| "plan".to_owned(), |s| s.to_string_lossy().into_owned()),
     };
+    // The name becomes one path component under reports/: nothing that climbs out of it,
+    // hides, or is too long for a file system.
     if name.is_empty()
+        || name.len() > MAX_NAME_LEN
+        || name.starts_with('.')
         || !name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
@@ -141,7 +189,9 @@ fn plan_name(path: &Path, name: Option<String>) -> Result<String, Found> {
             vec![Seg::Key("name")],
             format!("plan name `{name}` cannot name a report directory"),
         )
-        .hint("use letters, digits, `-`, `_` and `.` only"));
+        .hint(format!(
+            "use letters, digits, `-`, `_` and `.` only, not first a `.`, at most {MAX_NAME_LEN} characters"
+        )));
     }
     Ok(name)
 }

@@ -1,0 +1,144 @@
+//! The real binary against hostile or careless input: plan names that would be paths, a
+//! `latest` that is not ours, a report that cannot go where asked, an oversized plan, a
+//! load the client cannot carry.
+
+mod common;
+
+use common::{BASE, chaos_quietly, harness, scratch, stderr, validate_error, write_plan};
+
+#[test]
+fn plan_names_are_one_safe_path_component() {
+    for (case, name) in [
+        ("dotdot", "\"..\"".to_owned()),
+        ("hidden", ".hidden".to_owned()),
+        ("slash", "\"a/b\"".to_owned()),
+        ("long", "n".repeat(300)),
+    ] {
+        let said = validate_error(
+            case,
+            &format!("name: {name}\n{BASE}policies: [ {{ name: a }} ]\n"),
+        );
+        assert!(
+            said.contains("cannot name a report directory"),
+            "{case}: {said}"
+        );
+        assert!(said.contains("at most 64 characters"), "{case}: {said}");
+    }
+}
+
+#[test]
+fn an_oversized_plan_is_refused_before_it_is_parsed() {
+    let padding = format!("# {}\n", "x".repeat(1000)).repeat(1100);
+    let said = validate_error(
+        "huge",
+        &format!("{padding}{BASE}policies: [ {{ name: a }} ]\n"),
+    );
+    assert!(said.contains("larger than 1024 KiB"), "{said}");
+    // Deep nesting costs the parser the square of its depth: refused by a linear scan.
+    let deep = format!(
+        "description: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let said = validate_error(
+        "deep",
+        &format!("{BASE}policies: [ {{ name: a }} ]\n{deep}"),
+    );
+    assert!(
+        said.contains("nested 65 levels deep (at most 64)"),
+        "{said}"
+    );
+    assert!(said.contains("deep.yaml:6:78"), "{said}");
+}
+
+#[test]
+fn a_latest_that_is_not_our_link_is_left_alone() {
+    let dir = scratch("foreign-latest");
+    let plan = write_plan(
+        &dir,
+        "keep.yaml",
+        &format!("name: keep\n{BASE}policies: [ {{ name: a }} ]\n"),
+    );
+    std::fs::create_dir_all(dir.join("reports/keep")).expect("mkdir");
+    std::fs::write(dir.join("reports/keep/latest"), "my own notes").expect("write");
+    let out = chaos_quietly(&dir, &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("reports/keep/latest")).expect("still a file"),
+        "my own notes"
+    );
+    assert!(
+        stderr(&out).contains("was left as it was"),
+        "{}",
+        stderr(&out)
+    );
+    let reports = std::fs::read_dir(dir.join("reports/keep"))
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("report.json").is_file())
+        .count();
+    assert_eq!(reports, 1, "the report itself was written");
+}
+
+#[test]
+fn a_report_that_cannot_go_where_asked_goes_to_a_temporary_directory() {
+    let dir = scratch("unwritable-out");
+    let plan = write_plan(
+        &dir,
+        "lost.yaml",
+        &format!("name: lost\n{BASE}policies: [ {{ name: a }} ]\n"),
+    );
+    // A directory cannot be made under a regular file.
+    std::fs::write(dir.join("file"), "").expect("write");
+    let out = harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet", "--out", "file/report"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let said = stderr(&out);
+    let instead = said
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("the report was written to "))
+        .and_then(|l| l.strip_suffix(" instead"))
+        .unwrap_or_else(|| panic!("no fallback named: {said}"));
+    let json = std::path::Path::new(instead).join("report.json");
+    assert!(json.is_file(), "{}", json.display());
+    let _ = std::fs::remove_dir_all(instead);
+}
+
+#[test]
+fn an_undelivered_load_is_a_warning_and_a_failed_dropped_ratio_gate() {
+    let dir = scratch("undelivered");
+    let plan = write_plan(
+        &dir,
+        "tiny.yaml",
+        "name: tiny\nduration: 1s\ndrain: 1s\nload:\n  rate: 200\n  max_in_flight: 1\n  requests: [ { name: r, path: / } ]\nfaults: [ { name: slow, respond: { fault: delay, delay: 50ms } } ]\npolicies: [ { name: a } ]\n",
+    );
+    // Without a gate the run passes, but says what it could not do.
+    let out = chaos_quietly(&dir, &plan);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: policy `a` dropped"),
+        "{}",
+        stderr(&out)
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/tiny/latest/report.json")).expect("json"),
+    )
+    .expect("json");
+    assert!(
+        json["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("max_in_flight 1"))
+    );
+    // With the gate every shipped plan carries, it fails.
+    let gated = write_plan(
+        &dir,
+        "gated.yaml",
+        "name: gated\nduration: 1s\ndrain: 1s\nload:\n  rate: 200\n  max_in_flight: 1\n  requests: [ { name: r, path: / } ]\nfaults: [ { name: slow, respond: { fault: delay, delay: 50ms } } ]\npolicies: [ { name: a } ]\ngates: [ { metric: dropped_ratio, max: 0.01 } ]\n",
+    );
+    let out = chaos_quietly(&dir, &gated);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}

@@ -1,0 +1,57 @@
+//! Helpers for the tests that run the real binary.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn harness() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+}
+
+/// A fresh directory under the target dir, so runs never write into the repository.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch dir");
+    dir
+}
+
+pub fn write_plan(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the plan");
+    path
+}
+
+/// `harness chaos --quiet PLAN`, run in `dir` so its reports land there.
+pub fn chaos_quietly(dir: &Path, plan: &Path) -> Output {
+    harness()
+        .current_dir(dir)
+        .args(["chaos", "--quiet"])
+        .arg(plan)
+        .output()
+        .expect("run harness")
+}
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `harness validate` on a broken plan: exit 2 and the message, file name normalised.
+pub fn validate_error(name: &str, text: &str) -> String {
+    let dir = scratch(&format!("validate-{name}"));
+    let path = write_plan(&dir, &format!("{name}.yaml"), text);
+    let out = harness()
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    stderr(&out).replace(&dir.display().to_string(), "$DIR")
+}
+
+pub const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
