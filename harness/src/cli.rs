@@ -209,7 +209,14 @@ fn chaos(
         }
     };
     let (stamp, _) = report::timestamp(SystemTime::now());
-    let written = report::write(&report, Path::new("."), out, &stamp);
+    // A measured run is never lost: where it cannot go where asked, it goes to a
+    // temporary directory, and the exit code says something went wrong.
+    let mut misplaced = false;
+    let written = report::write(&report, Path::new("."), out, &stamp).or_else(|e| {
+        eprintln!("error: {e}");
+        misplaced = true;
+        report::write_to_temp(&report, &stamp)
+    });
     if !quiet {
         print!("{}", report::summary_table(&report));
         for p in &report.policies {
@@ -218,19 +225,35 @@ fn chaos(
             }
         }
     }
+    for warning in &report.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if let Some(e) = &report.error {
+        eprintln!("error: {e}");
+        eprintln!("  hint: the report covers the policies that ran, the last one marked partial");
+    }
     match &written {
-        Ok(dir) => {
+        Ok(written) => {
+            if let Some(w) = &written.warning {
+                eprintln!("warning: {w}");
+            }
+            if misplaced {
+                eprintln!(
+                    "  the report was written to {} instead",
+                    written.dir.display()
+                );
+            }
             println!(
                 "{}: report in {}",
                 report.verdict_label(),
-                dir.join("report.html").display()
+                written.dir.join("report.html").display()
             );
         }
-        Err(e) => eprintln!("error: {e}"),
+        Err(e) => eprintln!("error: {e}: the report could not be written anywhere"),
     }
     if report.aborted {
         EXIT_INTERRUPTED
-    } else if written.is_err() {
+    } else if misplaced || written.is_err() || report.error.is_some() {
         EXIT_CANNOT_RUN
     } else if report.passed() {
         EXIT_PASS

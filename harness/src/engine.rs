@@ -20,11 +20,11 @@
 //! [`Session`]: chaos_policy::Session
 
 use std::pin::pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use chaos_policy::{Action, Client, RunCounts};
+use chaos_policy::{Action, Client, Outcome, RunCounts};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tokio::time::{Instant, sleep_until};
@@ -54,7 +54,13 @@ pub struct PolicyRun {
     pub elapsed: Duration,
     /// Stopped by the user before the end.
     pub aborted: bool,
+    /// Stopped early because the target is plainly gone: why.
+    pub gone: Option<String>,
 }
+
+/// A target that refused every connection for this long is gone: the policy stops rather
+/// than keep offering load to nothing.
+pub const GONE_AFTER: Duration = Duration::from_secs(2);
 
 /// Called once a second with the second just finished and the counts so far.
 pub type Progress = Arc<dyn Fn(u64, &Recorder) + Send + Sync>;
@@ -89,6 +95,11 @@ struct Shared {
     http: reqwest::Client,
     plan: Arc<Plan>,
     seed: u64,
+    /// Since when (µs from the start, plus one; 0: not) every attempt failed to connect.
+    refusing_since: AtomicU64,
+    /// Cancelled when the user aborts or the target is gone: stops dispatch, then all.
+    halt: CancellationToken,
+    gone: OnceLock<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -99,6 +110,35 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// Watches for a target that refuses every connection: an outcome that proves the
+    /// request unsent extends the streak, any other ends it.
+    fn watch_target(&self, outcome: Outcome, now: Duration) {
+        if !outcome.proves_unsent() {
+            self.refusing_since.store(0, Ordering::Relaxed);
+            return;
+        }
+        let stamp = u64::try_from(now.as_micros()).unwrap_or(u64::MAX - 1) + 1;
+        let since = match self.refusing_since.compare_exchange(
+            0,
+            stamp,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(since) => Duration::from_micros(since - 1),
+        };
+        if now.saturating_sub(since) >= GONE_AFTER {
+            let _ = self.gone.set(format!(
+                "the target at {} refused every connection from {:.1} s to {:.1} s into the run ({outcome}): it is gone, so policy `{}` stopped early",
+                self.base_url,
+                since.as_secs_f64(),
+                now.as_secs_f64(),
+                self.policy
+            ));
+            self.halt.cancel();
+        }
     }
 }
 
@@ -127,10 +167,14 @@ where
         http: config.http,
         plan: Arc::clone(&plan),
         seed: plan.seed,
+        refusing_since: AtomicU64::new(0),
+        halt: config.abort.child_token(),
+        gone: OnceLock::new(),
     });
     let tasks = TaskTracker::new();
     // Cancelled when the drain ends: requests still running stop and count as unfinished.
-    let stop = config.abort.child_token();
+    let stop = shared.halt.child_token();
+    let halt = shared.halt.clone();
 
     let sampler = tokio::spawn(sample_every_second(
         Arc::clone(&shared),
@@ -139,20 +183,15 @@ where
     ));
 
     let (stop_all, all_tasks) = (&stop, &tasks);
-    let mut aborted = {
-        let (shared, tasks, stop, abort) = (
-            Arc::clone(&shared),
-            tasks.clone(),
-            stop.clone(),
-            config.abort.clone(),
-        );
+    let mut halted = {
+        let (shared, tasks, stop) = (Arc::clone(&shared), tasks.clone(), stop.clone());
         let handle = tokio::runtime::Handle::current();
         let dispatched = tokio::task::spawn_blocking(move || {
-            dispatch(&shared, arrivals, &tasks, &stop, &abort, &handle)
+            dispatch(&shared, arrivals, &tasks, &stop, &handle)
         })
         .await;
         match dispatched {
-            Ok(aborted) => aborted,
+            Ok(halted) => halted,
             Err(e) => {
                 // Stop what was started, then say what went wrong: a crash is no interruption.
                 stop_all.cancel();
@@ -167,18 +206,18 @@ where
 
     // Arrivals run for the plan's whole duration even when the last one came early (a slow
     // Poisson tail), so late fault phases and the recovery after them are observed.
-    if !aborted {
+    if !halted {
         tokio::select! {
-            () = config.abort.cancelled() => aborted = true,
+            () = halt.cancelled() => halted = true,
             () = sleep_until(shared.start + plan.duration) => {}
         }
     }
     // Drain: in-flight requests get `drain` to finish, then are stopped.
-    if !aborted {
+    if !halted {
         tokio::select! {
             () = tasks.wait() => {}
             () = tokio::time::sleep(plan.drain) => {}
-            () = config.abort.cancelled() => { aborted = true; }
+            () = halt.cancelled() => {}
         }
     }
     stop.cancel();
@@ -197,7 +236,8 @@ where
         breaker_trips: client.breaker_trips(),
         recorder,
         elapsed,
-        aborted,
+        aborted: config.abort.is_cancelled(),
+        gone: shared.gone.get().cloned(),
     })
 }
 
@@ -214,7 +254,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 
 /// The open-loop dispatcher: sleeps until each arrival is due and hands it to a task, or
 /// counts it as dropped when `max_in_flight` requests are already running. Returns whether
-/// the user aborted.
+/// it was halted (the user aborted, or the target is gone).
 ///
 /// It runs on a thread of its own because tokio's timer wheel has a resolution of one
 /// millisecond and rounds every sleep up, which alone makes the median arrival almost a
@@ -224,7 +264,6 @@ fn dispatch(
     arrivals: impl Iterator<Item = Arrival>,
     tasks: &TaskTracker,
     stop: &CancellationToken,
-    abort: &CancellationToken,
     handle: &tokio::runtime::Handle,
 ) -> bool {
     // The check interval for an abort while waiting for a distant arrival.
@@ -234,7 +273,7 @@ fn dispatch(
     for arrival in arrivals {
         let due = start + arrival.at;
         loop {
-            if abort.is_cancelled() {
+            if shared.halt.is_cancelled() {
                 return true;
             }
             let now = std::time::Instant::now();
@@ -370,6 +409,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 if !answer.outcome.proves_unsent() {
                     running.reached = Reached::Yes;
                 }
+                shared.watch_target(answer.outcome, now);
                 {
                     let mut recorder = lock(&shared.recorder);
                     record_sent(&mut recorder);

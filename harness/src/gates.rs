@@ -216,6 +216,7 @@ fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
         Metric::PeakAmplification => r.amplification.peak_1s,
         Metric::RecoveryS => r.recovery_s?,
         Metric::Dropped => r.dropped as f64,
+        Metric::DroppedRatio => r.dropped as f64 / r.offered.max(1) as f64,
         Metric::Retries => r.retries as f64,
     })
 }

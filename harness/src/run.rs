@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::attempt::http_client;
 use crate::engine::{self, EngineConfig, Progress};
 use crate::plan::{NamedPolicy, Plan, Target};
-use crate::report::{self, PolicyOutcome, Report};
+use crate::report::{self, Ending, PolicyOutcome, Report};
 
 /// Why a run could not be carried out (exit code 3).
 #[derive(Debug, thiserror::Error)]
@@ -119,12 +119,21 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
 
     let mut outcomes = Vec::new();
     let mut aborted = false;
+    // What stopped the run before its end, once something was measured: the report is
+    // still written, with every policy that ran.
+    let mut error: Option<String> = None;
     for policy in selected {
         if options.abort.is_cancelled() {
             aborted = true;
             break;
         }
-        reset(&server, &control, plan, &script).await?;
+        if let Err(e) = reset(&server, &control, plan, &script).await {
+            if outcomes.is_empty() {
+                return Err(e);
+            }
+            error = Some(e.to_string());
+            break;
+        }
         if options.announce {
             eprintln!("running policy `{}` against {}", policy.name, server.url());
         }
@@ -136,20 +145,44 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             abort: options.abort.clone(),
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
         })
-        .await
-        .map_err(|source| RunError::Engine {
-            policy: policy.name.clone(),
-            source,
-        })?;
-        settle(&server, &control, plan.drain).await;
-        let ledger = ledger(&server, &control).await?;
+        .await;
+        let run = match run {
+            Ok(run) => run,
+            Err(source) => {
+                let e = RunError::Engine {
+                    policy: policy.name.clone(),
+                    source,
+                };
+                if outcomes.is_empty() {
+                    return Err(e);
+                }
+                error = Some(e.to_string());
+                break;
+            }
+        };
+        let ledger = if run.gone.is_some() {
+            // Nothing there to settle or to ask.
+            None
+        } else {
+            settle(&server, &control, plan.drain).await;
+            match ledger(&server, &control).await {
+                Ok(ledger) => ledger,
+                Err(e) => {
+                    error = Some(e.to_string());
+                    None
+                }
+            }
+        };
         aborted |= run.aborted;
+        if let Some(gone) = &run.gone {
+            error.get_or_insert_with(|| gone.clone());
+        }
         outcomes.push(PolicyOutcome {
             policy,
             run,
             ledger,
         });
-        if aborted {
+        if aborted || error.is_some() {
             break;
         }
     }
@@ -157,7 +190,15 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
         handle.shutdown().await;
     }
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    Ok(report::build(plan, outcomes, aborted, generated_at))
+    Ok(report::build(
+        plan,
+        outcomes,
+        Ending {
+            aborted,
+            error,
+            generated_at,
+        },
+    ))
 }
 
 fn select<'a>(plan: &'a Plan, names: &[String]) -> Result<Vec<&'a NamedPolicy>, RunError> {

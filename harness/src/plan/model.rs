@@ -157,11 +157,13 @@ pub enum Metric {
     PeakAmplification,
     RecoveryS,
     Dropped,
+    /// `dropped / offered`.
+    DroppedRatio,
     Retries,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::SuccessRate,
         Metric::P50Ms,
         Metric::P90Ms,
@@ -172,6 +174,7 @@ impl Metric {
         Metric::PeakAmplification,
         Metric::RecoveryS,
         Metric::Dropped,
+        Metric::DroppedRatio,
         Metric::Retries,
     ];
 
@@ -187,6 +190,7 @@ impl Metric {
             Metric::PeakAmplification => "peak_amplification",
             Metric::RecoveryS => "recovery_s",
             Metric::Dropped => "dropped",
+            Metric::DroppedRatio => "dropped_ratio",
             Metric::Retries => "retries",
         }
     }

@@ -25,22 +25,48 @@ pub struct PolicyOutcome<'a> {
     pub ledger: Option<LedgerSnapshot>,
 }
 
-pub fn build(
-    plan: &Plan,
-    outcomes: Vec<PolicyOutcome<'_>>,
-    aborted: bool,
-    generated_at: String,
-) -> Report {
+/// How a run ended, besides its measurements.
+#[derive(Debug, Clone, Default)]
+pub struct Ending {
+    /// Interrupted by the user.
+    pub aborted: bool,
+    /// Why the run could not be completed.
+    pub error: Option<String>,
+    pub generated_at: String,
+}
+
+/// Above this share of dropped arrivals the planned load was not delivered: say so.
+pub const DROPPED_WARNING: f64 = 0.01;
+
+pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> Report {
     let policies: Vec<PolicyReport> = outcomes
         .into_iter()
         .map(|o| policy_report(plan, o))
         .collect();
-    let pass = !aborted && policies.iter().all(|p| p.gates.iter().all(|g| g.pass));
+    let pass = !ending.aborted
+        && ending.error.is_none()
+        && policies.iter().all(|p| p.gates.iter().all(|g| g.pass));
+    let warnings = policies
+        .iter()
+        .filter(|p| p.dropped as f64 > DROPPED_WARNING * p.offered as f64)
+        .map(|p| {
+            format!(
+                "policy `{}` dropped {} of its {} arrivals ({:.1}%) at max_in_flight {}: the planned load was not delivered; raise load.max_in_flight or lower the rate, and gate on `{{ metric: dropped_ratio, max: {DROPPED_WARNING} }}`",
+                p.name,
+                p.dropped,
+                p.offered,
+                p.dropped as f64 * 100.0 / p.offered as f64,
+                plan.load.max_in_flight
+            )
+        })
+        .collect();
     Report {
         schema: SCHEMA.to_owned(),
         verdict: if pass { "pass" } else { "fail" }.to_owned(),
-        aborted,
-        generated_at,
+        aborted: ending.aborted,
+        generated_at: ending.generated_at,
+        error: ending.error,
+        warnings,
         plan: PlanInfo {
             name: plan.name.clone(),
             file: plan.file.display().to_string(),
@@ -197,6 +223,7 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         name: policy.name.clone(),
         preset: policy.preset.map(|p| p.name().to_owned()),
         summary: describe(policy),
+        partial: run.aborted || run.gone.is_some(),
         offered: r.offered(),
         logical: r.logical,
         succeeded: r.succeeded,

@@ -10,13 +10,14 @@ mod tests;
 mod write;
 
 pub use build::{
-    PolicyOutcome, Reconciliation, build, offered_quantile_ms, peak_1s, reconciliation, recovery_s,
+    DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, offered_quantile_ms, peak_1s,
+    reconciliation, recovery_s,
 };
 pub use html::render as html;
 pub use junit::render as junit;
 pub use markdown::{render as markdown, summary_table};
 pub use model::*;
-pub use write::{WriteError, timestamp, write};
+pub use write::{WriteError, Written, timestamp, write, write_to_temp};
 
 /// `report.json`.
 pub fn json(report: &Report) -> String {

@@ -16,6 +16,12 @@ pub struct Report {
     pub aborted: bool,
     /// When the report was made, UTC, RFC 3339.
     pub generated_at: String,
+    /// Why the run could not be completed (exit 3); the figures cover what ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// What a reader should know before trusting the figures (an undelivered load, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub plan: PlanInfo,
     pub policies: Vec<PolicyReport>,
 }
@@ -45,6 +51,9 @@ pub struct PolicyReport {
     pub preset: Option<String>,
     /// One line: attempts, backoff, budget, breaker.
     pub summary: String,
+    /// The policy did not run its whole plan (interrupted, or the target went away).
+    #[serde(default)]
+    pub partial: bool,
     /// Arrivals the schedule offered: `logical + dropped`.
     pub offered: u64,
     /// Logical requests sent (arrivals not dropped).
@@ -176,10 +185,12 @@ impl Report {
         self.verdict == "pass"
     }
 
-    /// `PASS`, `FAIL` or `ABORTED`, as every renderer shows it.
+    /// `PASS`, `FAIL`, `ABORTED` or `INCOMPLETE`, as every renderer shows it.
     pub fn verdict_label(&self) -> &'static str {
         if self.aborted {
             "ABORTED"
+        } else if self.error.is_some() {
+            "INCOMPLETE"
         } else if self.passed() {
             "PASS"
         } else {

@@ -47,15 +47,23 @@ pub fn timestamp(now: SystemTime) -> (String, String) {
     )
 }
 
+/// Where a report went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub dir: PathBuf,
+    /// Why `latest` was left as it was, if it was.
+    pub warning: Option<String>,
+}
+
 /// Writes the four files. With `out`, into that directory; otherwise into
-/// `reports/<plan>/<stamp>/` under `root`, and points `reports/<plan>/latest` at it.
-/// Returns the directory written.
+/// `reports/<plan>/<stamp>/` under `root`, and points `reports/<plan>/latest` at it (unless
+/// `latest` is something other than our own link: that is left alone, with a warning).
 pub fn write(
     report: &Report,
     root: &Path,
     out: Option<&Path>,
     stamp: &str,
-) -> Result<PathBuf, WriteError> {
+) -> Result<Written, WriteError> {
     let files = [
         ("report.json", super::json(report)),
         ("report.md", super::markdown(report)),
@@ -70,7 +78,10 @@ pub fn write(
             std::fs::write(&tmp, text).map_err(at(&tmp))?;
             std::fs::rename(&tmp, &path).map_err(at(&path))?;
         }
-        return Ok(dir.to_owned());
+        return Ok(Written {
+            dir: dir.to_owned(),
+            warning: None,
+        });
     }
     let plan_dir = root.join("reports").join(&report.plan.name);
     std::fs::create_dir_all(&plan_dir).map_err(at(&plan_dir))?;
@@ -88,21 +99,56 @@ pub fn write(
     }
     let dir = plan_dir.join(&name);
     std::fs::rename(&tmp, &dir).map_err(at(&dir))?;
-    point_latest(&plan_dir, &name).map_err(at(&plan_dir.join("latest")))?;
-    Ok(dir)
+    let latest = plan_dir.join(LATEST);
+    let warning = match point_latest(&plan_dir, &name) {
+        Ok(()) => None,
+        Err(e) => Some(format!("{} was left as it was: {e}", latest.display())),
+    };
+    Ok(Written { dir, warning })
+}
+
+/// Writes into a fresh directory under the system's temporary directory: where a measured
+/// run goes when it cannot go where it was asked.
+pub fn write_to_temp(report: &Report, stamp: &str) -> Result<Written, WriteError> {
+    let dir = std::env::temp_dir().join(format!("chaos-report-{}-{stamp}", report.plan.name));
+    write(report, Path::new("."), Some(&dir), stamp)
 }
 
 #[cfg(unix)]
+const LATEST: &str = "latest";
+#[cfg(not(unix))]
+const LATEST: &str = "latest.txt";
+
+/// Repoints `latest`, if it is ours: absent, or a link to a sibling directory name.
+#[cfg(unix)]
 fn point_latest(plan_dir: &Path, name: &str) -> io::Result<()> {
+    let latest = plan_dir.join(LATEST);
+    match std::fs::symlink_metadata(&latest) {
+        Ok(meta) if !meta.file_type().is_symlink() => {
+            return Err(io::Error::other(
+                "it is not a link the harness made; move it away to let the harness point it at the newest report",
+            ));
+        }
+        Ok(_) => {
+            let target = std::fs::read_link(&latest)?;
+            if target.components().count() != 1 {
+                return Err(io::Error::other(format!(
+                    "it links to {}, not to a report beside it; remove it to let the harness manage it",
+                    target.display()
+                )));
+            }
+        }
+        Err(_) => {}
+    }
     let tmp = plan_dir.join(".latest.tmp");
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(name, &tmp)?;
-    std::fs::rename(&tmp, plan_dir.join("latest"))
+    std::fs::rename(&tmp, latest)
 }
 
 #[cfg(not(unix))]
 fn point_latest(plan_dir: &Path, name: &str) -> io::Result<()> {
-    std::fs::write(plan_dir.join("latest.txt"), name)
+    std::fs::write(plan_dir.join(LATEST), name)
 }
 
 #[cfg(test)]
