@@ -91,3 +91,28 @@ fn report_html_is_self_contained_with_inline_charts() {
     );
     assert!(html.contains("FAIL"));
 }
+
+#[test]
+fn an_incomplete_run_says_what_failed_in_every_renderer() {
+    let mut report = fixture();
+    report.error = Some("the target at http://127.0.0.1:9 refused every connection".into());
+    report.warnings = vec!["policy `naive` dropped 50 of its 650 arrivals".into()];
+    report.policies[0].partial = true;
+    assert_eq!(report.verdict_label(), "INCOMPLETE");
+    let md = report::markdown(&report);
+    for said in [
+        "Verdict: **INCOMPLETE**",
+        "> **Error:** the target at http://127.0.0.1:9 refused every connection",
+        "> **Warning:** policy `naive` dropped 50",
+        "## Policy `naive` (partial: stopped early)",
+    ] {
+        assert!(md.contains(said), "report.md lacks {said:?}");
+    }
+    let junit = report::junit(&report);
+    assert!(junit.contains("errors=\"1\""), "{junit}");
+    assert!(junit.contains("<error message=\"the target at"), "{junit}");
+    let html = report::html(&report);
+    assert!(html.contains("verdict incomplete"));
+    assert!(html.contains("<b>Error:</b> the target"));
+    assert!(html.contains("(partial: stopped early)"));
+}

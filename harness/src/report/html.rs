@@ -154,6 +154,16 @@ pub fn render(report: &Report) -> String {
     if let Some(d) = &plan.description {
         let _ = write!(out, "<p>{}</p>", esc(d));
     }
+    if let Some(error) = &report.error {
+        let _ = write!(out, "<p class=\"note\"><b>Error:</b> {}</p>", esc(error));
+    }
+    for warning in &report.warnings {
+        let _ = write!(
+            out,
+            "<p class=\"note warn\"><b>Warning:</b> {}</p>",
+            esc(warning)
+        );
+    }
     let _ = write!(
         out,
         "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}; faults: {}. Generated {}.</p>",
@@ -221,8 +231,13 @@ pub fn render(report: &Report) -> String {
 fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     let _ = write!(
         out,
-        "<h2>Policy <code>{}</code></h2><p>{}</p>",
+        "<h2>Policy <code>{}</code>{}</h2><p>{}</p>",
         esc(&p.name),
+        if p.partial {
+            " (partial: stopped early)"
+        } else {
+            ""
+        },
         esc(&p.summary)
     );
     out.push_str("<table><tr><th>gate</th><th>result</th><th>measured</th><th>limit</th><th>detail</th></tr>");
@@ -306,7 +321,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}\
 h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
-.pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted{background:#c0392b}\
+.pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted,.verdict.incomplete{background:#c0392b}.note{border-left:4px solid #c0392b;padding:.3em .8em;background:#fdecea}.note.warn{border-color:#e67e22;background:#fef5e7}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:12px}figure{margin:1em 0}figcaption{font-weight:600}\
 .legend span{margin-right:1em}.legend i{display:inline-block;width:12px;height:3px;margin-right:4px;vertical-align:middle}.meta{color:#555}";

@@ -13,7 +13,10 @@ fn escape(s: &str) -> String {
 }
 
 pub fn render(report: &Report) -> String {
-    let cases: usize = report.policies.iter().map(|p| p.gates.len()).sum();
+    // A run that could not be completed is an error of its own, so CI never reads a
+    // partial run as green.
+    let errors = usize::from(report.error.is_some());
+    let cases: usize = report.policies.iter().map(|p| p.gates.len()).sum::<usize>() + errors;
     let failures: usize = report
         .policies
         .iter()
@@ -22,9 +25,17 @@ pub fn render(report: &Report) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"chaos {}\" tests=\"{cases}\" failures=\"{failures}\">",
+        "<testsuites name=\"chaos {}\" tests=\"{cases}\" failures=\"{failures}\" errors=\"{errors}\">",
         escape(&report.plan.name)
     );
+    if let Some(error) = &report.error {
+        let name = escape(&report.plan.name);
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{name}\" tests=\"1\" failures=\"0\" errors=\"1\">\n    <testcase classname=\"{name}\" name=\"run completed\">\n      <error message=\"{}\"/>\n    </testcase>\n  </testsuite>",
+            escape(error)
+        );
+    }
     for p in &report.policies {
         let failed = p.gates.iter().filter(|g| !g.pass).count();
         let _ = writeln!(

@@ -116,9 +116,16 @@ pub fn render(report: &Report) -> String {
     }
     let verdict = match report.verdict_label() {
         "ABORTED" => "**ABORTED** (interrupted; figures cover what ran)",
+        "INCOMPLETE" => "**INCOMPLETE** (the run could not be completed; figures cover what ran)",
         label => &format!("**{label}**"),
     };
     let _ = writeln!(out, "Verdict: {verdict}\n");
+    if let Some(error) = &report.error {
+        let _ = writeln!(out, "> **Error:** {error}\n");
+    }
+    for warning in &report.warnings {
+        let _ = writeln!(out, "> **Warning:** {warning}\n");
+    }
     let _ = writeln!(
         out,
         "Plan `{}` (seed {}), {} s of arrivals against {}{}. Generated {}.\n",
@@ -147,7 +154,16 @@ pub fn render(report: &Report) -> String {
 }
 
 fn policy_section(out: &mut String, p: &PolicyReport) {
-    let _ = writeln!(out, "## Policy `{}`\n", p.name);
+    let _ = writeln!(
+        out,
+        "## Policy `{}`{}\n",
+        p.name,
+        if p.partial {
+            " (partial: stopped early)"
+        } else {
+            ""
+        }
+    );
     if let Some(preset) = &p.preset {
         let _ = writeln!(out, "Preset `{preset}`. ");
     }
