@@ -32,6 +32,7 @@
 pub mod capacity;
 pub mod dist;
 pub mod duration;
+pub mod fd_limit;
 pub mod ledger;
 mod metrics;
 pub mod script;
@@ -47,6 +48,6 @@ pub use script::{
     Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
 };
 pub use server::{
-    DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig, ServerHandle,
-    StartError, start,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
+    ServerHandle, StartError, start,
 };

@@ -5,8 +5,9 @@
 //! ```
 //!
 //! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
-//! shutdown; 2 the command line or the script is invalid; 3 the server could not start
-//! (port taken, address not available).
+//! shutdown; 2 the command line or the script is invalid (a non-loopback `--listen`
+//! without `--token` included); 3 the server could not start (port taken, address not
+//! available).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -40,6 +41,10 @@ struct Args {
     /// How long shutdown waits for requests in progress.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
+    /// Serve the control API on a non-loopback `--listen` without `--token` (anyone who
+    /// can reach the port can then script, reset and read the server).
+    #[arg(long)]
+    allow_open_control: bool,
 }
 
 /// A failure with the exit code it maps to.
@@ -72,6 +77,18 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
+    // Each connection costs two descriptors: take all the OS allows, and say so when it
+    // is still little.
+    match fault_server::fd_limit::raise() {
+        Ok(limit) if limit < fault_server::fd_limit::LOW => say(&format!(
+            "fault-server: warning: only {limit} file descriptors (the hard limit): about {} connections fit before the idlest are closed; raise it with `ulimit -Hn`",
+            fault_server::fd_limit::connection_budget(limit)
+        )),
+        Ok(_) => {}
+        Err(error) => say(&format!(
+            "fault-server: warning: cannot raise the file-descriptor limit: {error}"
+        )),
+    }
     let script = match &args.script {
         None => Script::empty(),
         Some(path) => {
@@ -94,13 +111,21 @@ async fn run(args: Args) -> Result<(), Failure> {
         token: args.token,
         hang_cap: args.hang_cap,
         shutdown_grace: args.shutdown_grace,
+        allow_open_control: args.allow_open_control,
         ..ServerConfig::default()
     };
-    let server = start(config).await.map_err(|error| Failure {
-        code: 3,
-        message: match &error {
-            StartError::AddrInUse { .. } => format!("{error}; pick another with --listen"),
-            StartError::Bind { .. } => error.to_string(),
+    let server = start(config).await.map_err(|error| match &error {
+        StartError::OpenControl { .. } => Failure {
+            code: 2,
+            message: error.to_string(),
+        },
+        StartError::AddrInUse { .. } => Failure {
+            code: 3,
+            message: format!("{error}; pick another with --listen"),
+        },
+        StartError::Bind { .. } => Failure {
+            code: 3,
+            message: error.to_string(),
         },
     })?;
     say(&format!(

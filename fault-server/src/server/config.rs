@@ -17,6 +17,11 @@ pub const DEFAULT_HANG_CAP: Duration = Duration::from_secs(60);
 /// served requests) before it closes their connections.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a request's body may take once its headers are in: 1 MiB (the default body
+/// limit) in 30 s is 35 KB/s, far below any real client, and a body trickled a byte a
+/// second is cut.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The largest request body read: 1 MiB (larger bodies get 413).
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
@@ -38,8 +43,16 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// The largest request body accepted.
     pub max_body: usize,
+    /// How long a request's body may take once its headers are in.
+    pub body_timeout: Duration,
     /// How much the ledger remembers.
     pub ledger: LedgerLimits,
+    /// Connections open at once before the one idle longest is closed; `None`: as many as
+    /// the descriptor limit allows ([`crate::fd_limit::connection_budget`]).
+    pub max_connections: Option<usize>,
+    /// Serve the control API on a non-loopback address without a token. Off: such a
+    /// server refuses to start, since anyone who can reach it could script and reset it.
+    pub allow_open_control: bool,
 }
 
 impl Default for ServerConfig {
@@ -52,7 +65,10 @@ impl Default for ServerConfig {
             hang_cap: DEFAULT_HANG_CAP,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             max_body: DEFAULT_MAX_BODY,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             ledger: LedgerLimits::default(),
+            max_connections: None,
+            allow_open_control: false,
         }
     }
 }
@@ -78,7 +94,10 @@ impl fmt::Debug for ServerConfig {
             .field("hang_cap", &self.hang_cap)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("max_body", &self.max_body)
+            .field("body_timeout", &self.body_timeout)
             .field("ledger", &self.ledger)
+            .field("max_connections", &self.max_connections)
+            .field("allow_open_control", &self.allow_open_control)
             .finish()
     }
 }

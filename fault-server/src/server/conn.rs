@@ -9,13 +9,32 @@
 //!
 //! The loop takes the router as an argument and knows nothing of what it routes to, so
 //! it is tested here with a trivial router.
+//!
+//! Two guards against clients that hold resources without using them. Slow clients: a
+//! request's headers must arrive within [`HEADER_READ_TIMEOUT`] and its body within
+//! [`BODY_READ_TIMEOUT`] of the headers (a body trickled a byte a second is cut, its
+//! handler sees [`BodyTimedOut`]). Idle clients: open connections are bounded by a budget
+//! ([`Limits::max_connections`], from the descriptor limit); past it the connection idle
+//! longest is closed, as nginx and Envoy do under overload, and when every connection is
+//! busy the newcomer is served one request, and only if it is one that must stay
+//! reachable ([`Limits::always_serve`]: the control API and health checks); others get
+//! 503. So 5,000 idle connections cannot make `/healthz` unreachable.
 
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
 use std::io;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use hyper::body::Incoming;
+use axum::body::Bytes;
+use axum::response::IntoResponse;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
@@ -27,6 +46,146 @@ use super::socket;
 
 /// How long a client may take to send a request's headers (slowloris guard).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a connection served over budget may take to send its one request.
+const OVER_BUDGET_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the accept loop bounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Connections open at once before the one idle longest is closed.
+    pub(crate) max_connections: usize,
+    /// Paths served even to a connection over budget.
+    pub(crate) always_serve: fn(&str) -> bool,
+    /// How long a request's body may take once its headers are in.
+    pub(crate) body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: usize::MAX,
+            always_serve: |_| false,
+            body_timeout: super::config::DEFAULT_BODY_TIMEOUT,
+        }
+    }
+}
+
+/// A request body that did not arrive within [`Limits::body_timeout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyTimedOut(pub(crate) Duration);
+
+impl fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the request body did not arrive within {}",
+            crate::duration::format_duration(self.0)
+        )
+    }
+}
+
+impl StdError for BodyTimedOut {}
+
+/// A body with a deadline for all of it, not for each frame: a trickle still ends.
+pub(crate) struct DeadlineBody {
+    inner: Incoming,
+    limit: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl DeadlineBody {
+    fn new(inner: Incoming, limit: Duration) -> DeadlineBody {
+        DeadlineBody {
+            inner,
+            limit,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+        }
+    }
+}
+
+impl Body for DeadlineBody {
+    type Data = Bytes;
+    type Error = Box<dyn StdError + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(self.limit))))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// One open connection, as the budget sees it.
+#[derive(Debug)]
+struct Open {
+    /// Requests being handled on it.
+    busy: AtomicUsize,
+    /// When it last finished a request (a tick of [`Budget::clock`]).
+    last_active: AtomicU64,
+    kill: CancellationToken,
+}
+
+/// The open connections, bounded.
+#[derive(Debug)]
+struct Budget {
+    max: usize,
+    clock: AtomicU64,
+    next_id: AtomicU64,
+    open: Mutex<HashMap<u64, Arc<Open>>>,
+}
+
+impl Budget {
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Registers a new connection. Over budget, closes the connection idle longest to
+    /// make room; returns false when there was none (every connection is busy).
+    fn admit(&self, id: u64, open: Arc<Open>) -> bool {
+        let mut table = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        table.insert(id, open);
+        if table.len() <= self.max {
+            return true;
+        }
+        let idlest = table
+            .iter()
+            .filter(|(other, o)| **other != id && o.busy.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(_, o)| o.last_active.load(Ordering::Relaxed))
+            .map(|(other, _)| *other);
+        match idlest.and_then(|other| table.remove(&other)) {
+            Some(evicted) => {
+                evicted.kill.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn leave(&self, id: u64) {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&id);
+    }
+}
 
 /// The server's two stop signals, as the accept loop and its connections see them.
 #[derive(Debug, Clone, Default)]
@@ -43,6 +202,7 @@ pub(crate) async fn accept_loop(
     router: Router,
     stop: Stop,
     tracker: TaskTracker,
+    limits: Limits,
 ) {
     let mut builder = http1::Builder::new();
     builder
@@ -50,6 +210,17 @@ pub(crate) async fn accept_loop(
         .header_read_timeout(HEADER_READ_TIMEOUT)
         .keep_alive(true);
     let builder = Arc::new(builder);
+    let mut over = http1::Builder::new();
+    over.timer(TokioTimer::new())
+        .header_read_timeout(OVER_BUDGET_HEADER_TIMEOUT)
+        .keep_alive(false);
+    let over = Arc::new(over);
+    let budget = Arc::new(Budget {
+        max: limits.max_connections.max(1),
+        clock: AtomicU64::new(0),
+        next_id: AtomicU64::new(0),
+        open: Mutex::new(HashMap::new()),
+    });
     loop {
         let accepted = tokio::select! {
             biased;
@@ -58,11 +229,28 @@ pub(crate) async fn accept_loop(
         };
         match accepted {
             Ok((stream, _peer)) => {
+                let id = budget.next_id.fetch_add(1, Ordering::Relaxed);
+                let open = Arc::new(Open {
+                    busy: AtomicUsize::new(0),
+                    last_active: AtomicU64::new(budget.tick()),
+                    kill: CancellationToken::new(),
+                });
+                let within = budget.admit(id, Arc::clone(&open));
+                let connection = Connection {
+                    id,
+                    open,
+                    budget: Arc::clone(&budget),
+                    // Over budget with nothing idle to close: one request, and only one
+                    // that must stay reachable.
+                    only: (!within).then_some(limits.always_serve),
+                    body_timeout: limits.body_timeout,
+                };
                 tracker.spawn(serve_connection(
                     stream,
                     stop.clone(),
                     router.clone(),
-                    Arc::clone(&builder),
+                    Arc::clone(if within { &builder } else { &over }),
+                    connection,
                 ));
             }
             Err(error) if is_per_connection(&error) => {}
@@ -85,11 +273,45 @@ fn is_per_connection(error: &io::Error) -> bool {
     )
 }
 
+/// A connection's place in the budget; leaves it when dropped.
+struct Connection {
+    id: u64,
+    open: Arc<Open>,
+    budget: Arc<Budget>,
+    /// Served over budget: only requests whose path passes this.
+    only: Option<fn(&str) -> bool>,
+    body_timeout: Duration,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.budget.leave(self.id);
+    }
+}
+
+/// Marks a connection busy while a request is handled.
+struct Busy(Arc<Open>, Arc<Budget>);
+
+impl Busy {
+    fn new(open: &Arc<Open>, budget: &Arc<Budget>) -> Busy {
+        open.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(Arc::clone(open), Arc::clone(budget))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.last_active.store(self.1.tick(), Ordering::Relaxed);
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 async fn serve_connection(
     stream: TcpStream,
     stop: Stop,
     router: Router,
     builder: Arc<http1::Builder>,
+    connection: Connection,
 ) {
     let _ = stream.set_nodelay(true);
     let Ok((stream, control)) = socket::split_control(stream) else {
@@ -97,24 +319,48 @@ async fn serve_connection(
         return;
     };
     let kill = control.kill_signal();
+    let evicted = connection.open.kill.clone();
+    let (open, budget, only, body_timeout) = (
+        Arc::clone(&connection.open),
+        Arc::clone(&connection.budget),
+        connection.only,
+        connection.body_timeout,
+    );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        socket::scope(control.clone(), router.clone().oneshot(request))
+        let busy = Busy::new(&open, &budget);
+        let refused = only.is_some_and(|serve| !serve(request.uri().path()));
+        let request = request.map(|body| DeadlineBody::new(body, body_timeout));
+        let response = socket::scope(control.clone(), router.clone().oneshot(request));
+        async move {
+            let _busy = busy;
+            if refused {
+                return Ok((
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    [(axum::http::header::CONNECTION, "close")],
+                    "the server is at its connection limit: every connection is busy\n",
+                )
+                    .into_response());
+            }
+            response.await
+        }
     });
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
+    let served = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(served);
     tokio::select! {
         biased;
         () = kill.cancelled() => return,
+        () = evicted.cancelled() => return,
         () = stop.force.cancelled() => return,
-        _ = connection.as_mut() => return,
-        () = stop.shutdown.cancelled() => connection.as_mut().graceful_shutdown(),
+        _ = served.as_mut() => return,
+        () = stop.shutdown.cancelled() => served.as_mut().graceful_shutdown(),
     }
     tokio::select! {
         biased;
         () = kill.cancelled() => {}
         () = stop.force.cancelled() => {}
-        _ = connection.as_mut() => {}
+        _ = served.as_mut() => {}
     }
+    drop(connection);
 }
 
 #[cfg(test)]
@@ -161,7 +407,13 @@ mod tests {
         let addr = listener.local_addr().expect("a bound address");
         let stop = Stop::default();
         let tracker = TaskTracker::new();
-        let accept = tokio::spawn(accept_loop(listener, router, stop.clone(), tracker.clone()));
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            router,
+            stop.clone(),
+            tracker.clone(),
+            Limits::default(),
+        ));
         (addr, stop, tracker, accept)
     }
 

@@ -33,7 +33,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
-pub use config::{DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig};
+pub use config::{
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
+};
 use state::Shared;
 
 /// Why the server could not start.
@@ -50,6 +52,14 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+    /// A non-loopback address without a token would open the control API to the network.
+    #[error(
+        "refusing to listen on {addr} without a token: anyone who can reach it could script, reset and read the server; give it a token (--token or FAULT_SERVER_TOKEN), or accept an open control API with --allow-open-control"
+    )]
+    OpenControl {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
     /// Any other bind failure (permission denied, address not available …).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -64,6 +74,11 @@ pub enum StartError {
 /// Starts a server: binds, then serves on a background task until
 /// [`ServerHandle::shutdown`] (or until the last handle is dropped).
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
+    if !config.listen.ip().is_loopback() && config.token.is_none() && !config.allow_open_control {
+        return Err(StartError::OpenControl {
+            addr: config.listen,
+        });
+    }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|source| {
@@ -84,6 +99,13 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         source,
     })?;
     let shutdown_grace = config.shutdown_grace;
+    let limits = conn::Limits {
+        max_connections: config.max_connections.unwrap_or_else(|| {
+            crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget)
+        }),
+        always_serve,
+        body_timeout: config.body_timeout,
+    };
     let shared = Arc::new(Shared::new(config));
     let tracker = TaskTracker::new();
     let accept = tokio::spawn(conn::accept_loop(
@@ -91,6 +113,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         control::router(Arc::clone(&shared)),
         shared.stop.clone(),
         tracker.clone(),
+        limits,
     ));
     Ok(ServerHandle {
         inner: Arc::new(HandleInner {
@@ -101,6 +124,12 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             shutdown_grace,
         }),
     })
+}
+
+/// The paths a connection over budget is still served: the control API and health
+/// checks, so an operator can always see and stop a server that is being flooded.
+fn always_serve(path: &str) -> bool {
+    path == "/healthz" || path == "/metrics" || path.starts_with("/__chaos")
 }
 
 /// A running server. Cheap to clone; the server stops when [`ServerHandle::shutdown`] is
