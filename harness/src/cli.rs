@@ -176,6 +176,14 @@ fn chaos(
             }
         }
     };
+    // The embedded fault-server and the client's sockets share this process's descriptors.
+    if let Ok(limit) = fault_server::fd_limit::raise()
+        && limit < fault_server::fd_limit::LOW
+    {
+        eprintln!(
+            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
+        );
+    }
     let mut plan = match plan::load(path) {
         Ok(plan) => plan,
         Err(e) => {
