@@ -4,8 +4,8 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 use common::{BASE, chaos_quietly, harness, repo, scratch, stderr, validate_error, write_plan};
 
@@ -239,6 +239,54 @@ fn an_unknown_policy_flag_is_exit_2() {
     );
 }
 
+/// A plan of 60 s of arrivals: long enough that only an interruption ends it in a test.
+fn long_plan(name: &str, policies: &str) -> String {
+    format!(
+        "name: {name}\nduration: 60s\nload:\n  rate: 50\n  requests: [ {{ name: r, path: / }} ]\npolicies: [ {policies} ]\n"
+    )
+}
+
+/// `harness chaos [--quiet] PLAN`, run in `dir`, its output piped.
+#[cfg(unix)]
+fn spawn_chaos(dir: &Path, plan: &Path, quiet: bool) -> Child {
+    let mut command = harness();
+    command.current_dir(dir).arg("chaos");
+    if quiet {
+        command.arg("--quiet");
+    }
+    command
+        .arg(plan)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn harness")
+}
+
+/// Ctrl-C, as a terminal sends it.
+#[cfg(unix)]
+fn interrupt(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// Waits for an interrupted run: exit 130, and `reports/NAME/latest/report.json` marked
+/// aborted, which it returns.
+#[cfg(unix)]
+fn aborted(child: Child, dir: &Path, name: &str) -> (serde_json::Value, String) {
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join(format!("reports/{name}/latest/report.json")))
+            .expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["aborted"], true);
+    (json, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[cfg(unix)]
 #[test]
 fn ctrl_c_writes_an_aborted_report_and_exits_130() {
@@ -246,38 +294,21 @@ fn ctrl_c_writes_an_aborted_report_and_exits_130() {
     let plan = write_plan(
         &dir,
         "long.yaml",
-        "name: long\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a }, { name: b } ]\n",
+        &long_plan("long", "{ name: a }, { name: b }"),
     );
-    let mut child = harness()
-        .current_dir(&dir)
-        .arg("chaos")
-        .arg(&plan)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn harness");
-    // Wait until the run has started (the signal handler is in place by then).
+    let mut child = spawn_chaos(&dir, &plan, false);
+    // Wait until the run has started.
     let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let first = lines.next().expect("a line").expect("utf-8");
     assert!(first.starts_with("running policy `a`"), "{first}");
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130));
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("reports/long/latest/report.json")).expect("report.json"),
-    )
-    .expect("json");
-    assert_eq!(json["aborted"], true);
+    interrupt(&child);
+    let (json, stdout) = aborted(child, &dir, "long");
     assert_eq!(
         json["policies"].as_array().map(Vec::len),
         Some(1),
         "the second policy never ran"
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
+    assert!(stdout.contains("ABORTED"));
 }
 
 /// Whether process `pid` has a handler for SIGINT (`SigCgt` in /proc/PID/status).
@@ -304,14 +335,7 @@ fn ctrl_c_before_the_plan_is_even_read_still_writes_an_aborted_report() {
     let plan = dir.join("early.yaml");
     let made = Command::new("mkfifo").arg(&plan).status().expect("mkfifo");
     assert!(made.success());
-    let mut child = harness()
-        .current_dir(&dir)
-        .args(["chaos", "--quiet"])
-        .arg(&plan)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn harness");
+    let mut child = spawn_chaos(&dir, &plan, true);
     let waited = std::time::Instant::now();
     while !catches_sigint(child.id()) {
         if waited.elapsed() > std::time::Duration::from_secs(20) {
@@ -320,58 +344,22 @@ fn ctrl_c_before_the_plan_is_even_read_still_writes_an_aborted_report() {
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    interrupt(&child);
     std::fs::OpenOptions::new()
         .write(true)
         .open(&plan)
-        .and_then(|mut fifo| {
-            fifo.write_all(
-                b"name: early\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n",
-            )
-        })
+        .and_then(|mut fifo| fifo.write_all(long_plan("early", "{ name: a }").as_bytes()))
         .expect("write the plan");
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("reports/early/latest/report.json"))
-            .expect("report.json"),
-    )
-    .expect("json");
-    assert_eq!(json["aborted"], true);
+    aborted(child, &dir, "early");
 }
 
 #[cfg(unix)]
 #[test]
 fn ctrl_c_a_moment_after_start_writes_an_aborted_report() {
     let dir = scratch("interrupted-soon");
-    let plan = write_plan(
-        &dir,
-        "soon.yaml",
-        "name: soon\nduration: 60s\nload:\n  rate: 50\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n",
-    );
-    let child = harness()
-        .current_dir(&dir)
-        .args(["chaos", "--quiet"])
-        .arg(&plan)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn harness");
+    let plan = write_plan(&dir, "soon.yaml", &long_plan("soon", "{ name: a }"));
+    let child = spawn_chaos(&dir, &plan, true);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("reports/soon/latest/report.json")).expect("report.json"),
-    )
-    .expect("json");
-    assert_eq!(json["aborted"], true);
+    interrupt(&child);
+    aborted(child, &dir, "soon");
 }

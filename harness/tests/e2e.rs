@@ -194,7 +194,7 @@ gates: [ no_duplicate_side_effects, no_retry_of_non_idempotent ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn arrivals_beyond_max_in_flight_are_dropped_and_counted() {
+async fn arrivals_beyond_max_in_flight_are_dropped_counted_and_failed() {
     let report = run(r#"
 name: tiny
 duration: 1s
@@ -206,18 +206,36 @@ load:
   requests: [ { name: slow, path: /slow } ]
 faults:
   - { name: slow, respond: { fault: delay, delay: 100ms } }
-policies: [ { name: once } ]
-gates: [ { metric: dropped, max: 0 } ]
+policies: [ { name: once, max_attempts: 1 } ]
+gates:
+  - { metric: dropped, max: 0 }
+  - { metric: success_rate, min: 0.5 }
+  - { metric: p99_ms, max: 60000 }
 "#)
     .await;
     let p = policy(&report, "once");
     // Two slots, each busy 100 ms: at most about 20 of 200 arrivals get through.
     assert!(p.dropped > 150, "{}", p.dropped);
-    assert_eq!(p.logical + p.dropped, 200);
+    assert_eq!(p.offered, 200);
+    assert_eq!(p.logical + p.dropped, p.offered);
     assert_eq!(p.series.iter().map(|s| s.offered).sum::<u64>(), 200);
     assert!(!gate(p, "dropped <= 0"));
     // Latency counts from the scheduled time: never below the server's delay.
     assert!(p.latency_ms.p50 >= 100.0, "{}", p.latency_ms.p50);
+    // A dropped arrival is a failed request of the offered load: every sent request was
+    // served, and still the success rate is that of the 200 offered.
+    assert_eq!(p.succeeded, p.logical);
+    assert!(
+        (p.success_rate - p.succeeded as f64 / 200.0).abs() < 1e-12,
+        "{}",
+        p.success_rate
+    );
+    assert!(!gate(p, "success_rate >= 0.5"));
+    // The p99 of the offered load falls among the drops: unbounded, so the gate fails
+    // however fast the sent requests were.
+    assert_eq!(p.offered_latency_ms.p99, None);
+    assert!(!gate(p, "p99_ms <= 60000"));
+    assert!(!report.warnings.is_empty(), "an undelivered load is said");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
