@@ -92,13 +92,13 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
     let Some(token) = &shared.token else {
         return Ok(());
     };
+    // RFC 9110 §11.1: the scheme is case-insensitive (`bearer`, `BEARER`), one or more
+    // spaces separate it from the credentials.
     let presented = headers
         .header(AUTHORIZATION.as_str())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
     match presented {
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(()),
         _ => Err(AppError::Unauthorized),
