@@ -30,7 +30,7 @@ pub enum Outcome {
     Truncate,
     /// A `timeout` fault (held, then closed).
     Timeout,
-    /// The request could not be read (body too large, client aborted).
+    /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,
     /// Dropped before it ended: its connection went away while the request was still
     /// tied to it (before serving detaches from the connection), or the server stopped

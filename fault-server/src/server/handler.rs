@@ -16,6 +16,7 @@
 //!    effect (POST, PATCH) and answers 200.
 
 use std::future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -201,23 +202,11 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         _ => Decision::Serve,
     };
 
-    let body = if body.size_hint().exact() == Some(0) {
-        Bytes::new()
-    } else {
-        match axum::body::to_bytes(body, shared.max_body).await {
-            Ok(body) => body,
-            Err(_) => {
-                // Above the limit, or the client stopped sending mid-body.
-                flight.outcome(Outcome::BadRequest);
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "request body unreadable or above {} bytes\n",
-                        shared.max_body
-                    ),
-                )
-                    .into_response();
-            }
+    let body = match read_body(body, shared.max_body).await {
+        Ok(body) => body,
+        Err(error) => {
+            flight.outcome(Outcome::BadRequest);
+            return problem(error.status(), &error.to_string());
         }
     };
     let key = parts
@@ -570,6 +559,53 @@ fn replay(stored: &StoredResponse) -> Response {
         Body::from(stored.body.clone()),
     )
         .into_response()
+}
+
+/// Why a request body was not read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// Longer than the limit: announced by `Content-Length` (refused before a byte is
+    /// read), or found while reading.
+    #[error("the request body is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    /// Not a well-formed body (a bad chunk size, a `Content-Length` not met) or cut off
+    /// by the client.
+    #[error("the request body is malformed or was cut off")]
+    Malformed,
+}
+
+impl BodyError {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::Malformed => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Reads a whole body of at most `limit` bytes. Unlike `axum::body::to_bytes`, it tells
+/// a body too large (413) from a malformed one (400), and refuses an announced length
+/// above the limit without reading.
+pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
+    let hint = body.size_hint();
+    if hint.exact() == Some(0) {
+        return Ok(Bytes::new());
+    }
+    if hint.lower() > limit as u64 {
+        return Err(BodyError::TooLarge { limit });
+    }
+    // `lower()` is at most `limit` here.
+    let mut bytes = Vec::with_capacity(usize::try_from(hint.lower()).unwrap_or(limit));
+    while let Some(frame) = future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(data) = frame.map_err(|_| BodyError::Malformed)?.into_data() else {
+            continue; // Trailers.
+        };
+        if bytes.len() + data.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(bytes))
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {
