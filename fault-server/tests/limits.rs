@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::server;
+use common::{client, server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -44,4 +44,135 @@ async fn a_malformed_chunked_body_gets_400_not_413() {
     )
     .await;
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+}
+
+/// Reads until the end of a response's head (or EOF, or a minute); returns it.
+async fn read_head(stream: &mut (impl AsyncReadExt + Unpin)) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    let read = async {
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte).await {
+                Ok(1) => head.push(byte[0]),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(60), read).await;
+    String::from_utf8_lossy(&head).into_owned()
+}
+
+/// Sends a request head, then `body_len` bytes of body from another task (the server
+/// may answer, and hang up, before it has read them); returns the response head.
+async fn send_huge(addr: std::net::SocketAddr, head: &str, body_len: usize) -> String {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut read, mut write) = stream.into_split();
+    write
+        .write_all(head.as_bytes())
+        .await
+        .expect("write the head");
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'#'; 64 * 1024];
+        let mut sent = 0;
+        while sent < body_len {
+            let n = chunk.len().min(body_len - sent);
+            if write.write_all(&chunk[..n]).await.is_err() {
+                break;
+            }
+            sent += n;
+        }
+        write
+    });
+    let reply = read_head(&mut read).await;
+    writer.abort();
+    reply
+}
+
+const SCRIPT_503: &str = "faults: [ { respond: { status: 503 } } ]";
+
+#[tokio::test]
+async fn a_stranger_gets_401_before_a_huge_script_body_is_read() {
+    let server = common::server_with("", |config| config.token = Some("s3cret".into())).await;
+    let huge = 64 << 20;
+    let announced =
+        format!("PUT /__chaos/script HTTP/1.1\r\nHost: x\r\nContent-Length: {huge}\r\n\r\n");
+    let reply = send_huge(server.addr(), &announced, huge).await;
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+    let chunked =
+        "PUT /__chaos/script HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4000000\r\n";
+    let reply = send_huge(server.addr(), chunked, huge).await;
+    assert!(reply.starts_with("HTTP/1.1 401"), "{reply}");
+
+    // With the token, the same body is refused for its size, before it is read.
+    let authorized = format!(
+        "PUT /__chaos/script HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Length: {huge}\r\n\r\n"
+    );
+    let reply = send_huge(server.addr(), &authorized, huge).await;
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+}
+
+#[tokio::test]
+async fn a_script_larger_than_the_limit_gets_413() {
+    let server = server(SCRIPT_503).await;
+    let put = |body: String| {
+        client()
+            .put(format!("{}/__chaos/script", server.url()))
+            .body(body)
+            .send()
+    };
+    // A valid script padded with a comment to exactly the limit, then one byte more.
+    let padded = |len: usize| {
+        let mut text = String::from("faults: []\n#");
+        text.push_str(&"x".repeat(len - text.len() - 1));
+        text.push('\n');
+        text
+    };
+    let limit = fault_server::script::MAX_SCRIPT_BYTES;
+    let over = put(padded(limit + 1)).await.expect("response");
+    assert_eq!(over.status().as_u16(), 413);
+    let message = over.text().await.expect("body");
+    assert!(
+        message.contains(&format!("larger than {limit} bytes")),
+        "{message}"
+    );
+    let get = || client().get(format!("{}/x", server.url())).send();
+    assert_eq!(
+        get().await.expect("response").status().as_u16(),
+        503,
+        "script kept"
+    );
+    let at_limit = put(padded(limit)).await.expect("response");
+    assert_eq!(at_limit.status().as_u16(), 200);
+    assert_eq!(get().await.expect("response").status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn a_deeply_nested_script_is_refused_before_parsing_with_its_line_and_column() {
+    let server = server("").await;
+    let depth = 20_000;
+    let json = format!(
+        r#"{{"faults": {}{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
+    let block = (0..200)
+        .map(|i| format!("{}k{i}:", "  ".repeat(i)))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (content_type, body, at) in [
+        ("application/json", json, "at line 1 column 75"),
+        ("application/yaml", block, "at line 66 column 131"),
+    ] {
+        let response = client()
+            .put(format!("{}/__chaos/script", server.url()))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(response.status().as_u16(), 400, "{content_type}");
+        let message = response.text().await.expect("body");
+        assert!(message.contains("levels deep"), "{message}");
+        assert!(message.contains(at), "{message}");
+    }
 }

@@ -10,18 +10,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 
-use super::handler;
+use super::handler::{self, BodyError, read_body};
 use super::state::Shared;
 use crate::duration::format_duration;
-use crate::script::{HeaderLookup, Script, ScriptError};
+use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 
 /// The whole router: control routes, then every other request to the fault handler.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -42,6 +41,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 #[derive(Debug)]
 enum AppError {
     Unauthorized,
+    Body(BodyError),
     BadScript(ScriptError),
     NotUtf8,
     NotFound,
@@ -56,6 +56,9 @@ impl IntoResponse for AppError {
                 "the control API needs `Authorization: Bearer <token>`\n",
             )
                 .into_response(),
+            AppError::Body(error) => {
+                (error.status(), format!("invalid script: {error}\n")).into_response()
+            }
             AppError::BadScript(error) => {
                 (StatusCode::BAD_REQUEST, format!("invalid script: {error}\n")).into_response()
             }
@@ -76,6 +79,12 @@ impl IntoResponse for AppError {
 impl From<ScriptError> for AppError {
     fn from(error: ScriptError) -> Self {
         AppError::BadScript(error)
+    }
+}
+
+impl From<BodyError> for AppError {
+    fn from(error: BodyError) -> Self {
+        AppError::Body(error)
     }
 }
 
@@ -159,14 +168,19 @@ fn summary(shared: &Shared) -> ScriptSummary {
     }
 }
 
+/// Installs a script. In this order, so no step costs more than the one before allows:
+/// the token (before a byte of the body is read: a stranger gets 401, never 413), the
+/// body within [`MAX_SCRIPT_BYTES`], UTF-8, then the size and depth guards and the
+/// parser.
 async fn put_script(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<Response, AppError> {
-    authorize(&shared, &headers)?;
-    let text = std::str::from_utf8(&body).map_err(|_| AppError::NotUtf8)?;
-    let script = Script::from_yaml_str(text)?;
+    let (parts, body) = request.into_parts();
+    authorize(&shared, &parts.headers)?;
+    let body = read_body(body, MAX_SCRIPT_BYTES).await?;
+    let text = String::from_utf8(body.into()).map_err(|_| AppError::NotUtf8)?;
+    let script = Script::from_yaml_str(&text)?;
     shared.install(script);
     Ok(axum::Json(summary(&shared)).into_response())
 }
