@@ -147,6 +147,32 @@ async fn a_script_larger_than_the_limit_gets_413() {
 }
 
 #[tokio::test]
+async fn an_empty_script_body_is_refused_and_faults_empty_clears_the_script() {
+    let server = server(SCRIPT_503).await;
+    let put = |body: &'static str| {
+        client()
+            .put(format!("{}/__chaos/script", server.url()))
+            .body(body)
+            .send()
+    };
+    let get = || client().get(format!("{}/x", server.url())).send();
+    for empty in ["", "\n  \n", "# nothing but a comment\n"] {
+        let refused = put(empty).await.expect("response");
+        assert_eq!(refused.status().as_u16(), 400, "{empty:?}");
+        let message = refused.text().await.expect("body");
+        assert!(message.contains("faults: []"), "{message}");
+        assert_eq!(
+            get().await.expect("response").status().as_u16(),
+            503,
+            "script kept"
+        );
+    }
+    let cleared = put("faults: []").await.expect("response");
+    assert_eq!(cleared.status().as_u16(), 200);
+    assert_eq!(get().await.expect("response").status().as_u16(), 200);
+}
+
+#[tokio::test]
 async fn a_deeply_nested_script_is_refused_before_parsing_with_its_line_and_column() {
     let server = server("").await;
     let depth = 20_000;

@@ -44,6 +44,7 @@ enum AppError {
     Body(BodyError),
     BadScript(ScriptError),
     NotUtf8,
+    EmptyScript,
     NotFound,
 }
 
@@ -65,6 +66,11 @@ impl IntoResponse for AppError {
             AppError::NotUtf8 => (
                 StatusCode::BAD_REQUEST,
                 "invalid script: the body is not UTF-8 text\n",
+            )
+                .into_response(),
+            AppError::EmptyScript => (
+                StatusCode::BAD_REQUEST,
+                "invalid script: the body is empty; to clear the script, PUT `faults: []`\n",
             )
                 .into_response(),
             AppError::NotFound => (
@@ -170,7 +176,8 @@ fn summary(shared: &Shared) -> ScriptSummary {
 
 /// Installs a script. In this order, so no step costs more than the one before allows:
 /// the token (before a byte of the body is read: a stranger gets 401, never 413), the
-/// body within [`MAX_SCRIPT_BYTES`], UTF-8, then the size and depth guards and the
+/// body within [`MAX_SCRIPT_BYTES`], UTF-8, not empty (an accidental empty body must not
+/// clear the script: `faults: []` does that), then the size and depth guards and the
 /// parser.
 async fn put_script(
     State(shared): State<Arc<Shared>>,
@@ -180,9 +187,20 @@ async fn put_script(
     authorize(&shared, &parts.headers)?;
     let body = read_body(body, MAX_SCRIPT_BYTES).await?;
     let text = String::from_utf8(body.into()).map_err(|_| AppError::NotUtf8)?;
+    if is_blank(&text) {
+        return Err(AppError::EmptyScript);
+    }
     let script = Script::from_yaml_str(&text)?;
     shared.install(script);
     Ok(axum::Json(summary(&shared)).into_response())
+}
+
+/// Nothing but blank lines and comments: a document that says nothing.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#')
+    })
 }
 
 async fn get_script(
