@@ -202,3 +202,53 @@ async fn a_deeply_nested_script_is_refused_before_parsing_with_its_line_and_colu
         assert!(message.contains(at), "{message}");
     }
 }
+
+/// The parse runs on a blocking thread: while one is in progress (seen in
+/// `fault_server_scripts_parsing`, read from a response the server gave meanwhile), the
+/// server answers. The test runtime has one thread, which serves the server and the
+/// client alike: a parse on a serving worker would block both, and the gauge could never
+/// be read as 1.
+#[tokio::test]
+async fn healthz_answers_while_a_big_script_is_parsed() {
+    let server = server("").await;
+    // About 1 MiB of valid phases, then one the parser reaches last and refuses.
+    let mut script = String::from("faults:\n");
+    let limit = fault_server::script::MAX_SCRIPT_BYTES;
+    while script.len() < limit - 100 {
+        script.push_str("  - { respond: { status: 503 } }\n");
+    }
+    script.push_str("  - { respond: { status: 5000 } }\n");
+    let lines = script.lines().count();
+    for _ in 0..20 {
+        let put = tokio::spawn(
+            client()
+                .put(format!("{}/__chaos/script", server.url()))
+                .body(script.clone())
+                .send(),
+        );
+        let mut seen = false;
+        while !put.is_finished() {
+            if common::metric(&server, "fault_server_scripts_parsing").await == Some(1) {
+                let health = client()
+                    .get(format!("{}/healthz", server.url()))
+                    .send()
+                    .await
+                    .expect("healthz answers");
+                assert_eq!(health.status().as_u16(), 200);
+                seen = true;
+                break;
+            }
+        }
+        let refused = put.await.expect("task").expect("response");
+        assert_eq!(refused.status().as_u16(), 400);
+        let message = refused.text().await.expect("body");
+        assert!(
+            message.contains(&format!("at line {lines} column")),
+            "{message}"
+        );
+        if seen {
+            return;
+        }
+    }
+    panic!("the server never answered while a script was being parsed");
+}

@@ -45,6 +45,8 @@ enum AppError {
     BadScript(ScriptError),
     NotUtf8,
     EmptyScript,
+    /// The parser's task panicked (a bug).
+    ParserFailed,
     NotFound,
 }
 
@@ -71,6 +73,11 @@ impl IntoResponse for AppError {
             AppError::EmptyScript => (
                 StatusCode::BAD_REQUEST,
                 "invalid script: the body is empty; to clear the script, PUT `faults: []`\n",
+            )
+                .into_response(),
+            AppError::ParserFailed => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the script parser failed\n",
             )
                 .into_response(),
             AppError::NotFound => (
@@ -177,8 +184,9 @@ fn summary(shared: &Shared) -> ScriptSummary {
 /// Installs a script. In this order, so no step costs more than the one before allows:
 /// the token (before a byte of the body is read: a stranger gets 401, never 413), the
 /// body within [`MAX_SCRIPT_BYTES`], UTF-8, not empty (an accidental empty body must not
-/// clear the script: `faults: []` does that), then the size and depth guards and the
-/// parser.
+/// clear the script: `faults: []` does that), then the depth guard and the parser, on a
+/// blocking thread, one script at a time, so a costly script never holds a serving
+/// worker.
 async fn put_script(
     State(shared): State<Arc<Shared>>,
     request: Request,
@@ -190,7 +198,17 @@ async fn put_script(
     if is_blank(&text) {
         return Err(AppError::EmptyScript);
     }
-    let script = Script::from_yaml_str(&text)?;
+    let script = {
+        // The semaphore is never closed: acquiring only waits.
+        let _turn = shared.script_parse.acquire().await;
+        let parsing = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || {
+            let _gauge = parsing.metrics.parsing();
+            Script::from_yaml_str(&text)
+        })
+        .await
+        .map_err(|_| AppError::ParserFailed)??
+    };
     shared.install(script);
     Ok(axum::Json(summary(&shared)).into_response())
 }
