@@ -252,3 +252,45 @@ async fn healthz_answers_while_a_big_script_is_parsed() {
     }
     panic!("the server never answered while a script was being parsed");
 }
+
+/// Each value the ledger keeps per request is bounded: a longer one is refused (431,
+/// naming the header) before the ledger sees it, and counted as `bad_header`.
+#[tokio::test]
+async fn header_values_the_ledger_keeps_are_bounded_in_bytes() {
+    let server = server("").await;
+    let max = fault_server::LedgerLimits::default().max_value_bytes;
+    let post = |header: &'static str, value: String| {
+        client()
+            .post(format!("{}/pay", server.url()))
+            .header(header, value)
+            .send()
+    };
+    for header in ["x-request-id", "idempotency-key", "x-chaos-policy"] {
+        let refused = post(header, "a".repeat(100_000)).await.expect("response");
+        assert_eq!(refused.status().as_u16(), 431, "{header}");
+        let message = refused.text().await.expect("body");
+        assert!(
+            message.contains(&format!("{header} is 100000 bytes long; at most {max}")),
+            "{message}"
+        );
+        let at_limit = post(header, "b".repeat(max)).await.expect("response");
+        assert_eq!(at_limit.status().as_u16(), 200, "{header} at the limit");
+    }
+    let ledger = server.ledger();
+    assert_eq!(ledger.by_outcome.get("bad_header"), Some(&3));
+    assert_eq!(ledger.requests, 6);
+    assert_eq!(
+        (ledger.attempts, ledger.tracked_ids),
+        (1, 1),
+        "only the id at the limit"
+    );
+    assert_eq!(ledger.tracked_keys, 1, "only the key at the limit");
+    assert_eq!(
+        common::metric(
+            &server,
+            "fault_server_requests_total{outcome=\"bad_header\"}"
+        )
+        .await,
+        Some(3)
+    );
+}

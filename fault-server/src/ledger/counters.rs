@@ -30,6 +30,8 @@ pub enum Outcome {
     Truncate,
     /// A `timeout` fault (held, then closed).
     Timeout,
+    /// Refused before the script saw it: a header the ledger keeps was too long (431).
+    BadHeader,
     /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,
     /// Dropped before it ended: its connection went away while the request was still
@@ -39,7 +41,7 @@ pub enum Outcome {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Outcome; 11] = [
+const FIXED_OUTCOMES: [Outcome; 12] = [
     Outcome::Served,
     Outcome::Replayed,
     Outcome::KeyInFlight,
@@ -49,6 +51,7 @@ const FIXED_OUTCOMES: [Outcome; 11] = [
     Outcome::Close,
     Outcome::Truncate,
     Outcome::Timeout,
+    Outcome::BadHeader,
     Outcome::BadRequest,
     Outcome::Abandoned,
 ];
@@ -75,6 +78,7 @@ impl Outcome {
             Outcome::Close => FaultKind::Close.name(),
             Outcome::Truncate => FaultKind::Truncate.name(),
             Outcome::Timeout => FaultKind::Timeout.name(),
+            Outcome::BadHeader => "bad_header",
             Outcome::BadRequest => "bad_request",
             Outcome::Abandoned => "abandoned",
         }

@@ -64,6 +64,10 @@ pub struct LedgerLimits {
     pub max_examples: usize,
     /// At most this many policy names get their own entry.
     pub max_policies: usize,
+    /// The longest `x-request-id`, `Idempotency-Key` or `x-chaos-policy` value, in bytes:
+    /// the server refuses a request carrying a longer one (431) before it reaches the
+    /// ledger, so each id, key, policy name and stored response is bounded in bytes.
+    pub max_value_bytes: usize,
 }
 
 impl Default for LedgerLimits {
@@ -78,6 +82,9 @@ impl Default for LedgerLimits {
             max_keys: 50_000,
             max_examples: 20,
             max_policies: 64,
+            // 256 bytes: above Stripe's limit on idempotency keys (255 characters) and
+            // Heroku's on request ids (200); a UUID takes 36, a W3C traceparent 55.
+            max_value_bytes: 256,
         }
     }
 }

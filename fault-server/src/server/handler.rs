@@ -2,6 +2,9 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
+//! 0. refuse it (431) if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`], so the
+//!    ledger's memory is bounded in bytes, not only in entries;
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
 //!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
@@ -158,13 +161,26 @@ const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let mut flight = InFlight::new(&shared);
-    let active = shared.active();
-    let now = active.epoch.elapsed();
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let request_id = headers.header(REQUEST_ID).map(str::to_string);
+    let Kept {
+        request_id,
+        policy,
+        key,
+    } = match kept_headers(headers, shared.ledger.limits().max_value_bytes) {
+        Ok(kept) => kept,
+        Err(bad) => {
+            // Counted (`requests`, `bad_header`), never tracked.
+            shared
+                .ledger
+                .record_request(RequestIdentity::default(), shared.ledger_now());
+            flight.outcome(Outcome::BadHeader);
+            return problem(bad.status(), &bad.to_string());
+        }
+    };
+    let active = shared.active();
+    let now = active.epoch.elapsed();
     let attempt = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
-    let policy = headers.header(POLICY).map(str::to_string);
     shared.ledger.record_request(
         RequestIdentity {
             request_id: request_id.as_deref(),
@@ -209,11 +225,6 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             return problem(error.status(), &error.to_string());
         }
     };
-    let key = parts
-        .headers
-        .header(IDEMPOTENCY_KEY)
-        .filter(|k| !k.is_empty())
-        .map(str::to_string);
     let facts = Facts {
         fingerprint: if key.is_some() {
             fingerprint(&parts.method, &parts.uri, &body)
@@ -559,6 +570,50 @@ fn replay(stored: &StoredResponse) -> Response {
         Body::from(stored.body.clone()),
     )
         .into_response()
+}
+
+/// The request headers the ledger keeps, checked by [`kept_headers`].
+struct Kept {
+    request_id: Option<String>,
+    policy: Option<String>,
+    key: Option<String>,
+}
+
+/// Why a request was refused before the script saw it.
+#[derive(Debug, thiserror::Error)]
+enum BadHeader {
+    /// Longer than the ledger keeps (431, RFC 6585: the body names the field).
+    #[error("{name} is {len} bytes long; at most {max} are accepted")]
+    TooLong {
+        name: &'static str,
+        len: usize,
+        max: usize,
+    },
+}
+
+impl BadHeader {
+    fn status(&self) -> StatusCode {
+        match self {
+            BadHeader::TooLong { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        }
+    }
+}
+
+/// Reads the headers the ledger keeps, each at most `max` bytes long.
+fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
+    let read = |name: &'static str| match headers.get(name) {
+        Some(value) if value.len() > max => Err(BadHeader::TooLong {
+            name,
+            len: value.len(),
+            max,
+        }),
+        _ => Ok(headers.header(name).map(str::to_string)),
+    };
+    Ok(Kept {
+        request_id: read(REQUEST_ID)?,
+        policy: read(POLICY)?,
+        key: read(IDEMPOTENCY_KEY)?.filter(|k| !k.is_empty()),
+    })
 }
 
 /// Why a request body was not read.
