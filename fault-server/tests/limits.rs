@@ -294,3 +294,56 @@ async fn header_values_the_ledger_keeps_are_bounded_in_bytes() {
         Some(3)
     );
 }
+
+/// A non-UTF-8 `Idempotency-Key` was read as absent, so a retried POST executed twice;
+/// a non-UTF-8 `x-request-id` made its request untracked. Both are refused now (400),
+/// never dropped; UTF-8 beyond ASCII is read as text.
+#[tokio::test]
+async fn header_values_that_are_not_utf8_are_refused_never_dropped() {
+    use reqwest::header::HeaderValue;
+    let server = server("").await;
+    let post = |header: &'static str, value: &'static [u8]| {
+        client()
+            .post(format!("{}/pay", server.url()))
+            .header(
+                header,
+                HeaderValue::from_bytes(value).expect("a header value"),
+            )
+            .send()
+    };
+    for (header, value) in [
+        ("idempotency-key", b"key-\xff".as_slice()),
+        ("idempotency-key", b"key-\xff"),
+        ("x-request-id", b"id-\xc3\x28"),
+        ("x-chaos-policy", b"\xe9t\xe9"),
+        ("idempotency-key", b""),
+    ] {
+        let refused = post(header, value).await.expect("response");
+        assert_eq!(refused.status().as_u16(), 400, "{header}: {value:?}");
+        let message = refused.text().await.expect("body");
+        assert!(message.contains(header), "{message}");
+    }
+    let ledger = server.ledger();
+    assert_eq!(ledger.side_effects, 0, "nothing executed");
+    assert_eq!(ledger.by_outcome.get("bad_header"), Some(&5));
+
+    // UTF-8 beyond ASCII is text: the key replays, the id is tracked and echoed.
+    let first = post("idempotency-key", "clé-1".as_bytes())
+        .await
+        .expect("response");
+    assert_eq!(first.status().as_u16(), 200);
+    let again = post("idempotency-key", "clé-1".as_bytes())
+        .await
+        .expect("response");
+    assert_eq!(again.status().as_u16(), 200);
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    let tracked = post("x-request-id", "réf-1".as_bytes())
+        .await
+        .expect("response");
+    let body: serde_json::Value =
+        serde_json::from_str(&tracked.text().await.expect("body")).expect("json");
+    assert_eq!(body["id"], "réf-1");
+    let ledger = server.ledger();
+    assert_eq!((ledger.side_effects, ledger.idempotent_replays), (2, 1));
+    assert_eq!(ledger.logical, 1);
+}

@@ -30,7 +30,8 @@ pub enum Outcome {
     Truncate,
     /// A `timeout` fault (held, then closed).
     Timeout,
-    /// Refused before the script saw it: a header the ledger keeps was too long (431).
+    /// Refused before the script saw it: a header the ledger keeps was too long (431),
+    /// not UTF-8 text or an empty `Idempotency-Key` (400).
     BadHeader,
     /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,

@@ -2,9 +2,11 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
-//! 0. refuse it (431) if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
-//!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`], so the
-//!    ledger's memory is bounded in bytes, not only in entries;
+//! 0. refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`] (431),
+//!    so the ledger's memory is bounded in bytes, not only in entries; or is not UTF-8
+//!    text, or is an empty key (400), rather than read it as absent: a key dropped
+//!    silently would let a retried POST execute twice;
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
 //!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
@@ -50,10 +52,12 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 const JSON: &str = "application/json";
 
-/// The shell's header lookup, for the script's matchers and the control API alike.
+/// The shell's header lookup, for the script's matchers and the control API alike: a
+/// value is read as UTF-8 (`HeaderValue::to_str` would take visible ASCII only).
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
-        self.get(name).and_then(|v| v.to_str().ok())
+        self.get(name)
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
 }
 
@@ -589,30 +593,54 @@ enum BadHeader {
         len: usize,
         max: usize,
     },
+    /// Not UTF-8 (400): the ledger keeps text, and a lossy reading could merge two ids.
+    #[error("{name} is not UTF-8 text")]
+    NotUtf8 { name: &'static str },
+    /// An empty `Idempotency-Key` (400): a key names a request, "" names none.
+    #[error("{name} is empty")]
+    Empty { name: &'static str },
 }
 
 impl BadHeader {
     fn status(&self) -> StatusCode {
         match self {
             BadHeader::TooLong { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            BadHeader::NotUtf8 { .. } | BadHeader::Empty { .. } => StatusCode::BAD_REQUEST,
         }
     }
 }
 
-/// Reads the headers the ledger keeps, each at most `max` bytes long.
+/// Reads the headers the ledger keeps: each at most `max` bytes of UTF-8 text, and a key
+/// not empty.
 fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
-    let read = |name: &'static str| match headers.get(name) {
-        Some(value) if value.len() > max => Err(BadHeader::TooLong {
-            name,
-            len: value.len(),
-            max,
-        }),
-        _ => Ok(headers.header(name).map(str::to_string)),
+    let read = |name: &'static str| {
+        let Some(value) = headers.get(name) else {
+            return Ok(None);
+        };
+        if value.len() > max {
+            return Err(BadHeader::TooLong {
+                name,
+                len: value.len(),
+                max,
+            });
+        }
+        match std::str::from_utf8(value.as_bytes()) {
+            Ok(text) => Ok(Some(text.to_string())),
+            Err(_) => Err(BadHeader::NotUtf8 { name }),
+        }
+    };
+    let key = match read(IDEMPOTENCY_KEY)? {
+        Some(key) if key.is_empty() => {
+            return Err(BadHeader::Empty {
+                name: IDEMPOTENCY_KEY,
+            });
+        }
+        key => key,
     };
     Ok(Kept {
         request_id: read(REQUEST_ID)?,
         policy: read(POLICY)?,
-        key: read(IDEMPOTENCY_KEY)?.filter(|k| !k.is_empty()),
+        key,
     })
 }
 
