@@ -6,15 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{client, server};
+use common::{client, send_raw, server};
+use fault_server::ServerHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Writes `request` (raw HTTP/1.1) on a fresh connection and reads until the server
 /// closes it or a minute passes; returns what came back.
-async fn exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    stream.write_all(request).await.expect("write the request");
+async fn exchange(addr: std::net::SocketAddr, request: &str) -> String {
+    let mut stream = send_raw(addr, request).await;
     let mut reply = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut reply)).await;
     String::from_utf8_lossy(&reply).into_owned()
@@ -25,7 +24,7 @@ async fn a_malformed_chunked_body_gets_400_not_413() {
     let server = server("").await;
     let reply = exchange(
         server.addr(),
-        b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n",
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\n",
     )
     .await;
     assert!(reply.starts_with("HTTP/1.1 400"), "{reply}");
@@ -36,11 +35,10 @@ async fn a_malformed_chunked_body_gets_400_not_413() {
     // before the body is sent.
     let reply = exchange(
         server.addr(),
-        format!(
+        &format!(
             "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
             fault_server::DEFAULT_MAX_BODY + 1
-        )
-        .as_bytes(),
+        ),
     )
     .await;
     assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
@@ -65,12 +63,7 @@ async fn read_head(stream: &mut (impl AsyncReadExt + Unpin)) -> String {
 /// Sends a request head, then `body_len` bytes of body from another task (the server
 /// may answer, and hang up, before it has read them); returns the response head.
 async fn send_huge(addr: std::net::SocketAddr, head: &str, body_len: usize) -> String {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    let (mut read, mut write) = stream.into_split();
-    write
-        .write_all(head.as_bytes())
-        .await
-        .expect("write the head");
+    let (mut read, mut write) = send_raw(addr, head).await.into_split();
     let writer = tokio::spawn(async move {
         let chunk = vec![b'#'; 64 * 1024];
         let mut sent = 0;
@@ -89,6 +82,22 @@ async fn send_huge(addr: std::net::SocketAddr, head: &str, body_len: usize) -> S
 }
 
 const SCRIPT_503: &str = "faults: [ { respond: { status: 503 } } ]";
+
+/// `PUT /__chaos/script` with this body.
+async fn put_script(server: &ServerHandle, body: impl Into<reqwest::Body>) -> reqwest::Response {
+    client()
+        .put(format!("{}/__chaos/script", server.url()))
+        .body(body)
+        .send()
+        .await
+        .expect("response")
+}
+
+/// The status of `GET /x`: 503 while `SCRIPT_503` is in force, 200 without a script.
+async fn status_of_x(server: &ServerHandle) -> u16 {
+    let response = client().get(format!("{}/x", server.url())).send().await;
+    response.expect("response").status().as_u16()
+}
 
 #[tokio::test]
 async fn a_stranger_gets_401_before_a_huge_script_body_is_read() {
@@ -114,12 +123,6 @@ async fn a_stranger_gets_401_before_a_huge_script_body_is_read() {
 #[tokio::test]
 async fn a_script_larger_than_the_limit_gets_413() {
     let server = server(SCRIPT_503).await;
-    let put = |body: String| {
-        client()
-            .put(format!("{}/__chaos/script", server.url()))
-            .body(body)
-            .send()
-    };
     // A valid script padded with a comment to exactly the limit, then one byte more.
     let padded = |len: usize| {
         let mut text = String::from("faults: []\n#");
@@ -128,48 +131,32 @@ async fn a_script_larger_than_the_limit_gets_413() {
         text
     };
     let limit = fault_server::script::MAX_SCRIPT_BYTES;
-    let over = put(padded(limit + 1)).await.expect("response");
+    let over = put_script(&server, padded(limit + 1)).await;
     assert_eq!(over.status().as_u16(), 413);
     let message = over.text().await.expect("body");
     assert!(
         message.contains(&format!("larger than {limit} bytes")),
         "{message}"
     );
-    let get = || client().get(format!("{}/x", server.url())).send();
-    assert_eq!(
-        get().await.expect("response").status().as_u16(),
-        503,
-        "script kept"
-    );
-    let at_limit = put(padded(limit)).await.expect("response");
+    assert_eq!(status_of_x(&server).await, 503, "script kept");
+    let at_limit = put_script(&server, padded(limit)).await;
     assert_eq!(at_limit.status().as_u16(), 200);
-    assert_eq!(get().await.expect("response").status().as_u16(), 200);
+    assert_eq!(status_of_x(&server).await, 200);
 }
 
 #[tokio::test]
 async fn an_empty_script_body_is_refused_and_faults_empty_clears_the_script() {
     let server = server(SCRIPT_503).await;
-    let put = |body: &'static str| {
-        client()
-            .put(format!("{}/__chaos/script", server.url()))
-            .body(body)
-            .send()
-    };
-    let get = || client().get(format!("{}/x", server.url())).send();
     for empty in ["", "\n  \n", "# nothing but a comment\n"] {
-        let refused = put(empty).await.expect("response");
+        let refused = put_script(&server, empty).await;
         assert_eq!(refused.status().as_u16(), 400, "{empty:?}");
         let message = refused.text().await.expect("body");
         assert!(message.contains("faults: []"), "{message}");
-        assert_eq!(
-            get().await.expect("response").status().as_u16(),
-            503,
-            "script kept"
-        );
+        assert_eq!(status_of_x(&server).await, 503, "script kept");
     }
-    let cleared = put("faults: []").await.expect("response");
+    let cleared = put_script(&server, "faults: []").await;
     assert_eq!(cleared.status().as_u16(), 200);
-    assert_eq!(get().await.expect("response").status().as_u16(), 200);
+    assert_eq!(status_of_x(&server).await, 200);
 }
 
 #[tokio::test]
@@ -185,18 +172,12 @@ async fn a_deeply_nested_script_is_refused_before_parsing_with_its_line_and_colu
         .map(|i| format!("{}k{i}:", "  ".repeat(i)))
         .collect::<Vec<_>>()
         .join("\n");
-    for (content_type, body, at) in [
-        ("application/json", json, "at line 1 column 75"),
-        ("application/yaml", block, "at line 66 column 131"),
+    for (what, body, at) in [
+        ("JSON", json, "at line 1 column 75"),
+        ("YAML", block, "at line 66 column 131"),
     ] {
-        let response = client()
-            .put(format!("{}/__chaos/script", server.url()))
-            .header("content-type", content_type)
-            .body(body)
-            .send()
-            .await
-            .expect("response");
-        assert_eq!(response.status().as_u16(), 400, "{content_type}");
+        let response = put_script(&server, body).await;
+        assert_eq!(response.status().as_u16(), 400, "{what}");
         let message = response.text().await.expect("body");
         assert!(message.contains("levels deep"), "{message}");
         assert!(message.contains(at), "{message}");
@@ -220,12 +201,10 @@ async fn healthz_answers_while_a_big_script_is_parsed() {
     script.push_str("  - { respond: { status: 5000 } }\n");
     let lines = script.lines().count();
     for _ in 0..20 {
-        let put = tokio::spawn(
-            client()
-                .put(format!("{}/__chaos/script", server.url()))
-                .body(script.clone())
-                .send(),
-        );
+        let put = tokio::spawn({
+            let (server, script) = (server.clone(), script.clone());
+            async move { put_script(&server, script).await }
+        });
         let mut seen = false;
         while !put.is_finished() {
             if common::metric(&server, "fault_server_scripts_parsing").await == Some(1) {
@@ -239,7 +218,7 @@ async fn healthz_answers_while_a_big_script_is_parsed() {
                 break;
             }
         }
-        let refused = put.await.expect("task").expect("response");
+        let refused = put.await.expect("task");
         assert_eq!(refused.status().as_u16(), 400);
         let message = refused.text().await.expect("body");
         assert!(
