@@ -20,6 +20,17 @@ pub(crate) struct Metrics {
     pub(crate) duplicate_side_effects: AtomicU64,
     pub(crate) idempotent_replays: AtomicU64,
     pub(crate) script_loads: AtomicU64,
+    pub(crate) scripts_parsing: AtomicU64,
+}
+
+/// Counts a script parse in progress (`fault_server_scripts_parsing`) until dropped.
+#[derive(Debug)]
+pub(crate) struct Parsing<'a>(&'a AtomicU64);
+
+impl Drop for Parsing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Gauges read from the live capacity model at scrape time.
@@ -32,6 +43,12 @@ pub(crate) struct CapacityGauges {
 }
 
 impl Metrics {
+    /// A script parse begins; it ends when the guard drops.
+    pub(crate) fn parsing(&self) -> Parsing<'_> {
+        self.scripts_parsing.fetch_add(1, Ordering::Relaxed);
+        Parsing(&self.scripts_parsing)
+    }
+
     /// The exposition text; outcome and fault counts come from the ledger's lifetime
     /// counters (never reset).
     pub(crate) fn render(
@@ -128,11 +145,16 @@ impl Metrics {
             let _ = writeln!(out, "{name} {value}");
         }
 
-        let gauges: [(&str, &str, Option<u64>); 6] = [
+        let gauges: [(&str, &str, Option<u64>); 7] = [
             (
                 "fault_server_in_flight",
                 "Requests being handled now (queued, served, delayed or held).",
                 Some(u64::try_from(self.in_flight.load(Ordering::Relaxed)).unwrap_or(0)),
+            ),
+            (
+                "fault_server_scripts_parsing",
+                "Scripts being parsed now (PUT /__chaos/script, on a blocking thread).",
+                Some(load(&self.scripts_parsing)),
             ),
             (
                 "fault_server_serving",

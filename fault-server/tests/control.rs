@@ -142,6 +142,42 @@ async fn the_token_guards_the_control_api_only() {
 }
 
 #[tokio::test]
+async fn the_bearer_scheme_is_matched_case_insensitively() {
+    let server = server_with("", |config| config.token = Some("s3cret".into())).await;
+    let url = format!("{}/__chaos/ledger", server.url());
+    let status = |authorization: &'static str| {
+        let url = url.clone();
+        async move {
+            client()
+                .get(url)
+                .header("authorization", authorization)
+                .send()
+                .await
+                .expect("response")
+                .status()
+                .as_u16()
+        }
+    };
+    for accepted in [
+        "Bearer s3cret",
+        "bearer s3cret",
+        "BEARER s3cret",
+        "bEaReR   s3cret",
+    ] {
+        assert_eq!(status(accepted).await, 200, "{accepted}");
+    }
+    for refused in [
+        "Bearer guess",
+        "Basic s3cret",
+        "Bearers3cret",
+        "s3cret",
+        "Bearer",
+    ] {
+        assert_eq!(status(refused).await, 401, "{refused}");
+    }
+}
+
+#[tokio::test]
 async fn metrics_count_outcomes_faults_and_side_effects() {
     let server = server(
         "faults: [ { match: { path: /boom }, respond: { status: 503 } }, { match: { path: /rst }, respond: { fault: reset } } ]",

@@ -30,7 +30,10 @@ pub enum Outcome {
     Truncate,
     /// A `timeout` fault (held, then closed).
     Timeout,
-    /// The request could not be read (body too large, client aborted).
+    /// Refused before the script saw it: a header the ledger keeps was too long (431),
+    /// not UTF-8 text or an empty `Idempotency-Key` (400).
+    BadHeader,
+    /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,
     /// Dropped before it ended: its connection went away while the request was still
     /// tied to it (before serving detaches from the connection), or the server stopped
@@ -39,7 +42,7 @@ pub enum Outcome {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Outcome; 11] = [
+const FIXED_OUTCOMES: [Outcome; 12] = [
     Outcome::Served,
     Outcome::Replayed,
     Outcome::KeyInFlight,
@@ -49,6 +52,7 @@ const FIXED_OUTCOMES: [Outcome; 11] = [
     Outcome::Close,
     Outcome::Truncate,
     Outcome::Timeout,
+    Outcome::BadHeader,
     Outcome::BadRequest,
     Outcome::Abandoned,
 ];
@@ -75,6 +79,7 @@ impl Outcome {
             Outcome::Close => FaultKind::Close.name(),
             Outcome::Truncate => FaultKind::Truncate.name(),
             Outcome::Timeout => FaultKind::Timeout.name(),
+            Outcome::BadHeader => "bad_header",
             Outcome::BadRequest => "bad_request",
             Outcome::Abandoned => "abandoned",
         }

@@ -21,6 +21,9 @@
 //!   logical request, and `evicted_ids` says how often that could have happened;
 //! - idempotency keys (with their stored responses) likewise expire after `key_ttl` and
 //!   are capped at `max_keys`;
+//! - every id, key and policy name is at most `max_value_bytes` long (the server refuses
+//!   longer ones before they get here), and a stored response is the short body that
+//!   echoes the id, so entries are bounded in bytes too;
 //! - duplicate examples are capped at `max_examples` ids; policies (the
 //!   `x-chaos-policy` header) at `max_policies` names, the rest pooled under `(other)`.
 //!
@@ -48,8 +51,9 @@ pub use snapshot::{LedgerSnapshot, PolicyLedger};
 /// The pool that policy names beyond `max_policies` are counted under.
 pub const OTHER_POLICIES: &str = "(other)";
 
-/// How much the ledger remembers. The defaults keep the ledger under roughly 50 MB in
-/// the worst case.
+/// How much the ledger remembers. With the defaults the ledger's worst case, every cap
+/// full of values `max_value_bytes` long, is 158 MB resident (69 MB with 36-byte UUIDs),
+/// as `examples/ledger_memory.rs` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LedgerLimits {
     /// How long a request id is remembered after it was first seen.
@@ -64,6 +68,10 @@ pub struct LedgerLimits {
     pub max_examples: usize,
     /// At most this many policy names get their own entry.
     pub max_policies: usize,
+    /// The longest `x-request-id`, `Idempotency-Key` or `x-chaos-policy` value, in bytes:
+    /// the server refuses a request carrying a longer one (431) before it reaches the
+    /// ledger, so each id, key, policy name and stored response is bounded in bytes.
+    pub max_value_bytes: usize,
 }
 
 impl Default for LedgerLimits {
@@ -72,12 +80,16 @@ impl Default for LedgerLimits {
             // Ten minutes: well beyond any sane retry deadline (AWS SDKs, gRPC and Envoy
             // give up within seconds to a couple of minutes).
             id_ttl: Duration::from_secs(600),
-            // 250k ids: ten minutes of 400 new logical requests per second, ~40 MB.
+            // 250k ids: ten minutes of 400 new logical requests per second; 100 MB at
+            // 256 bytes an id, 44 MB at 36.
             max_ids: 250_000,
             key_ttl: Duration::from_secs(600),
             max_keys: 50_000,
             max_examples: 20,
             max_policies: 64,
+            // 256 bytes: above Stripe's limit on idempotency keys (255 characters) and
+            // Heroku's on request ids (200); a UUID takes 36, a W3C traceparent 55.
+            max_value_bytes: 256,
         }
     }
 }

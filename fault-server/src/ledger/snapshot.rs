@@ -34,7 +34,8 @@ pub struct LedgerSnapshot {
     pub attempts: u64,
     /// Distinct `x-request-id`s seen.
     pub logical: u64,
-    /// Requests without an `x-request-id` (counted in `requests` and `by_outcome` only).
+    /// Requests without an `x-request-id`, or refused for a header before it was read
+    /// (`bad_header`): counted in `requests` and `by_outcome` only.
     pub untracked: u64,
     /// Side effects executed (non-idempotent requests served, or faulted with
     /// `processed: true`).
@@ -51,7 +52,7 @@ pub struct LedgerSnapshot {
     pub idempotency_mismatches: u64,
     /// Requests by how they ended: `served`, `replayed`, `rejected`, `status_503`,
     /// `reset`, `close`, `truncate`, `timeout`, `key_in_flight`, `key_mismatch`,
-    /// `bad_request`, `abandoned`.
+    /// `bad_header`, `bad_request`, `abandoned`.
     pub by_outcome: BTreeMap<String, u64>,
     /// Faults injected by kind (`status`, `delay`, `timeout`, `reset`, `close`,
     /// `truncate`); a delay is followed by another outcome.

@@ -42,6 +42,11 @@ pub use spec::{
     PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
 };
 
+/// The largest script accepted, in bytes: the harness's limit on a plan file
+/// (`MAX_PLAN_BYTES`), since a whole plan is a valid script. Real scripts take a few
+/// kilobytes.
+pub const MAX_SCRIPT_BYTES: usize = 1024 * 1024;
+
 /// A validated, resolved script: the fault phases and the capacity model.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Script {
@@ -71,13 +76,30 @@ impl Script {
     /// Parses a standalone script or a whole plan (YAML; JSON is YAML too). Reads the
     /// top-level `faults:`, `server:` and `seed:`; other top-level keys are ignored, so a
     /// harness plan works as a script. An empty document is the empty script.
+    ///
+    /// Before the parser sees it, a text larger than [`MAX_SCRIPT_BYTES`] or nested
+    /// deeper than [`crate::yaml_guard::MAX_DEPTH`] is refused (both checks are linear;
+    /// the parser's cost grows with the square of the depth).
     pub fn from_yaml_str(text: &str) -> Result<Script, ScriptError> {
+        if text.len() > MAX_SCRIPT_BYTES {
+            return Err(ScriptError::Parse {
+                message: format!(
+                    "the script is {} bytes long (at most {MAX_SCRIPT_BYTES} are accepted)",
+                    text.len()
+                ),
+                line: None,
+                column: None,
+            });
+        }
         if text.trim().is_empty() {
             return Ok(Script::empty());
         }
         crate::yaml_guard::check_depth(text, crate::yaml_guard::MAX_DEPTH).map_err(|deep| {
             ScriptError::Parse {
-                message: format!("the script is {deep}"),
+                message: format!(
+                    "nested {} levels deep at line {} column {} (at most {} are accepted)",
+                    deep.depth, deep.line, deep.column, deep.max
+                ),
                 line: Some(deep.line),
                 column: Some(deep.column),
             }

@@ -10,18 +10,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 
-use super::handler;
+use super::handler::{self, BodyError, read_body};
 use super::state::Shared;
 use crate::duration::format_duration;
-use crate::script::{HeaderLookup, Script, ScriptError};
+use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 
 /// The whole router: control routes, then every other request to the fault handler.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -42,8 +41,12 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 #[derive(Debug)]
 enum AppError {
     Unauthorized,
+    Body(BodyError),
     BadScript(ScriptError),
     NotUtf8,
+    EmptyScript,
+    /// The parser's task panicked (a bug).
+    ParserFailed,
     NotFound,
 }
 
@@ -56,12 +59,25 @@ impl IntoResponse for AppError {
                 "the control API needs `Authorization: Bearer <token>`\n",
             )
                 .into_response(),
+            AppError::Body(error) => {
+                (error.status(), format!("invalid script: {error}\n")).into_response()
+            }
             AppError::BadScript(error) => {
                 (StatusCode::BAD_REQUEST, format!("invalid script: {error}\n")).into_response()
             }
             AppError::NotUtf8 => (
                 StatusCode::BAD_REQUEST,
                 "invalid script: the body is not UTF-8 text\n",
+            )
+                .into_response(),
+            AppError::EmptyScript => (
+                StatusCode::BAD_REQUEST,
+                "invalid script: the body is empty; to clear the script, PUT `faults: []`\n",
+            )
+                .into_response(),
+            AppError::ParserFailed => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the script parser failed\n",
             )
                 .into_response(),
             AppError::NotFound => (
@@ -79,6 +95,12 @@ impl From<ScriptError> for AppError {
     }
 }
 
+impl From<BodyError> for AppError {
+    fn from(error: BodyError) -> Self {
+        AppError::Body(error)
+    }
+}
+
 fn count_control(shared: &Shared) {
     shared
         .metrics
@@ -92,13 +114,13 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
     let Some(token) = &shared.token else {
         return Ok(());
     };
+    // RFC 9110 §11.1: the scheme is case-insensitive (`bearer`, `BEARER`), one or more
+    // spaces separate it from the credentials.
     let presented = headers
         .header(AUTHORIZATION.as_str())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, credentials)| credentials.trim());
     match presented {
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(()),
         _ => Err(AppError::Unauthorized),
@@ -159,16 +181,44 @@ fn summary(shared: &Shared) -> ScriptSummary {
     }
 }
 
+/// Installs a script. In this order, so no step costs more than the one before allows:
+/// the token (before a byte of the body is read: a stranger gets 401, never 413), the
+/// body within [`MAX_SCRIPT_BYTES`], UTF-8, not empty (an accidental empty body must not
+/// clear the script: `faults: []` does that), then the depth guard and the parser, on a
+/// blocking thread, one script at a time, so a costly script never holds a serving
+/// worker.
 async fn put_script(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: Request,
 ) -> Result<Response, AppError> {
-    authorize(&shared, &headers)?;
-    let text = std::str::from_utf8(&body).map_err(|_| AppError::NotUtf8)?;
-    let script = Script::from_yaml_str(text)?;
+    let (parts, body) = request.into_parts();
+    authorize(&shared, &parts.headers)?;
+    let body = read_body(body, MAX_SCRIPT_BYTES).await?;
+    let text = String::from_utf8(body.into()).map_err(|_| AppError::NotUtf8)?;
+    if is_blank(&text) {
+        return Err(AppError::EmptyScript);
+    }
+    let script = {
+        // The semaphore is never closed: acquiring only waits.
+        let _turn = shared.script_parse.acquire().await;
+        let parsing = Arc::clone(&shared);
+        tokio::task::spawn_blocking(move || {
+            let _gauge = parsing.metrics.parsing();
+            Script::from_yaml_str(&text)
+        })
+        .await
+        .map_err(|_| AppError::ParserFailed)??
+    };
     shared.install(script);
     Ok(axum::Json(summary(&shared)).into_response())
+}
+
+/// Nothing but blank lines and comments: a document that says nothing.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|line| {
+        let line = line.trim();
+        line.is_empty() || line.starts_with('#')
+    })
 }
 
 async fn get_script(

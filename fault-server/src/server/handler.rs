@@ -2,6 +2,11 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
+//! 0. refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`] (431),
+//!    so the ledger's memory is bounded in bytes, not only in entries; or is not UTF-8
+//!    text, or is an empty key (400), rather than read it as absent: a key dropped
+//!    silently would let a retried POST execute twice;
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
 //!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
@@ -16,6 +21,7 @@
 //!    effect (POST, PATCH) and answers 200.
 
 use std::future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -46,10 +52,12 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 const JSON: &str = "application/json";
 
-/// The shell's header lookup, for the script's matchers and the control API alike.
+/// The shell's header lookup, for the script's matchers and the control API alike: a
+/// value is read as UTF-8 (`HeaderValue::to_str` would take visible ASCII only).
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
-        self.get(name).and_then(|v| v.to_str().ok())
+        self.get(name)
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
 }
 
@@ -157,13 +165,26 @@ const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let mut flight = InFlight::new(&shared);
-    let active = shared.active();
-    let now = active.epoch.elapsed();
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    let request_id = headers.header(REQUEST_ID).map(str::to_string);
+    let Kept {
+        request_id,
+        policy,
+        key,
+    } = match kept_headers(headers, shared.ledger.limits().max_value_bytes) {
+        Ok(kept) => kept,
+        Err(bad) => {
+            // Counted (`requests`, `bad_header`), never tracked.
+            shared
+                .ledger
+                .record_request(RequestIdentity::default(), shared.ledger_now());
+            flight.outcome(Outcome::BadHeader);
+            return problem(bad.status(), &bad.to_string());
+        }
+    };
+    let active = shared.active();
+    let now = active.epoch.elapsed();
     let attempt = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
-    let policy = headers.header(POLICY).map(str::to_string);
     shared.ledger.record_request(
         RequestIdentity {
             request_id: request_id.as_deref(),
@@ -201,30 +222,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         _ => Decision::Serve,
     };
 
-    let body = if body.size_hint().exact() == Some(0) {
-        Bytes::new()
-    } else {
-        match axum::body::to_bytes(body, shared.max_body).await {
-            Ok(body) => body,
-            Err(_) => {
-                // Above the limit, or the client stopped sending mid-body.
-                flight.outcome(Outcome::BadRequest);
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "request body unreadable or above {} bytes\n",
-                        shared.max_body
-                    ),
-                )
-                    .into_response();
-            }
+    let body = match read_body(body, shared.max_body).await {
+        Ok(body) => body,
+        Err(error) => {
+            flight.outcome(Outcome::BadRequest);
+            return problem(error.status(), &error.to_string());
         }
     };
-    let key = parts
-        .headers
-        .header(IDEMPOTENCY_KEY)
-        .filter(|k| !k.is_empty())
-        .map(str::to_string);
     let facts = Facts {
         fingerprint: if key.is_some() {
             fingerprint(&parts.method, &parts.uri, &body)
@@ -570,6 +574,121 @@ fn replay(stored: &StoredResponse) -> Response {
         Body::from(stored.body.clone()),
     )
         .into_response()
+}
+
+/// The request headers the ledger keeps, checked by [`kept_headers`].
+struct Kept {
+    request_id: Option<String>,
+    policy: Option<String>,
+    key: Option<String>,
+}
+
+/// Why a request was refused before the script saw it.
+#[derive(Debug, thiserror::Error)]
+enum BadHeader {
+    /// Longer than the ledger keeps (431, RFC 6585: the body names the field).
+    #[error("{name} is {len} bytes long; at most {max} are accepted")]
+    TooLong {
+        name: &'static str,
+        len: usize,
+        max: usize,
+    },
+    /// Not UTF-8 (400): the ledger keeps text, and a lossy reading could merge two ids.
+    #[error("{name} is not UTF-8 text")]
+    NotUtf8 { name: &'static str },
+    /// An empty `Idempotency-Key` (400): a key names a request, "" names none.
+    #[error("{name} is empty")]
+    Empty { name: &'static str },
+}
+
+impl BadHeader {
+    fn status(&self) -> StatusCode {
+        match self {
+            BadHeader::TooLong { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            BadHeader::NotUtf8 { .. } | BadHeader::Empty { .. } => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Reads the headers the ledger keeps: each at most `max` bytes of UTF-8 text, and a key
+/// not empty.
+fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
+    let read = |name: &'static str| {
+        let Some(value) = headers.get(name) else {
+            return Ok(None);
+        };
+        if value.len() > max {
+            return Err(BadHeader::TooLong {
+                name,
+                len: value.len(),
+                max,
+            });
+        }
+        match std::str::from_utf8(value.as_bytes()) {
+            Ok(text) => Ok(Some(text.to_string())),
+            Err(_) => Err(BadHeader::NotUtf8 { name }),
+        }
+    };
+    let key = match read(IDEMPOTENCY_KEY)? {
+        Some(key) if key.is_empty() => {
+            return Err(BadHeader::Empty {
+                name: IDEMPOTENCY_KEY,
+            });
+        }
+        key => key,
+    };
+    Ok(Kept {
+        request_id: read(REQUEST_ID)?,
+        policy: read(POLICY)?,
+        key,
+    })
+}
+
+/// Why a request body was not read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    /// Longer than the limit: announced by `Content-Length` (refused before a byte is
+    /// read), or found while reading.
+    #[error("the request body is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    /// Not a well-formed body (a bad chunk size, a `Content-Length` not met) or cut off
+    /// by the client.
+    #[error("the request body is malformed or was cut off")]
+    Malformed,
+}
+
+impl BodyError {
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::Malformed => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Reads a whole body of at most `limit` bytes. Unlike `axum::body::to_bytes`, it tells
+/// a body too large (413) from a malformed one (400), and refuses an announced length
+/// above the limit without reading.
+pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
+    let hint = body.size_hint();
+    if hint.exact() == Some(0) {
+        return Ok(Bytes::new());
+    }
+    if hint.lower() > limit as u64 {
+        return Err(BodyError::TooLarge { limit });
+    }
+    // `lower()` is at most `limit` here.
+    let mut bytes = Vec::with_capacity(usize::try_from(hint.lower()).unwrap_or(limit));
+    while let Some(frame) = future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(data) = frame.map_err(|_| BodyError::Malformed)?.into_data() else {
+            continue; // Trailers.
+        };
+        if bytes.len() + data.len() > limit {
+            return Err(BodyError::TooLarge { limit });
+        }
+        bytes.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(bytes))
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {

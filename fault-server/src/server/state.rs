@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 
 use super::config::ServerConfig;
@@ -158,6 +158,9 @@ pub(crate) struct Shared {
     pub(crate) stop: Stop,
     /// Seeds the RNG of requests without an `x-request-id`.
     pub(crate) anonymous: AtomicU64,
+    /// One script parse at a time: concurrent `PUT /__chaos/script`s wait their turn
+    /// rather than take a core each.
+    pub(crate) script_parse: Semaphore,
 }
 
 impl Shared {
@@ -174,6 +177,7 @@ impl Shared {
             started: Instant::now(),
             stop: Stop::default(),
             anonymous: AtomicU64::new(0),
+            script_parse: Semaphore::new(1),
         };
         shared.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
         shared

@@ -249,3 +249,32 @@ fn specs_round_trip_through_yaml() {
     let again = script(&text);
     assert_eq!(original, again);
 }
+
+#[test]
+fn size_and_depth_are_refused_before_parsing() {
+    let mut big = String::from("faults: []\n#");
+    big.push_str(&"x".repeat(MAX_SCRIPT_BYTES));
+    let Err(ScriptError::Parse { message, line, .. }) = Script::from_yaml_str(&big) else {
+        panic!("a script over the limit is refused");
+    };
+    assert!(
+        message.contains(&format!("at most {MAX_SCRIPT_BYTES}")),
+        "{message}"
+    );
+    assert_eq!(line, None);
+
+    let deep = format!("faults: {}", "[".repeat(100_000));
+    let Err(ScriptError::Parse {
+        message,
+        line,
+        column,
+    }) = Script::from_yaml_str(&deep)
+    else {
+        panic!("a deep script is refused");
+    };
+    assert_eq!((line, column), (Some(1), Some(73)));
+    assert!(
+        message.contains("nested 65 levels deep at line 1 column 73"),
+        "{message}"
+    );
+}
