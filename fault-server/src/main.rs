@@ -92,9 +92,23 @@ async fn run(args: Args) -> Result<(), Failure> {
     let script = match &args.script {
         None => Script::empty(),
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|error| Failure {
+            let limit = fault_server::script::MAX_SCRIPT_BYTES as u64;
+            let bytes = fault_server::yaml_guard::read_bounded(path, limit)
+                .map_err(|error| Failure {
+                    code: 2,
+                    message: format!("cannot read script {}: {error}", path.display()),
+                })?
+                .ok_or_else(|| Failure {
+                    code: 2,
+                    message: format!(
+                        "script {} is larger than {} KiB",
+                        path.display(),
+                        limit / 1024
+                    ),
+                })?;
+            let text = String::from_utf8(bytes).map_err(|_| Failure {
                 code: 2,
-                message: format!("cannot read script {}: {error}", path.display()),
+                message: format!("script {} is not UTF-8 text", path.display()),
             })?;
             Script::from_yaml_str(&text).map_err(|error| Failure {
                 code: 2,

@@ -1,10 +1,23 @@
-//! A cheap look at YAML text before it is parsed, so nesting nobody writes by hand cannot
-//! make the parser spend seconds of CPU (its cost grows with the square of the depth).
+//! A cheap look at YAML input before it is parsed, so a huge file or nesting nobody
+//! writes by hand cannot make the parser spend seconds of CPU (its cost grows with the
+//! square of the depth) or the reader gigabytes.
 //!
 //! The scan is linear and conservative: it counts flow nesting (`[`, `{`) outside quoted
 //! scalars and comments, and on each line the block nesting its indentation and leading
 //! `- ` / `? ` markers imply. A document deeper than the limit is refused; every real plan
 //! and script is far below it.
+
+/// Reads a file of at most `max` bytes; `None` when it is larger. It reads one byte past
+/// the limit rather than trust the file's size (a FIFO or a device has none), so a huge
+/// file costs no more than the limit.
+pub fn read_bounded(path: &std::path::Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
 
 /// The deepest nesting accepted: plans and scripts use about six levels.
 pub const MAX_DEPTH: usize = 64;

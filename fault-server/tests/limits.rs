@@ -326,3 +326,22 @@ async fn header_values_that_are_not_utf8_are_refused_never_dropped() {
     assert_eq!((ledger.side_effects, ledger.idempotent_replays), (2, 1));
     assert_eq!(ledger.logical, 1);
 }
+
+#[test]
+fn an_oversized_script_file_is_refused_without_reading_it_whole() {
+    let dir = std::env::temp_dir().join(format!("fault-server-big-script-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join("big.yaml");
+    let line = format!("# {}\n", "x".repeat(1000));
+    std::fs::write(&path, line.repeat(2100)).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fault-server"))
+        .args(["--listen", "127.0.0.1:0", "--script"])
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run fault-server");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("is larger than 1024 KiB"), "{said}");
+}

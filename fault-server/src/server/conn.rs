@@ -314,7 +314,7 @@ async fn serve_connection(
     connection: Connection,
 ) {
     let _ = stream.set_nodelay(true);
-    let Ok((stream, control)) = socket::split_control(stream) else {
+    let Ok((stream, control)) = socket::split_control(stream).await else {
         // Could not duplicate the descriptor (out of descriptors): drop the connection.
         return;
     };

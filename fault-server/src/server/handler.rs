@@ -35,6 +35,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Serialize;
 
+use super::conn::BodyTimedOut;
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
@@ -655,6 +656,9 @@ pub(crate) enum BodyError {
     /// by the client.
     #[error("the request body is malformed or was cut off")]
     Malformed,
+    /// Did not arrive within the body deadline (a trickle).
+    #[error("{0}")]
+    TimedOut(BodyTimedOut),
 }
 
 impl BodyError {
@@ -662,6 +666,7 @@ impl BodyError {
         match self {
             BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             BodyError::Malformed => StatusCode::BAD_REQUEST,
+            BodyError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
         }
     }
 }
@@ -680,7 +685,7 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Bod
     // `lower()` is at most `limit` here.
     let mut bytes = Vec::with_capacity(usize::try_from(hint.lower()).unwrap_or(limit));
     while let Some(frame) = future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let Ok(data) = frame.map_err(|_| BodyError::Malformed)?.into_data() else {
+        let Ok(data) = frame.map_err(body_error)?.into_data() else {
             continue; // Trailers.
         };
         if bytes.len() + data.len() > limit {
@@ -689,6 +694,18 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Bod
         bytes.extend_from_slice(&data);
     }
     Ok(Bytes::from(bytes))
+}
+
+/// What a failed body frame means: the accept loop's deadline, or a malformed body.
+fn body_error(error: axum::Error) -> BodyError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(e) = source {
+        if let Some(timed_out) = e.downcast_ref::<BodyTimedOut>() {
+            return BodyError::TimedOut(*timed_out);
+        }
+        source = e.source();
+    }
+    BodyError::Malformed
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {

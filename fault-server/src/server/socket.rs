@@ -87,6 +87,11 @@ impl ConnControl {
     }
 }
 
+/// EMFILE or ENFILE: the process or the system has no descriptor to give.
+pub(crate) fn out_of_descriptors(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(23 | 24))
+}
+
 /// Runs `future` (a request's service future) with `control` as its
 /// [`current_connection`].
 pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<Output = F::Output> {
@@ -94,9 +99,25 @@ pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<O
 }
 
 /// Splits an accepted stream into the stream hyper serves and the control handle.
-pub(crate) fn split_control(stream: TcpStream) -> io::Result<(TcpStream, ConnControl)> {
+///
+/// Out of descriptors, it waits a little for some to be freed (connections the budget
+/// just closed release theirs as their tasks end) rather than drop the connection.
+pub(crate) async fn split_control(stream: TcpStream) -> io::Result<(TcpStream, ConnControl)> {
+    /// How long to wait for a descriptor, in steps of [`DESCRIPTOR_WAIT_STEP`].
+    const DESCRIPTOR_WAIT: u32 = 100;
+    const DESCRIPTOR_WAIT_STEP: Duration = Duration::from_millis(10);
     let std_stream = stream.into_std()?;
-    let socket = std_stream.try_clone()?;
+    let mut tries = 0;
+    let socket = loop {
+        match std_stream.try_clone() {
+            Ok(socket) => break socket,
+            Err(e) if out_of_descriptors(&e) && tries < DESCRIPTOR_WAIT => {
+                tries += 1;
+                tokio::time::sleep(DESCRIPTOR_WAIT_STEP).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let stream = TcpStream::from_std(std_stream)?;
     Ok((
         stream,

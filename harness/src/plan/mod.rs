@@ -36,7 +36,6 @@ pub use target::is_loopback_host;
 pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
 
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
-    use std::io::Read;
     let whole = |message: String, hint: &str| PlanError {
         file: path.to_owned(),
         line: None,
@@ -50,18 +49,14 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
             "check the path; `ls plans/` lists the shipped plans",
         )
     };
-    // Read one byte past the limit rather than trust the file's size: a FIFO or a device
-    // has none.
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_PLAN_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(cannot_read)?;
-    if bytes.len() as u64 > MAX_PLAN_BYTES {
-        return Err(whole(
-            format!("the plan is larger than {} KiB", MAX_PLAN_BYTES / 1024),
-            "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
-        ));
-    }
+    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PLAN_BYTES)
+        .map_err(cannot_read)?
+        .ok_or_else(|| {
+            whole(
+                format!("the plan is larger than {} KiB", MAX_PLAN_BYTES / 1024),
+                "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
+            )
+        })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         whole(
             format!(
