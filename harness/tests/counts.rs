@@ -1,7 +1,8 @@
 //! Exact counts, against servers the harness does not control: a black box that logs every
 //! request, a listener that never accepts; and a dispatcher that crashes.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -9,22 +10,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use common::{plan, run};
 use harness::engine::{self, EngineConfig, EngineError};
-use harness::plan::{self, Plan};
 use harness::report::{PolicyReport, Report};
-use harness::run::{self, RunOptions};
 use harness::schedule::Arrival;
 use tokio_util::sync::CancellationToken;
-
-fn plan(yaml: &str) -> Plan {
-    plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn run(yaml: &str) -> Report {
-    run::run(&plan(yaml), &RunOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn only(report: &Report) -> &PolicyReport {
     assert_eq!(report.policies.len(), 1);

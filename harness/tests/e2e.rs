@@ -1,21 +1,10 @@
 //! End-to-end runs, in-process: short plans (a few seconds each) through the real engine
 //! against a real fault-server on 127.0.0.1:0, checked against its ledger.
 
-use std::path::Path;
+mod common;
 
-use harness::plan::{self, Plan};
+use common::run;
 use harness::report::{PolicyReport, Report};
-use harness::run::{self, RunOptions};
-
-fn plan(yaml: &str) -> Plan {
-    plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"))
-}
-
-async fn run(yaml: &str) -> Report {
-    run::run(&plan(yaml), &RunOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn policy<'a>(report: &'a Report, name: &str) -> &'a PolicyReport {
     report

@@ -1,19 +1,11 @@
 //! A run is never lost: a target that dies mid-run, a load the client cannot carry, a
 //! report that cannot go where it was asked.
 
-use std::path::Path;
+mod common;
+
 use std::time::Duration;
 
-use harness::plan;
-use harness::report::Report;
-use harness::run::{self, RunOptions};
-
-async fn run(yaml: &str) -> Report {
-    let plan = plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"));
-    run::run(&plan, &RunOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-}
+use common::run;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_that_dies_mid_run_still_gets_a_report_of_what_ran() {

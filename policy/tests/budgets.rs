@@ -373,39 +373,28 @@ fn breaker_ignores_client_errors_and_forgets_old_failures() {
 #[test]
 fn breaker_validation() {
     let good = VALID_BREAKER;
-    assert!(
-        Breaker::new(BreakerConfig {
+    for bad in [
+        BreakerConfig {
             failure_ratio: 1.5,
             ..good
-        })
-        .is_err()
-    );
-    assert!(
-        Breaker::new(BreakerConfig {
+        },
+        BreakerConfig {
             failure_ratio: 0.0,
             ..good
-        })
-        .is_err()
-    );
-    assert!(
-        Breaker::new(BreakerConfig {
+        },
+        BreakerConfig {
             min_requests: 0,
             ..good
-        })
-        .is_err()
-    );
-    assert!(
-        Breaker::new(BreakerConfig {
+        },
+        BreakerConfig {
             half_open_probes: 0,
             ..good
-        })
-        .is_err()
-    );
-    assert!(
-        Breaker::new(BreakerConfig {
+        },
+        BreakerConfig {
             open_for: Duration::ZERO,
             ..good
-        })
-        .is_err()
-    );
+        },
+    ] {
+        assert!(Breaker::new(bad).is_err(), "{bad:?}");
+    }
 }

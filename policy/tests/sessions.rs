@@ -476,6 +476,13 @@ fn breaker_ignores_attempts_admitted_before_it_last_opened() {
     );
 }
 
+/// A breaker that opens on the first failure, for five seconds.
+const ONE_FAILURE_OPENS: BreakerConfig = BreakerConfig {
+    min_requests: 1,
+    half_open_probes: 1,
+    ..VALID_BREAKER
+};
+
 #[test]
 fn a_retry_the_breaker_refuses_gives_its_token_back() {
     let mut c = policy(|p| {
@@ -484,13 +491,7 @@ fn a_retry_the_breaker_refuses_gives_its_token_back() {
             max_tokens: 5.0,
             initial_tokens: 5.0,
         });
-        p.breaker = Some(BreakerConfig {
-            failure_ratio: 0.5,
-            min_requests: 1,
-            window: Duration::from_secs(10),
-            open_for: Duration::from_secs(5),
-            half_open_probes: 1,
-        });
+        p.breaker = Some(ONE_FAILURE_OPENS);
     });
     check(&mut c, GET, &[FAIL], "send1 503 wait100ms breaker_open/1");
     assert_eq!(
@@ -507,13 +508,7 @@ fn an_envoy_budget_frees_the_slot_of_a_retry_never_sent() {
             percent: 0.0,
             min_concurrency: 1,
         });
-        p.breaker = Some(BreakerConfig {
-            failure_ratio: 0.5,
-            min_requests: 1,
-            window: Duration::from_secs(10),
-            open_for: Duration::from_secs(5),
-            half_open_probes: 1,
-        });
+        p.breaker = Some(ONE_FAILURE_OPENS);
     });
     // The retry is granted (one slot), then the open breaker refuses to send it.
     check(&mut c, GET, &[FAIL], "send1 503 wait100ms breaker_open/1");

@@ -1,4 +1,4 @@
-//! Helpers for the tests that run the real binary.
+//! Helpers for the harness's integration tests: the real binary, and plans run in process.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -55,3 +55,15 @@ pub fn validate_error(name: &str, text: &str) -> String {
 }
 
 pub const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
+
+/// A plan from YAML, named `test.yaml` in errors.
+pub fn plan(yaml: &str) -> harness::plan::Plan {
+    harness::plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs a plan in process, every policy, and returns its report.
+pub async fn run(yaml: &str) -> harness::report::Report {
+    harness::run::run(&plan(yaml), &harness::run::RunOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
