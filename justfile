@@ -4,6 +4,15 @@
 chaos plan *flags:
     cargo run --release -p harness -- chaos {{plan}} {{flags}}
 
+# The nightly regression gate: every plan with a baseline in reports/baselines/ against it.
+gate:
+    cargo build --locked --release -p harness
+    bash .ci/nightly
+
+# Save a plan's run as its baseline (look at the report first, then commit the file).
+save-baseline name:
+    cargo run --release -p harness -- chaos plans/{{name}}.yaml --save-baseline reports/baselines/{{name}}.json
+
 # Check plans without running them.
 validate +plans="plans/*.yaml":
     cargo run --release -p harness -- validate {{plans}}

@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
+use crate::baseline;
 use crate::plan::{self, NamedPolicy, Plan};
 use crate::policy::Preset;
 use crate::report;
@@ -44,21 +45,14 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a plan: each policy in turn against a freshly reset fault-server; write a report.
-    Chaos {
-        /// The plan file (see plans/README.md).
-        plan: PathBuf,
-        /// Run only this policy (repeat for several).
-        #[arg(long = "policy", value_name = "NAME")]
-        policies: Vec<String>,
-        /// Override the plan's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
-        /// No progress bar and no summary table (the report is still written).
-        #[arg(long, short)]
-        quiet: bool,
+    Chaos(ChaosArgs),
+    /// Compare a run with a baseline offline: exit 1 on a regression beyond tolerance.
+    Compare {
+        /// The baseline (`chaos-baseline/v1`, from `chaos --save-baseline`) or a report.json;
+        /// its tolerance is used.
+        baseline: PathBuf,
+        /// The run to judge: a report.json or another baseline.
+        now: PathBuf,
     },
     /// Check a plan without running it: errors carry file:line:column and a hint.
     Validate {
@@ -70,6 +64,31 @@ pub enum Command {
     Presets,
     /// Print every key a plan can hold, with defaults and examples (a valid plan).
     PlanSchema,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// The plan file (see plans/README.md).
+    pub plan: PathBuf,
+    /// Run only this policy (repeat for several).
+    #[arg(long = "policy", value_name = "NAME")]
+    pub policies: Vec<String>,
+    /// Override the plan's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No progress bar and no summary table (the report is still written).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Compare each policy with this baseline too: a regression beyond the plan's
+    /// `baseline.tolerance` fails the run (exit 1).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Save this run's figures as a baseline (`chaos-baseline/v1`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save_baseline: Option<PathBuf>,
 }
 
 /// Parses the process's arguments and runs; the binary's whole `main`.
@@ -100,13 +119,8 @@ pub fn execute(cli: Cli) -> u8 {
             print!("{PLAN_REFERENCE}");
             EXIT_PASS
         }
-        Command::Chaos {
-            plan,
-            policies,
-            seed,
-            out,
-            quiet,
-        } => chaos(&plan, policies, seed, out.as_deref(), quiet),
+        Command::Chaos(args) => chaos(args),
+        Command::Compare { baseline, now } => compare(&baseline, &now),
     }
 }
 
@@ -146,13 +160,61 @@ fn presets() {
     }
 }
 
-fn chaos(
-    path: &Path,
-    policies: Vec<String>,
-    seed: Option<u64>,
-    out: Option<&Path>,
-    quiet: bool,
-) -> u8 {
+fn compare(baseline: &Path, now: &Path) -> u8 {
+    let read = |path: &Path| {
+        baseline::read(path).map_err(|e| {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        })
+    };
+    let (base, current) = match (read(baseline), read(now)) {
+        (Ok(b), Ok(n)) => (b, n),
+        (Err(code), _) | (_, Err(code)) => return code,
+    };
+    let comparison = baseline::compare(
+        &base,
+        &baseline.display().to_string(),
+        &current.policies,
+        &current.plan,
+        &base.tolerance,
+    );
+    print!("{}", report::baseline_table(&comparison));
+    say_regressions(&comparison);
+    if comparison.passed() {
+        println!("PASS: no regression against {}", baseline.display());
+        EXIT_PASS
+    } else {
+        println!("FAIL: regressions against {}", baseline.display());
+        EXIT_GATE_FAILED
+    }
+}
+
+/// The notes and the regressions of a comparison, on stderr.
+fn say_regressions(comparison: &baseline::Comparison) {
+    for note in &comparison.notes {
+        eprintln!("note: {note}");
+    }
+    for row in comparison.regressions() {
+        eprintln!(
+            "REGRESSION {} / {}: {}",
+            row.policy,
+            row.metric,
+            report::describe_row(row)
+        );
+    }
+}
+
+fn chaos(args: ChaosArgs) -> u8 {
+    let ChaosArgs {
+        plan: path,
+        policies,
+        seed,
+        out,
+        quiet,
+        baseline: baseline_file,
+        save_baseline,
+    } = args;
+    let (path, out) = (path.as_path(), out.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -195,6 +257,17 @@ fn chaos(
         plan.seed = seed;
         plan.script.seed = Some(seed);
     }
+    // Read before the run, so a wrong path costs seconds, not the whole run.
+    let against = match &baseline_file {
+        Some(file) => match baseline::read(file) {
+            Ok(b) => Some((b, file.display().to_string())),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_INVALID;
+            }
+        },
+        None => None,
+    };
     let show_progress = !quiet && std::io::stderr().is_terminal();
     let options = RunOptions {
         policies,
@@ -204,7 +277,7 @@ fn chaos(
     };
     let result = runtime.block_on(run::run(&plan, &options));
     signals.abort();
-    let report = match result {
+    let mut report = match result {
         Ok(report) => report,
         Err(e @ run::RunError::UnknownPolicy(_)) => {
             eprintln!("error: {e}");
@@ -216,6 +289,9 @@ fn chaos(
             return EXIT_CANNOT_RUN;
         }
     };
+    if let Some((b, file)) = &against {
+        baseline::attach(&mut report, b, file, &plan.baseline);
+    }
     let (stamp, _) = report::timestamp(SystemTime::now());
     // A measured run is never lost: where it cannot go where asked, it goes to a
     // temporary directory, and the exit code says something went wrong.
@@ -235,6 +311,13 @@ fn chaos(
     }
     for warning in &report.warnings {
         eprintln!("warning: {warning}");
+    }
+    if let Some(comparison) = &report.baseline {
+        say_regressions(comparison);
+    }
+    let mut unsaved = false;
+    if let Some(file) = &save_baseline {
+        unsaved = !save(&report, &plan, file);
     }
     if let Some(e) = &report.error {
         eprintln!("error: {e}");
@@ -261,12 +344,36 @@ fn chaos(
     }
     if report.aborted {
         EXIT_INTERRUPTED
-    } else if misplaced || written.is_err() || report.error.is_some() {
+    } else if misplaced || unsaved || written.is_err() || report.error.is_some() {
         EXIT_CANNOT_RUN
     } else if report.passed() {
         EXIT_PASS
     } else {
         EXIT_GATE_FAILED
+    }
+}
+
+/// Saves the run as a baseline, atomically; says why not when it cannot. A run that was
+/// interrupted or could not complete is no baseline.
+fn save(report: &report::Report, plan: &Plan, file: &Path) -> bool {
+    if report.aborted || report.error.is_some() {
+        eprintln!(
+            "error: not saving {}: an interrupted or incomplete run is no baseline",
+            file.display()
+        );
+        return false;
+    }
+    let text = baseline::Baseline::of(report, plan.baseline).to_json();
+    let tmp = file.with_extension("json.tmp");
+    match std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, file)) {
+        Ok(()) => {
+            eprintln!("baseline saved to {}", file.display());
+            true
+        }
+        Err(e) => {
+            eprintln!("error: cannot save the baseline to {}: {e}", file.display());
+            false
+        }
     }
 }
 

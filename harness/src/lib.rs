@@ -7,6 +7,7 @@
 pub use chaos_policy as policy;
 
 pub mod attempt;
+pub mod baseline;
 pub mod cli;
 pub mod engine;
 pub mod gates;

@@ -81,7 +81,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
         },
     )?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
-    resolve(path, spec).map_err(|f| {
+    let mut plan = resolve(path, spec).map_err(|f| {
         let at = locate(text, &f.path);
         PlanError {
             file: path.to_owned(),
@@ -90,7 +90,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
             message: f.message,
             hint: f.hint,
         }
-    })
+    })?;
+    plan.text_hash = fault_server::seed::fnv1a([text.as_bytes()]);
+    Ok(plan)
 }
 
 const DEFAULT_SEED: u64 = 1;
@@ -144,6 +146,14 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
     let fault_window = fault_window(&script, duration);
     let policies = policy::resolve(spec.policies)?;
     let gates = gate::resolve(spec.gates, &policies, &target)?;
+    let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
+    if let Some(field) = baseline.invalid_field() {
+        return Err(found(
+            vec![Key("baseline"), Key("tolerance")],
+            format!("`baseline.tolerance.{field}` must be a number, zero or more"),
+        )
+        .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
+    }
     Ok(Plan {
         name,
         description: spec.description,
@@ -157,6 +167,8 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
         fault_window,
         policies,
         gates,
+        baseline,
+        text_hash: 0,
     })
 }
 

@@ -29,6 +29,21 @@ pub struct Plan {
     pub fault_window: Option<(Duration, Duration)>,
     pub policies: Vec<NamedPolicy>,
     pub gates: Vec<Gate>,
+    /// How much worse than a baseline each figure may get.
+    pub baseline: crate::baseline::Tolerance,
+    /// FNV-1a of the plan's text: with the seed, what a baseline's digest is made of.
+    pub text_hash: u64,
+}
+
+impl Plan {
+    /// Names this plan's text and seed: a baseline from another digest came from another
+    /// experiment.
+    pub fn digest(&self) -> String {
+        format!(
+            "{:016x}",
+            fault_server::seed::splitmix64(self.text_hash ^ self.seed)
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -44,6 +44,17 @@ pub struct PlanSpec {
     pub policies: Vec<PolicySpec>,
     #[serde(default)]
     pub gates: Vec<GateSpec>,
+    /// What a run compared against a baseline may lose before it is a regression.
+    #[serde(default)]
+    pub baseline: Option<BaselineSpec>,
+}
+
+/// `baseline: { tolerance: { amplification: 0.05, p99_ms: { ratio: 0.25, floor: 50 } } }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    #[serde(default)]
+    pub tolerance: crate::baseline::Tolerance,
 }
 
 /// `embedded`, or `{ url, fault_server, token }`.

@@ -88,8 +88,10 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
             fault_window_s: plan
                 .fault_window
                 .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),
+            digest: Some(plan.digest()),
         },
         policies,
+        baseline: None,
     }
 }
 

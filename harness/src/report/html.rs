@@ -6,6 +6,7 @@
 use std::fmt::Write;
 
 use super::model::{PolicyReport, Report, SeriesPoint};
+use crate::baseline::{Comparison, Verdict};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -189,6 +190,9 @@ pub fn render(report: &Report) -> String {
         esc(&super::summary_table(report))
     );
 
+    if let Some(comparison) = &report.baseline {
+        baseline_html(&mut out, comparison);
+    }
     let seconds = report
         .policies
         .iter()
@@ -226,6 +230,36 @@ pub fn render(report: &Report) -> String {
     }
     out.push_str("</body></html>\n");
     out
+}
+
+fn baseline_html(out: &mut String, comparison: &Comparison) {
+    let _ = write!(
+        out,
+        "<h2>Against baseline <code>{}</code></h2>",
+        esc(&comparison.file)
+    );
+    for note in &comparison.notes {
+        let _ = write!(out, "<p class=\"note warn\"><b>Note:</b> {}</p>", esc(note));
+    }
+    out.push_str("<table><tr><th>policy</th><th>metric</th><th>baseline</th><th>now</th><th>change</th><th>tolerance</th><th>verdict</th></tr>");
+    let cell = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |v| format!("{v:.3}"));
+    for row in &comparison.rows {
+        let bad = matches!(row.verdict, Verdict::Regressed | Verdict::Missing);
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            if bad { "fail" } else { "pass" },
+            esc(&row.policy),
+            esc(&row.metric),
+            cell(row.baseline),
+            cell(row.now),
+            row.change
+                .map_or_else(|| "–".to_owned(), |c| format!("{c:+.3}")),
+            esc(&row.tolerance),
+            super::markdown::verdict_word(row.verdict).trim_matches('*')
+        );
+    }
+    out.push_str("</table>");
 }
 
 fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::model::Report;
+use crate::baseline::{Row, Verdict};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -16,12 +17,16 @@ pub fn render(report: &Report) -> String {
     // A run that could not be completed is an error of its own, so CI never reads a
     // partial run as green.
     let errors = usize::from(report.error.is_some());
-    let cases: usize = report.policies.iter().map(|p| p.gates.len()).sum::<usize>() + errors;
+    let compared = report.baseline.as_ref().map_or(&[][..], |c| &c.rows[..]);
+    let regressed = |row: &&Row| matches!(row.verdict, Verdict::Regressed | Verdict::Missing);
+    let cases: usize =
+        report.policies.iter().map(|p| p.gates.len()).sum::<usize>() + errors + compared.len();
     let failures: usize = report
         .policies
         .iter()
         .map(|p| p.gates.iter().filter(|g| !g.pass).count())
-        .sum();
+        .sum::<usize>()
+        + compared.iter().filter(regressed).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
@@ -61,6 +66,33 @@ pub fn render(report: &Report) -> String {
                     ">\n      <failure message=\"{}\"/>\n    </testcase>",
                     escape(&g.detail)
                 );
+            }
+        }
+        let _ = writeln!(out, "  </testsuite>");
+    }
+    if !compared.is_empty() {
+        let name = escape(&report.plan.name);
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{name}.baseline\" tests=\"{}\" failures=\"{}\">",
+            compared.len(),
+            compared.iter().filter(regressed).count()
+        );
+        for row in compared {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{name}.baseline.{}\" name=\"{}\"",
+                escape(&row.policy),
+                escape(&row.metric)
+            );
+            if regressed(&row) {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
+                    escape(&super::describe_row(row))
+                );
+            } else {
+                let _ = writeln!(out, "/>");
             }
         }
         let _ = writeln!(out, "  </testsuite>");

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::model::{PolicyReport, Report};
+use crate::baseline::{Comparison, Row, Verdict};
 
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
@@ -147,10 +148,65 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "Faults: {}{window}.\n", plan.faults.join(", "));
     }
     let _ = writeln!(out, "## Summary\n\n```\n{}```\n", summary_table(report));
+    if let Some(comparison) = &report.baseline {
+        let _ = writeln!(out, "## Against baseline `{}`\n", comparison.file);
+        for note in &comparison.notes {
+            let _ = writeln!(out, "> **Note:** {note}\n");
+        }
+        let _ = writeln!(out, "{}", baseline_table(comparison));
+    }
     for p in &report.policies {
         policy_section(&mut out, p);
     }
     out
+}
+
+/// A comparison against a baseline, as a markdown table: every figure, its change, what
+/// the tolerance allows and the verdict.
+pub fn baseline_table(comparison: &Comparison) -> String {
+    let mut out = String::from(
+        "| policy | metric | baseline | now | change | tolerance | verdict |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for row in &comparison.rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            row.policy,
+            row.metric,
+            opt(row.baseline, 3),
+            opt(row.now, 3),
+            row.change
+                .map_or_else(|| "–".to_owned(), |c| format!("{c:+.3}")),
+            row.tolerance,
+            verdict_word(row.verdict)
+        );
+    }
+    out
+}
+
+/// How a row reads: `baseline 1.2, now 1.5 (+0.3), tolerance +0.05`.
+pub fn describe_row(row: &Row) -> String {
+    match row.verdict {
+        Verdict::Missing => "in the baseline, not in this run".to_owned(),
+        Verdict::New => "not in the baseline".to_owned(),
+        _ => format!(
+            "baseline {}, now {} ({}), tolerance {}",
+            opt(row.baseline, 3),
+            opt(row.now, 3),
+            row.change
+                .map_or_else(|| "lost".to_owned(), |c| format!("{c:+.3}")),
+            row.tolerance
+        ),
+    }
+}
+
+pub(super) fn verdict_word(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Ok => "ok",
+        Verdict::Regressed => "**REGRESSED**",
+        Verdict::Missing => "**MISSING**",
+        Verdict::New => "new",
+    }
 }
 
 fn policy_section(out: &mut String, p: &PolicyReport) {

@@ -15,7 +15,7 @@ pub use build::{
 };
 pub use html::render as html;
 pub use junit::render as junit;
-pub use markdown::{render as markdown, summary_table};
+pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};
 pub use model::*;
 pub use write::{WriteError, Written, timestamp, write, write_to_temp};
 

@@ -24,6 +24,9 @@ pub struct Report {
     pub warnings: Vec<String>,
     pub plan: PlanInfo,
     pub policies: Vec<PolicyReport>,
+    /// This run against a saved baseline (`--baseline FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::baseline::Comparison>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,6 +45,9 @@ pub struct PlanInfo {
     pub faults: Vec<String>,
     /// First start and last end of the windowed fault phases, in seconds.
     pub fault_window_s: Option<[f64; 2]>,
+    /// Of the plan's text and seed; equal digests, same experiment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

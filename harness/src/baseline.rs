@@ -1,0 +1,465 @@
+//! Baselines: a run's figures saved as a small versioned JSON (`chaos-baseline/v1`), and the
+//! comparison of a later run against them, the nightly regression gate.
+//!
+//! A live run on a shared machine varies, so each figure has a tolerance that says how much
+//! worse it may get before it is a regression: an absolute one for rates and ratios that the
+//! seed mostly fixes, and for latency a ratio with an absolute floor, since a few
+//! milliseconds of noise on a fast percentile is a large ratio and no regression. A figure
+//! that got better is never a failure. A plan or seed that changed since the baseline is
+//! said plainly (the digests differ), and the figures are compared all the same.
+
+use serde::{Deserialize, Serialize};
+
+use crate::report::{PolicyReport, Report};
+
+pub const SCHEMA: &str = "chaos-baseline/v1";
+
+/// How much worse each figure may get before it is a regression.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Tolerance {
+    /// Attempts per logical request, client's and server's count: an absolute increase.
+    pub amplification: f64,
+    /// The worst second's attempts per request: an absolute increase.
+    pub peak_amplification: f64,
+    /// An absolute decrease of `succeeded / offered`.
+    pub success_rate: f64,
+    pub p50_ms: Relative,
+    pub p99_ms: Relative,
+    /// Seconds more to recover (a recovery lost altogether always regresses).
+    pub recovery_s: f64,
+    /// An absolute increase of `dropped / offered`.
+    pub dropped_ratio: f64,
+}
+
+/// A latency may grow by `ratio` of its baseline, and always by `floor` milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relative {
+    pub ratio: f64,
+    pub floor: f64,
+}
+
+impl Default for Tolerance {
+    /// Measured on this project's 2-core machines: repeated runs of the shipped plans with
+    /// one seed stay within these (see plans/README.md, "Baselines").
+    fn default() -> Tolerance {
+        Tolerance {
+            amplification: 0.05,
+            peak_amplification: 0.25,
+            success_rate: 0.02,
+            p50_ms: Relative {
+                ratio: 0.25,
+                floor: 20.0,
+            },
+            p99_ms: Relative {
+                ratio: 0.25,
+                floor: 50.0,
+            },
+            recovery_s: 2.0,
+            dropped_ratio: 0.01,
+        }
+    }
+}
+
+impl Tolerance {
+    /// The first field that is negative or not a number, by its plan key.
+    pub fn invalid_field(&self) -> Option<&'static str> {
+        let fields = [
+            ("amplification", self.amplification),
+            ("peak_amplification", self.peak_amplification),
+            ("success_rate", self.success_rate),
+            ("p50_ms.ratio", self.p50_ms.ratio),
+            ("p50_ms.floor", self.p50_ms.floor),
+            ("p99_ms.ratio", self.p99_ms.ratio),
+            ("p99_ms.floor", self.p99_ms.floor),
+            ("recovery_s", self.recovery_s),
+            ("dropped_ratio", self.dropped_ratio),
+        ];
+        fields
+            .into_iter()
+            .find(|(_, v)| !v.is_finite() || *v < 0.0)
+            .map(|(name, _)| name)
+    }
+}
+
+/// A saved run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    pub schema: String,
+    pub generated_at: String,
+    pub plan: PlanIdentity,
+    /// The tolerance in force when it was saved: `harness compare` uses it.
+    pub tolerance: Tolerance,
+    pub policies: Vec<Figures>,
+}
+
+/// Which plan and seed a run came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanIdentity {
+    pub name: String,
+    pub file: String,
+    pub seed: u64,
+    /// Of the plan's text and the seed: equal digests, same experiment.
+    pub digest: String,
+}
+
+/// One policy's figures, as a baseline keeps them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub name: String,
+    pub offered: u64,
+    pub logical: u64,
+    pub succeeded: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    pub dropped: u64,
+    pub amplification: f64,
+    pub server_amplification: Option<f64>,
+    pub peak_amplification: f64,
+    pub success_rate: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub recovery_s: Option<f64>,
+    pub dropped_ratio: f64,
+    /// Retries of permanent or non-idempotent requests and duplicate side effects.
+    pub violations: u64,
+}
+
+impl Figures {
+    pub fn of(p: &PolicyReport) -> Figures {
+        Figures {
+            name: p.name.clone(),
+            offered: p.offered,
+            logical: p.logical,
+            succeeded: p.succeeded,
+            attempts: p.attempts,
+            retries: p.retries,
+            dropped: p.dropped,
+            amplification: p.amplification.client,
+            server_amplification: p.amplification.server,
+            peak_amplification: p.amplification.peak_1s,
+            success_rate: p.success_rate,
+            p50_ms: p.latency_ms.p50,
+            p90_ms: p.latency_ms.p90,
+            p99_ms: p.latency_ms.p99,
+            p999_ms: p.latency_ms.p999,
+            recovery_s: p.recovery_s,
+            dropped_ratio: p.dropped as f64 / p.offered.max(1) as f64,
+            violations: p.violations.retried_permanent
+                + p.violations.retried_non_idempotent
+                + p.violations.duplicate_side_effects.unwrap_or(0),
+        }
+    }
+}
+
+impl Baseline {
+    pub fn of(report: &Report, tolerance: Tolerance) -> Baseline {
+        Baseline {
+            schema: SCHEMA.to_owned(),
+            generated_at: report.generated_at.clone(),
+            plan: identity(report),
+            tolerance,
+            policies: report.policies.iter().map(Figures::of).collect(),
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a baseline always serialises") + "\n"
+    }
+}
+
+fn identity(report: &Report) -> PlanIdentity {
+    PlanIdentity {
+        name: report.plan.name.clone(),
+        file: report.plan.file.clone(),
+        seed: report.plan.seed,
+        digest: report.plan.digest.clone().unwrap_or_default(),
+    }
+}
+
+/// Why a file could not be read as a baseline or a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {file}: {source}")]
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file} is neither a baseline (`{SCHEMA}`) nor a report (`chaos-report/v1`): {detail}")]
+    Format { file: String, detail: String },
+}
+
+/// A baseline, or a report read as one (with the default tolerance).
+pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    let format = |detail: String| ReadError::Format {
+        file: file.clone(),
+        detail,
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
+    match value.get("schema").and_then(serde_json::Value::as_str) {
+        Some(SCHEMA) => serde_json::from_value(value).map_err(|e| format(e.to_string())),
+        Some(crate::report::SCHEMA) => {
+            let report: Report =
+                serde_json::from_value(value).map_err(|e| format(e.to_string()))?;
+            Ok(Baseline::of(&report, Tolerance::default()))
+        }
+        other => Err(format(format!("its schema is {other:?}"))),
+    }
+}
+
+/// How a figure moved against its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Within tolerance (or better).
+    Ok,
+    /// Worse than the tolerance allows.
+    Regressed,
+    /// The policy is in the baseline and not in this run.
+    Missing,
+    /// The policy is new: nothing to compare with.
+    New,
+}
+
+/// One figure of one policy, against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub policy: String,
+    pub metric: String,
+    pub baseline: Option<f64>,
+    pub now: Option<f64>,
+    /// `now - baseline`.
+    pub change: Option<f64>,
+    /// What the tolerance allows, in words (`+0.05`, `+25% or +50 ms`).
+    pub tolerance: String,
+    pub verdict: Verdict,
+}
+
+/// A run against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// The baseline's file.
+    pub file: String,
+    /// The plan and seed are those the baseline came from.
+    pub same_plan: bool,
+    /// What the reader must know: a changed plan or seed, a policy that is new.
+    pub notes: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> impl Iterator<Item = &Row> {
+        self.rows
+            .iter()
+            .filter(|r| matches!(r.verdict, Verdict::Regressed | Verdict::Missing))
+    }
+
+    pub fn passed(&self) -> bool {
+        self.regressions().next().is_none()
+    }
+}
+
+/// Which way is worse for a figure.
+#[derive(Clone, Copy)]
+enum Worse {
+    /// Higher is worse by more than an absolute amount.
+    Up(f64),
+    /// Lower is worse by more than an absolute amount.
+    Down(f64),
+    /// Higher is worse by more than a ratio of the baseline and a floor.
+    UpRelative(Relative),
+}
+
+impl Worse {
+    fn regressed(self, base: f64, now: f64) -> bool {
+        // A hair of slack so a figure saved and read back as decimal text compares equal.
+        const EPS: f64 = 1e-9;
+        match self {
+            Worse::Up(t) => now > base + t + EPS,
+            Worse::Down(t) => now < base - t - EPS,
+            Worse::UpRelative(r) => {
+                now > base * (1.0 + r.ratio) + EPS && now > base + r.floor + EPS
+            }
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Worse::Up(t) => format!("+{}", round(t)),
+            Worse::Down(t) => format!("-{}", round(t)),
+            Worse::UpRelative(r) => {
+                format!("+{}% and +{} ms", round(r.ratio * 100.0), round(r.floor))
+            }
+        }
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Compares this run's policies (`now`, with its plan digest) against `baseline`, with
+/// `tolerance`.
+pub fn compare(
+    baseline: &Baseline,
+    file: &str,
+    now: &[Figures],
+    now_plan: &PlanIdentity,
+    tolerance: &Tolerance,
+) -> Comparison {
+    let mut notes = Vec::new();
+    let same_plan = baseline.plan.digest == now_plan.digest && !now_plan.digest.is_empty();
+    if !same_plan {
+        notes.push(format!(
+            "the plan or seed changed since the baseline ({} seed {}, digest {}; now {} seed {}, digest {}): the figures are compared all the same; save a new baseline if the change is intended",
+            baseline.plan.file,
+            baseline.plan.seed,
+            baseline.plan.digest,
+            now_plan.file,
+            now_plan.seed,
+            now_plan.digest
+        ));
+    }
+    let mut rows = Vec::new();
+    for base in &baseline.policies {
+        let Some(current) = now.iter().find(|p| p.name == base.name) else {
+            rows.push(Row {
+                policy: base.name.clone(),
+                metric: "policy".to_owned(),
+                baseline: None,
+                now: None,
+                change: None,
+                tolerance: "present".to_owned(),
+                verdict: Verdict::Missing,
+            });
+            continue;
+        };
+        rows.extend(policy_rows(base, current, tolerance));
+    }
+    for current in now {
+        if !baseline.policies.iter().any(|b| b.name == current.name) {
+            notes.push(format!(
+                "policy `{}` is not in the baseline: nothing to compare it with",
+                current.name
+            ));
+            rows.push(Row {
+                policy: current.name.clone(),
+                metric: "policy".to_owned(),
+                baseline: None,
+                now: None,
+                change: None,
+                tolerance: "–".to_owned(),
+                verdict: Verdict::New,
+            });
+        }
+    }
+    Comparison {
+        file: file.to_owned(),
+        same_plan,
+        notes,
+        rows,
+    }
+}
+
+fn policy_rows(base: &Figures, now: &Figures, t: &Tolerance) -> Vec<Row> {
+    let figures: [(&str, Option<f64>, Option<f64>, Worse); 9] = [
+        (
+            "amplification",
+            Some(base.amplification),
+            Some(now.amplification),
+            Worse::Up(t.amplification),
+        ),
+        (
+            "server_amplification",
+            base.server_amplification,
+            now.server_amplification,
+            Worse::Up(t.amplification),
+        ),
+        (
+            "peak_amplification",
+            Some(base.peak_amplification),
+            Some(now.peak_amplification),
+            Worse::Up(t.peak_amplification),
+        ),
+        (
+            "success_rate",
+            Some(base.success_rate),
+            Some(now.success_rate),
+            Worse::Down(t.success_rate),
+        ),
+        (
+            "p50_ms",
+            Some(base.p50_ms),
+            Some(now.p50_ms),
+            Worse::UpRelative(t.p50_ms),
+        ),
+        (
+            "p99_ms",
+            Some(base.p99_ms),
+            Some(now.p99_ms),
+            Worse::UpRelative(t.p99_ms),
+        ),
+        (
+            "recovery_s",
+            base.recovery_s,
+            now.recovery_s,
+            Worse::Up(t.recovery_s),
+        ),
+        (
+            "dropped_ratio",
+            Some(base.dropped_ratio),
+            Some(now.dropped_ratio),
+            Worse::Up(t.dropped_ratio),
+        ),
+        (
+            "violations",
+            Some(base.violations as f64),
+            Some(now.violations as f64),
+            Worse::Up(0.0),
+        ),
+    ];
+    figures
+        .into_iter()
+        .filter(|(_, b, n, _)| b.is_some() || n.is_some())
+        .map(|(metric, b, n, worse)| {
+            let verdict = match (b, n) {
+                (Some(b), Some(n)) if worse.regressed(b, n) => Verdict::Regressed,
+                // A recovery that was measured and is now lost (never got back).
+                (Some(_), None) => Verdict::Regressed,
+                _ => Verdict::Ok,
+            };
+            Row {
+                policy: base.name.clone(),
+                metric: metric.to_owned(),
+                baseline: b,
+                now: n,
+                change: b.zip(n).map(|(b, n)| round(n - b)),
+                tolerance: worse.describe(),
+                verdict,
+            }
+        })
+        .collect()
+}
+
+/// Compares a finished run's report against a baseline and records the outcome in it: the
+/// verdict fails on any regression.
+pub fn attach(report: &mut Report, baseline: &Baseline, file: &str, tolerance: &Tolerance) {
+    let now: Vec<Figures> = report.policies.iter().map(Figures::of).collect();
+    let comparison = compare(baseline, file, &now, &identity(report), tolerance);
+    if !comparison.passed() {
+        report.verdict = "fail".to_owned();
+    }
+    report.baseline = Some(comparison);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,94 @@
+//! The regression gate as a user runs it: save a baseline, run again against it, change
+//! the plan so a policy retries more, and `compare` offline.
+
+mod common;
+
+use common::{harness, scratch, stderr, write_plan};
+
+/// A short outage plan; `attempts` is what the edit changes.
+fn plan(attempts: u32) -> String {
+    format!(
+        r#"name: gated
+seed: 4
+duration: 2s
+drain: 1s
+load: {{ rate: 100, arrivals: uniform, requests: [ {{ name: r, path: "/items/{{n}}" }} ] }}
+faults:
+  - {{ name: flaky, probability: 0.3, respond: {{ status: 503 }} }}
+policies:
+  - {{ name: steady, max_attempts: 2, backoff: {{ fixed: 10ms }} }}
+  - {{ name: edited, max_attempts: {attempts}, backoff: {{ fixed: 10ms }} }}
+"#
+    )
+}
+
+fn chaos(dir: &std::path::Path, plan: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    harness()
+        .current_dir(dir)
+        .args(["chaos", "--quiet"])
+        .arg(plan)
+        .args(extra)
+        .output()
+        .expect("run harness")
+}
+
+#[test]
+fn a_run_against_its_own_baseline_passes_and_a_policy_that_retries_more_fails() {
+    let dir = scratch("baseline-gate");
+    let path = write_plan(&dir, "gated.yaml", &plan(2));
+    let saved = chaos(&dir, &path, &["--save-baseline", "b.json"]);
+    assert_eq!(saved.status.code(), Some(0), "{}", stderr(&saved));
+    let baseline: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("b.json")).expect("b.json"))
+            .expect("json");
+    assert_eq!(baseline["schema"], "chaos-baseline/v1");
+    assert_eq!(baseline["policies"].as_array().map(Vec::len), Some(2));
+
+    let again = chaos(&dir, &path, &["--baseline", "b.json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/gated/latest/report.json")).expect("json"),
+    )
+    .expect("json");
+    assert_eq!(report["baseline"]["same_plan"], true);
+
+    // The same policy name, now retrying up to 5 times: more attempts per request.
+    write_plan(&dir, "gated.yaml", &plan(5));
+    let worse = chaos(&dir, &path, &["--baseline", "b.json"]);
+    assert_eq!(worse.status.code(), Some(1), "{}", stderr(&worse));
+    let said = stderr(&worse);
+    assert!(said.contains("REGRESSION edited / amplification"), "{said}");
+    assert!(!said.contains("REGRESSION steady"), "{said}");
+    assert!(said.contains("the plan or seed changed"), "{said}");
+    let junit = std::fs::read_to_string(dir.join("reports/gated/latest/junit.xml")).expect("junit");
+    assert!(junit.contains("gated.baseline.edited"), "{junit}");
+
+    // Offline: the worse run's report against the baseline, and the baseline against itself.
+    let offline = harness()
+        .current_dir(&dir)
+        .args(["compare", "b.json", "reports/gated/latest/report.json"])
+        .output()
+        .expect("run harness");
+    assert_eq!(offline.status.code(), Some(1), "{}", stderr(&offline));
+    assert!(String::from_utf8_lossy(&offline.stdout).contains("| edited | amplification |"));
+    let itself = harness()
+        .current_dir(&dir)
+        .args(["compare", "b.json", "b.json"])
+        .output()
+        .expect("run harness");
+    assert_eq!(itself.status.code(), Some(0), "{}", stderr(&itself));
+}
+
+#[test]
+fn a_baseline_that_cannot_be_read_is_exit_2_before_the_run() {
+    let dir = scratch("baseline-missing");
+    let path = write_plan(&dir, "gated.yaml", &plan(2));
+    let out = chaos(&dir, &path, &["--baseline", "nope.json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read nope.json"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("reports").exists(), "nothing ran");
+}
