@@ -159,7 +159,7 @@ where
     let plan = Arc::new(config.plan.clone());
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
-        recorder: Mutex::new(Recorder::default()),
+        recorder: Mutex::new(Recorder::new(plan.fault_window)),
         in_flight: AtomicU32::new(0),
         start: Instant::now(),
         base_url: config.base_url,

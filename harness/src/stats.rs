@@ -73,6 +73,68 @@ pub enum Reached {
     Yes,
 }
 
+/// The width of a [`Waves`] bucket.
+pub const WAVE_BUCKET: Duration = Duration::from_millis(50);
+
+/// At most this many buckets (one hour of fault window): a longer window is counted over
+/// its first hour.
+pub const MAX_WAVE_BUCKETS: usize = 72_000;
+
+/// Attempts per 50 ms across the fault window, by send time: fine enough to show retries
+/// arriving in waves. Its memory is the window's length over [`WAVE_BUCKET`], fixed when
+/// it is made; an attempt sent outside the window is not counted here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Waves {
+    /// The window's start.
+    pub from: Duration,
+    /// The window's end (exclusive).
+    pub until: Duration,
+    /// Attempts sent in `[from + i·50 ms, from + (i+1)·50 ms)`; the last bucket may be
+    /// cut short by the window's end.
+    pub buckets: Vec<u64>,
+}
+
+impl Waves {
+    /// Buckets for the window `[from, until)`.
+    pub fn new(from: Duration, until: Duration) -> Waves {
+        let span = until.saturating_sub(from).as_nanos();
+        let n = span.div_ceil(WAVE_BUCKET.as_nanos());
+        Waves {
+            from,
+            until,
+            buckets: vec![
+                0;
+                usize::try_from(n)
+                    .unwrap_or(usize::MAX)
+                    .min(MAX_WAVE_BUCKETS)
+            ],
+        }
+    }
+
+    /// An attempt sent at `at`.
+    pub fn record(&mut self, at: Duration) {
+        let Some(since) = at.checked_sub(self.from).filter(|_| at < self.until) else {
+            return;
+        };
+        let i = since.as_nanos() / WAVE_BUCKET.as_nanos();
+        if let Some(b) = usize::try_from(i)
+            .ok()
+            .and_then(|i| self.buckets.get_mut(i))
+        {
+            *b += 1;
+        }
+    }
+}
+
+/// How synchronised the attempts across a window were: the busiest bucket over the mean
+/// bucket. 1 is a perfectly even spread; retries that arrive in waves make it several
+/// times that. `None` for an empty window or one without attempts.
+pub fn synchrony(buckets: &[u64]) -> Option<f64> {
+    let total: u64 = buckets.iter().sum();
+    let peak = buckets.iter().copied().max()?;
+    (total > 0).then(|| peak as f64 * buckets.len() as f64 / total as f64)
+}
+
 /// Counters of a policy's run. `logical` counts the arrivals that were sent; with
 /// `dropped`, they make up the offered load.
 #[derive(Debug, Clone)]
@@ -108,6 +170,8 @@ pub struct Recorder {
     pub retried_non_idempotent: Sampled,
     /// When the last attempt was sent.
     pub last_send: Duration,
+    /// Attempts per 50 ms across the fault window; `None` without a window.
+    pub waves: Option<Waves>,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -142,11 +206,20 @@ impl Default for Recorder {
             retried_permanent: Sampled::default(),
             retried_non_idempotent: Sampled::default(),
             last_send: Duration::ZERO,
+            waves: None,
         }
     }
 }
 
 impl Recorder {
+    /// A recorder that also counts attempts per 50 ms across `fault_window`.
+    pub fn new(fault_window: Option<(Duration, Duration)>) -> Recorder {
+        Recorder {
+            waves: fault_window.map(|(from, until)| Waves::new(from, until)),
+            ..Recorder::default()
+        }
+    }
+
     /// Arrivals, sent or dropped.
     pub fn offered(&self) -> u64 {
         self.logical + self.dropped
@@ -187,6 +260,9 @@ impl Recorder {
     ) {
         self.attempts += 1;
         self.last_send = self.last_send.max(now);
+        if let Some(waves) = &mut self.waves {
+            waves.record(now);
+        }
         self.second(scheduled).scheduled_attempts += 1;
         let s = self.second(now);
         s.attempts += 1;
@@ -275,7 +351,7 @@ mod tests {
 
     use chaos_policy::{GiveUp, Outcome, Verdict, Violation};
 
-    use super::{Recorder, SAMPLE_IDS};
+    use super::{MAX_WAVE_BUCKETS, Recorder, SAMPLE_IDS, synchrony};
 
     #[test]
     fn counts_land_in_their_seconds_and_samples_stay_bounded() {
@@ -327,5 +403,69 @@ mod tests {
             r.latency.max() >= 9_000_000,
             "a cut-off request still counts its latency"
         );
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn send_at(r: &mut Recorder, at: Duration) {
+        r.sent(at, at, false, "id", std::iter::empty());
+    }
+
+    #[test]
+    fn attempts_land_in_their_50ms_bucket_of_the_fault_window_only() {
+        // A window of 3.02 s: 61 buckets, the last one 20 ms long.
+        let mut r = Recorder::new(Some((ms(3000), ms(6020))));
+        for at in [2999, 3000, 3049, 3050, 4525, 6019, 6020, 9000] {
+            send_at(&mut r, ms(at));
+        }
+        let waves = r.waves.as_ref().expect("a window");
+        assert_eq!(waves.buckets.len(), 61);
+        let hits: Vec<(usize, u64)> = waves
+            .buckets
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(hits, [(0, 2), (1, 1), (30, 1), (60, 1)]);
+        assert_eq!(r.attempts, 8, "every attempt still counts in the totals");
+        assert_eq!(Recorder::new(None).waves, None, "no window, no buckets");
+    }
+
+    #[test]
+    fn wave_buckets_are_bounded_by_the_window_however_many_attempts() {
+        let mut r = Recorder::new(Some((ms(0), ms(1000))));
+        for i in 0..100_000 {
+            send_at(&mut r, ms(i % 5000));
+        }
+        let waves = r.waves.as_ref().expect("a window");
+        assert_eq!(waves.buckets.len(), 20);
+        assert_eq!(waves.buckets.iter().sum::<u64>(), 20_000);
+        let day = Recorder::new(Some((ms(0), Duration::from_secs(86_400))));
+        assert_eq!(day.waves.map(|w| w.buckets.len()), Some(MAX_WAVE_BUCKETS));
+    }
+
+    #[test]
+    fn synchrony_is_the_peak_bucket_over_the_mean() {
+        let table: &[(&str, &[u64], Option<f64>)] = &[
+            ("even", &[10, 10, 10, 10], Some(1.0)),
+            ("one wave in four buckets", &[0, 40, 0, 0], Some(4.0)),
+            ("waves every other bucket", &[20, 0, 20, 0], Some(2.0)),
+            ("a ramp", &[1, 2, 3, 4], Some(1.6)),
+            ("no attempts", &[0, 0, 0], None),
+            ("no window", &[], None),
+        ];
+        for (name, buckets, expected) in table {
+            let got = synchrony(buckets);
+            assert!(
+                match (got, expected) {
+                    (Some(a), Some(b)) => (a - b).abs() < 1e-12,
+                    (a, b) => a == *b,
+                },
+                "{name}: {got:?} != {expected:?}"
+            );
+        }
     }
 }
