@@ -151,6 +151,9 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 None if *metric == Metric::RecoveryS => {
                     "did not recover to the pre-fault success rate (or no fault window)".to_owned()
                 }
+                None if *metric == Metric::Synchrony => {
+                    "no synchrony: the plan has no windowed fault phase (`from:`/`until:`) to measure it across, or no attempt was sent in it".to_owned()
+                }
                 None if is_latency(*metric) => format!(
                     "{} of the offered load is unbounded: {} of {} arrivals ({:.1}%) were dropped, and a dropped arrival never completes",
                     metric.name(),
@@ -218,5 +221,6 @@ fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
         Metric::Dropped => r.dropped as f64,
         Metric::DroppedRatio => r.dropped as f64 / r.offered.max(1) as f64,
         Metric::Retries => r.retries as f64,
+        Metric::Synchrony => r.synchrony?,
     })
 }

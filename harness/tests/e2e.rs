@@ -343,3 +343,56 @@ gates: [ client_server_agree ]
     assert_eq!(report.verdict, "pass");
     server.shutdown().await;
 }
+
+/// A 150 ms outage, then a slower but healthy server: the window is 1 s of 50 ms buckets.
+const SHORT_OUTAGE: &str = r#"
+name: short-outage
+seed: 7
+duration: 1500ms
+drain: 1s
+load:
+  rate: 400
+  arrivals: uniform
+  requests: [ { name: r, path: / } ]
+faults:
+  - { name: outage, from: 500ms, until: 650ms, respond: [ { status: 503 } ] }
+  - { name: warming-up, from: 650ms, until: 1500ms, respond: [ { fault: delay, delay: 5ms } ] }
+policies:
+  - { name: fixed, max_attempts: 4, attempt_timeout: 1s, backoff: { fixed: 50ms } }
+  - name: full-jitter
+    max_attempts: 4
+    attempt_timeout: 1s
+    backoff: { exponential: { base: 100ms, multiplier: 2, cap: 1s }, jitter: full }
+gates:
+  - { metric: synchrony, max: 2.5 }
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_interval_retries_arrive_in_a_wave_that_jitter_spreads() {
+    let report = run(SHORT_OUTAGE).await;
+    let fixed = policy(&report, "fixed");
+    let jittered = policy(&report, "full-jitter");
+    for p in [fixed, jittered] {
+        assert_eq!(
+            p.waves_50ms.len(),
+            20,
+            "{}: one bucket per 50 ms of the window",
+            p.name
+        );
+    }
+    let (f, j) = (
+        fixed.synchrony.expect("a window with attempts"),
+        jittered.synchrony.expect("a window with attempts"),
+    );
+    // Every request that failed in the outage retries 50 ms later, again and again: they
+    // all land in the first 50 ms after it, four times the arrival rate. Measured: 3.0
+    // against 1.8.
+    assert!(f > 2.6, "fixed: {f} {:?}", fixed.waves_50ms);
+    assert!(j < 2.2, "full jitter: {j} {:?}", jittered.waves_50ms);
+    assert!(!gate(fixed, "synchrony <= 2.5"), "fixed: {:?}", fixed.gates);
+    assert!(
+        gate(jittered, "synchrony <= 2.5"),
+        "full jitter: {:?}",
+        jittered.gates
+    );
+}

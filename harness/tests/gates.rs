@@ -167,6 +167,24 @@ fn each_gate_judges_its_figure() {
             "did not recover",
         ),
         (
+            "{ metric: synchrony, max: 2 }",
+            report(|j| j["synchrony"] = 2.5.into()),
+            false,
+            "synchrony = 2.5",
+        ),
+        (
+            "{ metric: synchrony, max: 2 }",
+            report(|j| j["synchrony"] = 1.4.into()),
+            true,
+            "synchrony = 1.4",
+        ),
+        (
+            "{ metric: synchrony, max: 2 }",
+            base.clone(),
+            false,
+            "no windowed fault phase",
+        ),
+        (
             "no_retry_of_permanent",
             report(|j| {
                 j["logical"] = 0.into();

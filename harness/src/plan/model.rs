@@ -175,10 +175,12 @@ pub enum Metric {
     /// `dropped / offered`.
     DroppedRatio,
     Retries,
+    /// The busiest 50 ms of the fault window over its mean 50 ms, in attempts.
+    Synchrony,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 13] = [
         Metric::SuccessRate,
         Metric::P50Ms,
         Metric::P90Ms,
@@ -191,6 +193,7 @@ impl Metric {
         Metric::Dropped,
         Metric::DroppedRatio,
         Metric::Retries,
+        Metric::Synchrony,
     ];
 
     pub fn name(self) -> &'static str {
@@ -207,6 +210,7 @@ impl Metric {
             Metric::Dropped => "dropped",
             Metric::DroppedRatio => "dropped_ratio",
             Metric::Retries => "retries",
+            Metric::Synchrony => "synchrony",
         }
     }
 }

@@ -15,7 +15,7 @@ use super::model::{
 use crate::engine::PolicyRun;
 use crate::gates;
 use crate::plan::{NamedPolicy, Plan, Target};
-use crate::stats::{Recorder, Second, quantile_ms};
+use crate::stats::{Recorder, Second, quantile_ms, synchrony};
 
 /// One policy's run and what the server's ledger said of it.
 #[derive(Debug)]
@@ -285,6 +285,12 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             })
             .collect(),
         gates: Vec::new(),
+        synchrony: r.waves.as_ref().and_then(|w| synchrony(&w.buckets)),
+        waves_50ms: r
+            .waves
+            .as_ref()
+            .map(|w| w.buckets.clone())
+            .unwrap_or_default(),
     };
     report.gates = gates::evaluate(plan, &report);
     report
