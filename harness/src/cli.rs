@@ -303,6 +303,7 @@ fn chaos(args: ChaosArgs) -> u8 {
     });
     if !quiet {
         print!("{}", report::summary_table(&report));
+        println!("{}", report.ranking.line());
         for p in &report.policies {
             for g in p.gates.iter().filter(|g| !g.pass) {
                 println!("FAIL {} / {}: {}", p.name, g.name, g.detail);

@@ -51,7 +51,14 @@ fn fixture() -> Report {
             ]
         }]
     });
-    serde_json::from_value(json).expect("the fixture matches the report model")
+    let mut report: Report =
+        serde_json::from_value(json).expect("the fixture matches the report model");
+    // The fault window (2 s to 4 s) in 50 ms buckets: a wave every half second.
+    let naive = &mut report.policies[0];
+    naive.waves_50ms = (0..40).map(|i| if i % 10 == 0 { 42 } else { 6 }).collect();
+    naive.synchrony = Some(42.0 * 40.0 / (4.0 * 42.0 + 36.0 * 6.0));
+    report.ranking = report::rank(&report.policies);
+    report
 }
 
 #[test]

@@ -90,6 +90,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
                 .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),
             digest: Some(plan.digest()),
         },
+        ranking: super::rank::rank(&policies),
         policies,
         baseline: None,
     }

@@ -189,6 +189,7 @@ pub fn render(report: &Report) -> String {
         "<h2>Summary</h2><pre>{}</pre>",
         esc(&super::summary_table(report))
     );
+    ranking_html(&mut out, &report.ranking);
 
     if let Some(comparison) = &report.baseline {
         baseline_html(&mut out, comparison);
@@ -260,6 +261,19 @@ fn baseline_html(out: &mut String, comparison: &Comparison) {
         );
     }
     out.push_str("</table>");
+}
+
+fn ranking_html(out: &mut String, ranking: &super::Ranking) {
+    out.push_str("<h2>Ranking</h2><table>");
+    for (i, row) in ranking.cells().iter().enumerate() {
+        let cell = if i == 0 { "th" } else { "td" };
+        out.push_str("<tr>");
+        for c in row {
+            let _ = write!(out, "<{cell}>{}</{cell}>", esc(c));
+        }
+        out.push_str("</tr>");
+    }
+    let _ = write!(out, "</table><p><b>{}</b></p>", esc(&ranking.line()));
 }
 
 fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {

@@ -148,6 +148,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "Faults: {}{window}.\n", plan.faults.join(", "));
     }
     let _ = writeln!(out, "## Summary\n\n```\n{}```\n", summary_table(report));
+    ranking_section(&mut out, report);
     if let Some(comparison) = &report.baseline {
         let _ = writeln!(out, "## Against baseline `{}`\n", comparison.file);
         for note in &comparison.notes {
@@ -207,6 +208,18 @@ pub(super) fn verdict_word(verdict: Verdict) -> &'static str {
         Verdict::Missing => "**MISSING**",
         Verdict::New => "new",
     }
+}
+
+/// The policies best first, and the recommended one with its reason.
+fn ranking_section(out: &mut String, report: &Report) {
+    let _ = writeln!(out, "## Ranking\n");
+    for (i, row) in report.ranking.cells().iter().enumerate() {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+        if i == 0 {
+            let _ = writeln!(out, "|{}", " --- |".repeat(row.len()));
+        }
+    }
+    let _ = writeln!(out, "\n**{}**\n", report.ranking.line());
 }
 
 fn policy_section(out: &mut String, p: &PolicyReport) {

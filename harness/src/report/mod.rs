@@ -5,6 +5,7 @@ mod html;
 mod junit;
 mod markdown;
 mod model;
+mod rank;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -17,6 +18,7 @@ pub use html::render as html;
 pub use junit::render as junit;
 pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};
 pub use model::*;
+pub use rank::{Delta, RankRow, Ranking, rank};
 pub use write::{WriteError, Written, timestamp, write, write_to_temp};
 
 /// `report.json`.

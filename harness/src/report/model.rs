@@ -27,6 +27,10 @@ pub struct Report {
     /// This run against a saved baseline (`--baseline FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<crate::baseline::Comparison>,
+    /// The policies best first, and the one to roll out (plans/README.md, "What the
+    /// report counts").
+    #[serde(default)]
+    pub ranking: super::rank::Ranking,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
