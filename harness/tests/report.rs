@@ -100,6 +100,33 @@ fn report_html_is_self_contained_with_inline_charts() {
 }
 
 #[test]
+fn report_html_charts_the_waves_of_the_fault_window() {
+    let html = report::html(&fixture());
+    let at = html.find("id=\"waves\"").expect("a waves chart");
+    let chart = &html[at..];
+    let svg = &chart[..chart.find("</figure>").expect("a whole figure")];
+    assert!(svg.contains("<svg"), "inline SVG");
+    let line = svg.split("<polyline").nth(1).expect("a line per policy");
+    let points = line
+        .split("points=\"")
+        .nth(1)
+        .and_then(|p| p.split('"').next());
+    assert_eq!(
+        points.map(|p| p.split(' ').count()),
+        Some(40),
+        "a point per 50 ms of the 2 s window"
+    );
+    assert!(
+        svg.contains("naive (synchrony 4.38)"),
+        "named with its figure"
+    );
+    assert!(
+        html.contains("recommended: none (no policy passes every gate: naive fails 1 of 2 gates)"),
+        "the ranking's line"
+    );
+}
+
+#[test]
 fn an_incomplete_run_says_what_failed_in_every_renderer() {
     let mut report = fixture();
     report.error = Some("the target at http://127.0.0.1:9 refused every connection".into());

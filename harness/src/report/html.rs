@@ -1,7 +1,8 @@
 //! `report.html`: one self-contained file (no network, no JavaScript needed) with inline
 //! SVG charts: offered load against attempts reaching the server per second for every
-//! policy, so a storm is visible at a glance; latency percentiles; budget and breaker over
-//! time.
+//! policy, so a storm is visible at a glance; the waves (attempts per 50 ms across the
+//! fault window, a line per policy: retries in phase or spread); latency percentiles;
+//! budget and breaker over time.
 
 use std::fmt::Write;
 
@@ -29,15 +30,41 @@ fn chart(
     window: Option<[f64; 2]>,
     shade: &[bool],
 ) -> String {
+    let axis = Axis {
+        from: 0.0,
+        step: 1.0,
+        len: seconds,
+        tick: (seconds / 10).max(1),
+    };
+    chart_on(title, &axis, lines, window, shade)
+}
+
+/// The x axis of a chart: `len` steps of `step` seconds from `from`, a label every
+/// `tick` steps.
+struct Axis {
+    from: f64,
+    step: f64,
+    len: usize,
+    tick: usize,
+}
+
+/// A line chart of several series, one value per step of `axis`.
+fn chart_on(
+    title: &str,
+    axis: &Axis,
+    lines: &[(&str, &str, Vec<f64>)],
+    window: Option<[f64; 2]>,
+    shade: &[bool],
+) -> String {
     let max = lines
         .iter()
         .flat_map(|(_, _, v)| v.iter().copied())
         .fold(0.0f64, f64::max)
         .max(1.0);
-    // The axis runs over whole seconds; each second's value is plotted at its middle, so
-    // the fault window's shading lines up with the seconds it covers.
-    let n = seconds.max(1) as f64;
-    let x = |t: f64| PAD_L + t / n * (W - PAD_L - 8.0);
+    // The axis runs over whole steps; each step's value is plotted at its middle, so the
+    // fault window's shading lines up with the steps it covers.
+    let n = axis.len.max(1) as f64;
+    let x = |t: f64| PAD_L + (t - axis.from) / (n * axis.step) * (W - PAD_L - 8.0);
     let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
     let mut svg = String::new();
     let _ = write!(
@@ -51,7 +78,7 @@ fn chart(
             svg,
             "<rect x=\"{:.1}\" y=\"{PAD_T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fde2e1\"><title>fault window {a}–{b} s</title></rect>",
             x(a),
-            (x(b.min(n)) - x(a)).max(0.0),
+            (x(b.min(axis.from + n * axis.step)) - x(a)).max(0.0),
             H - PAD_T - PAD_B
         );
     }
@@ -60,9 +87,9 @@ fn chart(
             let _ = write!(
                 svg,
                 "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"6\" fill=\"#c0392b\"><title>breaker open in second {t}</title></rect>",
-                x(t as f64),
+                x(axis.from + t as f64 * axis.step),
                 H - PAD_B - 6.0,
-                (x(1.0) - x(0.0)).max(1.0)
+                (x(axis.from + axis.step) - x(axis.from)).max(1.0)
             );
         }
     }
@@ -80,20 +107,24 @@ fn chart(
             short(v)
         );
     }
-    let step = (seconds / 10).max(1);
-    for t in (0..=seconds).step_by(step) {
+    for i in (0..=axis.len).step_by(axis.tick.max(1)) {
+        let t = axis.from + i as f64 * axis.step;
         let _ = write!(
             svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{t}s</text>",
-            x(t as f64),
-            H - 6.0
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}s</text>",
+            x(t),
+            H - 6.0,
+            (t * 100.0).round() / 100.0
         );
     }
     for (name, color, values) in lines {
         let points: Vec<String> = values
             .iter()
             .enumerate()
-            .map(|(t, v)| format!("{:.1},{:.1}", x(t as f64 + 0.5), y(*v)))
+            .map(|(i, v)| {
+                let t = axis.from + (i as f64 + 0.5) * axis.step;
+                format!("{:.1},{:.1}", x(t), y(*v))
+            })
             .collect();
         let _ = write!(
             svg,
@@ -226,6 +257,7 @@ pub fn render(report: &Report) -> String {
         plan.fault_window_s,
         &[],
     ));
+    waves_html(&mut out, report, &palette);
     for p in &report.policies {
         policy_html(&mut out, p, plan.fault_window_s);
     }
@@ -274,6 +306,75 @@ fn ranking_html(out: &mut String, ranking: &super::Ranking) {
         out.push_str("</tr>");
     }
     let _ = write!(out, "</table><p><b>{}</b></p>", esc(&ranking.line()));
+}
+
+/// At most this many points a line in the waves chart: a longer window is shown as the
+/// mean of consecutive 50 ms buckets (its numbers in report.json stay whole).
+const WAVE_POINTS: usize = 1200;
+
+/// Attempts per 50 ms across the fault window, a line per policy: fixed intervals show as
+/// waves in phase, jitter as an even band.
+fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
+    let Some([from, _]) = report.plan.fault_window_s else {
+        return;
+    };
+    let len = report
+        .policies
+        .iter()
+        .map(|p| p.waves_50ms.len())
+        .max()
+        .unwrap_or(0);
+    if len == 0 {
+        return;
+    }
+    let group = len.div_ceil(WAVE_POINTS);
+    let names: Vec<String> = report
+        .policies
+        .iter()
+        .map(|p| {
+            let figure = p
+                .synchrony
+                .map_or_else(|| "–".to_owned(), |s| format!("{s:.2}"));
+            format!("{} (synchrony {figure})", p.name)
+        })
+        .collect();
+    let lines: Vec<(&str, &str, Vec<f64>)> = report
+        .policies
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .map(|(i, (p, name))| {
+            let values = p
+                .waves_50ms
+                .chunks(group)
+                .map(|c| c.iter().sum::<u64>() as f64 / c.len() as f64)
+                .collect();
+            (name.as_str(), palette[i % palette.len()], values)
+        })
+        .collect();
+    let points = len.div_ceil(group);
+    // A label every 200 ms in a short window, else every second, or every few seconds so
+    // that there are at most a dozen.
+    let per_second = 20usize.div_ceil(group);
+    let tick = if points <= 40 {
+        4
+    } else {
+        per_second * points.div_ceil(per_second).div_ceil(12)
+    };
+    let axis = Axis {
+        from,
+        step: 0.05 * group as f64,
+        len: points,
+        tick,
+    };
+    out.push_str("<h2 id=\"waves\">Waves: attempts per 50 ms across the fault window</h2>");
+    out.push_str(&chart_on(
+        "attempts sent per 50 ms during the fault window, per policy (synchrony: busiest 50 ms over the mean)",
+        &axis,
+        &lines,
+        None,
+        &[],
+    ));
 }
 
 fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
