@@ -172,6 +172,7 @@ fn backoff(spec: BackoffSpec) -> Result<Backoff, String> {
         Some(JitterSpec::Equal) => Jitter::Equal,
         Some(JitterSpec::Decorrelated) => Jitter::Decorrelated,
         Some(JitterSpec::Additive(f)) => Jitter::Additive(f),
+        Some(JitterSpec::Proportional(s)) => Jitter::Proportional(s),
     };
     shape.with_jitter(jitter).map_err(|e| e.to_string())
 }
@@ -260,6 +261,30 @@ fn breaker(spec: BreakerSpec) -> BreakerConfig {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    use chaos_policy::Jitter;
+
+    #[test]
+    fn proportional_jitter_is_a_plan_key() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n    backoff: { exponential: { base: 100ms, cap: 1s }, jitter: ";
+        let plan = super::super::parse(
+            Path::new("p.yaml"),
+            &format!("{base}{{ proportional: 0.2 }} }}\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let backoff = &plan.policies[0].policy.config().backoff;
+        assert_eq!(backoff.jitter(), Jitter::Proportional(0.2));
+        let error = super::super::parse(
+            Path::new("p.yaml"),
+            &format!("{base}{{ proportional: 1.5 }} }}\n"),
+        )
+        .expect_err("a spread above 1");
+        assert_eq!((error.line, error.column), (Some(7), Some(5)));
+        assert!(
+            error.message.contains("`backoff.jitter_spread` is 1.5"),
+            "{error}"
+        );
+    }
 
     /// Where a rule `chaos_policy` checks is reported: at the key of the policy it names.
     #[test]

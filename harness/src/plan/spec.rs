@@ -307,7 +307,7 @@ pub struct EnvoyBackoffSpec {
     pub cap: Option<DurationSpec>,
 }
 
-/// `none`, `full`, `equal`, `decorrelated`, or `{ additive: 0.99 }`.
+/// `none`, `full`, `equal`, `decorrelated`, `{ additive: 0.99 }` or `{ proportional: 0.2 }`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JitterSpec {
     None,
@@ -315,6 +315,8 @@ pub enum JitterSpec {
     Equal,
     Decorrelated,
     Additive(f64),
+    /// gRPC's `exp · U(1 − spread, 1 + spread)`.
+    Proportional(f64),
 }
 
 impl<'de> Deserialize<'de> for JitterSpec {
@@ -323,7 +325,7 @@ impl<'de> Deserialize<'de> for JitterSpec {
         impl<'de> Visitor<'de> for V {
             type Value = JitterSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`none`, `full`, `equal`, `decorrelated` or `{ additive: FACTOR }`")
+                f.write_str("`none`, `full`, `equal`, `decorrelated`, `{ additive: FACTOR }` or `{ proportional: SPREAD }`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<JitterSpec, E> {
                 Ok(match v {
@@ -333,20 +335,29 @@ impl<'de> Deserialize<'de> for JitterSpec {
                     "decorrelated" => JitterSpec::Decorrelated,
                     other => {
                         return Err(E::custom(format!(
-                            "unknown jitter `{other}`: expected none, full, equal, decorrelated or {{ additive: FACTOR }}"
+                            "unknown jitter `{other}`: expected none, full, equal, decorrelated, {{ additive: FACTOR }} or {{ proportional: SPREAD }}"
                         )));
                     }
                 })
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JitterSpec, A::Error> {
-                let key: String = map
-                    .next_key()?
-                    .ok_or_else(|| de::Error::custom("expected `{ additive: FACTOR }`"))?;
-                if key != "additive" {
-                    return Err(de::Error::unknown_field(&key, &["additive"]));
-                }
-                let factor: f64 = map.next_value()?;
-                Ok(JitterSpec::Additive(factor))
+                let key: String = map.next_key()?.ok_or_else(|| {
+                    de::Error::custom(
+                        "expected `{ additive: FACTOR }` or `{ proportional: SPREAD }`",
+                    )
+                })?;
+                let make = match key.as_str() {
+                    "additive" => JitterSpec::Additive,
+                    "proportional" => JitterSpec::Proportional,
+                    _ => {
+                        return Err(de::Error::unknown_field(
+                            &key,
+                            &["additive", "proportional"],
+                        ));
+                    }
+                };
+                let value: f64 = map.next_value()?;
+                Ok(make(value))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<JitterSpec, A::Error> {
                 Err(de::Error::custom("a jitter is one word, not a list"))

@@ -407,6 +407,7 @@ fn describe_backoff(b: &Backoff) -> String {
         Jitter::Equal => format!("{shape} equal jitter"),
         Jitter::Decorrelated => format!("{shape} decorrelated jitter"),
         Jitter::Additive(f) => format!("{shape} +{f} jitter"),
+        Jitter::Proportional(s) => format!("{shape} ±{}% jitter", s * 100.0),
     }
 }
 
