@@ -187,6 +187,10 @@ pub struct PolicySpec {
     /// Start from a real system's policy; the fields below override it.
     #[serde(default)]
     pub preset: Option<String>,
+    /// Start from a production config instead (a gRPC service config, an Envoy route); the
+    /// fields below override it.
+    #[serde(default)]
+    pub import: Option<ImportSpec>,
     #[serde(default)]
     pub max_attempts: Option<u32>,
     #[serde(default)]
@@ -210,6 +214,27 @@ pub struct PolicySpec {
     pub budget: Option<Toggle<BudgetSpec>>,
     #[serde(default)]
     pub breaker: Option<Toggle<BreakerSpec>>,
+}
+
+/// `{ grpc_service_config: FILE, service: NAME, method: NAME }` or
+/// `{ envoy_route: FILE, envoy_cluster: FILE }`; paths are relative to the plan file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSpec {
+    #[serde(default)]
+    pub grpc_service_config: Option<std::path::PathBuf>,
+    /// The fully qualified service (`shop.Cart`) whose method config applies.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// The method; without it, the config of every method of the service.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// A route, a route action or a `retry_policy`, as YAML or JSON.
+    #[serde(default)]
+    pub envoy_route: Option<std::path::PathBuf>,
+    /// A cluster (or its `circuit_breakers`): its retry budget or `max_retries`.
+    #[serde(default)]
+    pub envoy_cluster: Option<std::path::PathBuf>,
 }
 
 /// A block a preset may bring that a plan can switch off with `none`.
