@@ -7,6 +7,7 @@ use std::path::Path;
 
 use chaos_policy::{BudgetConfig, Jitter};
 use common::{BASE, scratch, write_plan};
+use harness::plan::load;
 
 /// A gRPC service config with A6's example throttle and 5 attempts, and a short backoff so
 /// that one request's retries end before the next request starts.
@@ -21,13 +22,14 @@ const GRPC: &str = r#"{
 /// A plan in `dir` (as `plan.yaml`) whose one policy is `policy`, with the gRPC config
 /// beside it as `production/grpc.json`.
 fn plan_with(dir: &Path, policy: &str) -> std::path::PathBuf {
-    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
-    std::fs::write(dir.join("production/grpc.json"), GRPC).expect("write config");
+    write_config(dir);
     write_plan(dir, "plan.yaml", &format!("{BASE}policies:\n{policy}"))
 }
 
-fn load(path: &Path) -> Result<harness::plan::Plan, harness::plan::PlanError> {
-    harness::plan::load(path)
+/// The gRPC config as `production/grpc.json` in `dir`.
+fn write_config(dir: &Path) {
+    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
+    std::fs::write(dir.join("production/grpc.json"), GRPC).expect("write config");
 }
 
 #[test]
@@ -107,7 +109,6 @@ fn import_errors_point_at_the_import_key_with_a_hint() {
         );
     }
     // Bad JSON: the message carries the JSON's own line and column.
-    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
     let path = write_plan(
         &dir,
         "plan.yaml",
@@ -155,8 +156,7 @@ fn validate_names_what_an_import_cannot_model() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn imported_grpc_throttling_sends_four_retries_in_a_total_outage() {
     let dir = scratch("import-e2e");
-    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
-    std::fs::write(dir.join("production/grpc.json"), GRPC).expect("write config");
+    write_config(&dir);
     let path = write_plan(
         &dir,
         "plan.yaml",

@@ -14,7 +14,7 @@ use chaos_policy::{
 };
 use serde_yaml::{Mapping, Value};
 
-use super::{Imported, Problem, problem, proto_duration};
+use super::{Imported, Problem, add_conditions, problem, proto_duration};
 
 /// `num_retries`: "optional and defaults to 1".
 const DEFAULT_NUM_RETRIES: u64 = 1;
@@ -197,13 +197,7 @@ fn read_retry_policy(
     let mut conditions = Vec::new();
     for name in &names {
         match retry_on(name, &codes) {
-            Some(found) => {
-                for c in found {
-                    if !conditions.contains(&c) {
-                        conditions.push(c);
-                    }
-                }
-            }
+            Some(found) => add_conditions(&mut conditions, &found),
             None => warnings.push(format!(
                 "`retry_on: {name}` is not modelled (the harness speaks HTTP/1.1 and sends no Envoy headers): nothing is retried for it"
             )),

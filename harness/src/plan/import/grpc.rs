@@ -15,7 +15,7 @@ use chaos_policy::{
 };
 use serde_json::{Map, Value};
 
-use super::{Imported, Problem, problem, proto_duration};
+use super::{Imported, Problem, add_conditions, problem, proto_duration};
 
 /// A6, "Limits on Retries and Hedges": `maxAttempts` above 5 is treated as 5.
 const CLIENT_MAX_ATTEMPTS: u64 = 5;
@@ -276,11 +276,7 @@ fn retry_policy(
             ))
             .hint("name a gRPC status code other than OK, e.g. \"UNAVAILABLE\" or 14")
         })?;
-        for c in found {
-            if !conditions.contains(c) {
-                conditions.push(*c);
-            }
-        }
+        add_conditions(&mut conditions, found);
     }
     policy.retry_on = RetryOn::new(conditions);
     // A6: grpc-retry-pushback-ms replaces the backoff; Retry-After stands for it here.

@@ -14,7 +14,7 @@ pub(crate) mod grpc;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chaos_policy::PolicyConfig;
+use chaos_policy::{PolicyConfig, RetryCondition};
 
 use super::spec::ImportSpec;
 
@@ -101,6 +101,15 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
         }
         _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `envoy_cluster`)")
             .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
+    }
+}
+
+/// Adds `new` to `conditions`, each once.
+pub(crate) fn add_conditions(conditions: &mut Vec<RetryCondition>, new: &[RetryCondition]) {
+    for c in new {
+        if !conditions.contains(c) {
+            conditions.push(*c);
+        }
     }
 }
 
