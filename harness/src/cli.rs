@@ -128,18 +128,23 @@ fn validate(paths: &[PathBuf]) -> u8 {
     let mut code = EXIT_PASS;
     for path in paths {
         match plan::load(path) {
-            Ok(p) => println!(
-                "ok: {}: plan `{}`, {} s, {} polic{}, {} fault phase{}, {} gate{}",
-                path.display(),
-                p.name,
-                p.duration.as_secs_f64(),
-                p.policies.len(),
-                if p.policies.len() == 1 { "y" } else { "ies" },
-                p.script.faults.len(),
-                if p.script.faults.len() == 1 { "" } else { "s" },
-                p.gates.len(),
-                if p.gates.len() == 1 { "" } else { "s" },
-            ),
+            Ok(p) => {
+                println!(
+                    "ok: {}: plan `{}`, {} s, {} polic{}, {} fault phase{}, {} gate{}",
+                    path.display(),
+                    p.name,
+                    p.duration.as_secs_f64(),
+                    p.policies.len(),
+                    if p.policies.len() == 1 { "y" } else { "ies" },
+                    p.script.faults.len(),
+                    if p.script.faults.len() == 1 { "" } else { "s" },
+                    p.gates.len(),
+                    if p.gates.len() == 1 { "" } else { "s" },
+                );
+                for warning in &p.warnings {
+                    eprintln!("warning: {}: {warning}", path.display());
+                }
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 code = EXIT_INVALID;

@@ -27,6 +27,10 @@ pub enum Jitter {
     Decorrelated,
     /// `min(cap, exp + U(0, factor · exp))`: tower's `ExponentialBackoff` adds jitter on top.
     Additive(f64),
+    /// `exp · U(1 − spread, 1 + spread)`, after the cap, so it may exceed the cap by
+    /// `spread`: gRPC's retry backoff since gRFC A6 was amended (grpc/proposal#452, 2024),
+    /// `min(initialBackoff · multiplier^(n−1), maxBackoff) · random(0.8, 1.2)`, i.e. 0.2.
+    Proportional(f64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,14 +110,34 @@ impl Backoff {
     }
 
     pub fn with_jitter(self, jitter: Jitter) -> Result<Backoff, ConfigError> {
-        if let Jitter::Additive(factor) = jitter {
-            crate::error::non_negative("backoff.jitter_factor", factor)?;
+        match jitter {
+            Jitter::Additive(factor) => {
+                crate::error::non_negative("backoff.jitter_factor", factor)?;
+            }
+            Jitter::Proportional(spread) => {
+                crate::error::fraction("backoff.jitter_spread", spread)?;
+            }
+            Jitter::None | Jitter::Full | Jitter::Equal | Jitter::Decorrelated => {}
         }
         Ok(Backoff { jitter, ..self })
     }
 
     pub fn jitter(&self) -> Jitter {
         self.jitter
+    }
+
+    /// The longest delay this backoff draws: the cap, or above it by a proportional
+    /// jitter's spread.
+    pub fn max_delay(&self) -> Duration {
+        let (_, cap) = self.base_and_cap();
+        match self.jitter {
+            Jitter::Proportional(spread) => scale(cap, 1.0 + spread),
+            Jitter::None
+            | Jitter::Full
+            | Jitter::Equal
+            | Jitter::Decorrelated
+            | Jitter::Additive(_) => cap,
+        }
     }
 
     /// The base and cap of the shape (equal for a fixed delay, zero for none).
@@ -170,6 +194,7 @@ impl Backoff {
                     Duration::try_from_secs_f64(exp.as_secs_f64() * (1.0 + factor)).unwrap_or(cap);
                 (exp, high.min(cap).max(exp))
             }
+            Jitter::Proportional(spread) => (scale(exp, 1.0 - spread), scale(exp, 1.0 + spread)),
         }
     }
 
@@ -182,7 +207,7 @@ impl Backoff {
     ) -> Duration {
         match self.jitter {
             Jitter::None => self.ceiling(retry),
-            Jitter::Full | Jitter::Equal | Jitter::Additive(_) => {
+            Jitter::Full | Jitter::Equal | Jitter::Additive(_) | Jitter::Proportional(_) => {
                 let (low, high) = self.range(retry, previous);
                 uniform_duration(rng, low, high)
             }
@@ -195,6 +220,12 @@ impl Backoff {
             }
         }
     }
+}
+
+/// `d · factor` for a factor in [0, 2], saturating at `Duration::MAX` where
+/// `Duration::mul_f64` would panic.
+fn scale(d: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
 impl Default for Backoff {

@@ -114,7 +114,10 @@ impl Preset {
             Preset::Grpc => {
                 "gRPC has no default retry policy; these are A6's example values. gRPC statuses \
                  map to HTTP as UNAVAILABLE = 429/502/503/504 and transport failures. Pushback \
-                 (Retry-After here) has no ceiling in A6; it is capped at 60 s."
+                 (Retry-After here) has no ceiling in A6; it is capped at 60 s. The backoff is \
+                 A6's since its 2024 amendment (grpc/proposal#452): the capped delay times \
+                 U(0.8, 1.2), so up to 1.2 s. The original A6 text drew U(0, capped delay), \
+                 full jitter, which grpc-node still drew in 2025 (grpc/grpc-node#2959)."
             }
             Preset::Envoy => {
                 "Envoy's budget limits concurrent retries, so it implies no amplification bound; \
@@ -165,9 +168,10 @@ impl Preset {
             Preset::Grpc => PolicyConfig {
                 // A6 example: "maxAttempts": 4 (client-side maximum 5).
                 max_attempts: 4,
-                // A6: the n-th retry at random(0, min(initialBackoff*multiplier^(n-1),
-                // maxBackoff)); example initialBackoff .1s, multiplier 2, maxBackoff 1s.
-                backoff: exponential(ms(100), 2.0, secs(1), Jitter::Full),
+                // A6 as amended in 2024 (grpc/proposal#452): the n-th retry after
+                // min(initialBackoff*multiplier^(n-1), maxBackoff) * random(0.8, 1.2);
+                // example initialBackoff .1s, multiplier 2, maxBackoff 1s.
+                backoff: exponential(ms(100), 2.0, secs(1), Jitter::Proportional(0.2)),
                 // A6 example retryableStatusCodes: ["UNAVAILABLE"].
                 retry_on: RetryOn::new([
                     C::GatewayError,

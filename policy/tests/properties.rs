@@ -62,6 +62,7 @@ fn jitter() -> impl Strategy<Value = Jitter> {
         Just(Jitter::Equal),
         Just(Jitter::Decorrelated),
         (0.0..2.0f64).prop_map(Jitter::Additive),
+        (0.0..=1.0f64).prop_map(Jitter::Proportional),
     ]
 }
 
@@ -237,8 +238,14 @@ proptest! {
         let delay = backoff.delay(retry, previous, &mut r);
         let (low, high) = backoff.range(retry, previous);
         prop_assert!(low <= delay && delay <= high, "{delay:?} outside [{low:?}, {high:?}]");
-        let (_, cap) = backoff.base_and_cap();
-        prop_assert!(delay <= cap, "{delay:?} above the cap {cap:?}");
+        // The cap, or above it by at most a proportional jitter's spread (gRPC jitters
+        // after capping).
+        let max = backoff.max_delay();
+        prop_assert!(delay <= max, "{delay:?} above the longest delay {max:?}");
+        if !matches!(backoff.jitter(), Jitter::Proportional(_)) {
+            let (_, cap) = backoff.base_and_cap();
+            prop_assert_eq!(max, cap);
+        }
     }
 
     #[test]

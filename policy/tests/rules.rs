@@ -212,6 +212,20 @@ fn jitter_ranges_follow_their_formulas() {
         with(Jitter::Additive(0.99)).range(4, None),
         (ms(800), ms(1000))
     );
+    // gRPC (A6 as amended): ±20% of the capped delay, so up to 1.2 × the cap.
+    assert_eq!(
+        with(Jitter::Proportional(0.2)).range(1, None),
+        (ms(80), ms(120))
+    );
+    assert_eq!(
+        with(Jitter::Proportional(0.2)).range(5, None),
+        (ms(800), ms(1200))
+    );
+    assert_eq!(with(Jitter::Proportional(0.2)).max_delay(), ms(1200));
+    assert_eq!(
+        with(Jitter::Proportional(0.0)).range(2, None),
+        (ms(200), ms(200))
+    );
 }
 
 #[test]
@@ -275,6 +289,18 @@ fn jittered_draws_are_pinned_per_seed() {
             1_000_000_000
         ]
     );
+    // gRPC's ±20%: 80 + 0.15779 · 40 = 86.31 ms first; the last is past the 1 s cap, as
+    // A6 (amended) allows.
+    assert_eq!(
+        draws(Jitter::Proportional(0.2), 7),
+        [
+            86_311_843,
+            173_439_149,
+            432_684_180,
+            872_557_214,
+            1_040_503_606
+        ]
+    );
     assert_ne!(draws(Jitter::Full, 7), draws(Jitter::Full, 8));
 }
 
@@ -300,6 +326,18 @@ fn backoff_validation_has_one_message_per_rule() {
         Err(ConfigError::ZeroBase)
     );
     assert!(Backoff::none().with_jitter(Jitter::Additive(-1.0)).is_err());
+    assert_eq!(
+        Backoff::none().with_jitter(Jitter::Proportional(1.5)),
+        Err(ConfigError::RatioAboveOne {
+            field: "backoff.jitter_spread",
+            value: 1.5
+        })
+    );
+    assert!(
+        Backoff::none()
+            .with_jitter(Jitter::Proportional(-0.1))
+            .is_err()
+    );
     let message = ConfigError::CapBelowBase {
         base: ms(100),
         cap: ms(50),

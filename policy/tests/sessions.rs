@@ -392,7 +392,10 @@ fn preset_arithmetic_matches_sources() {
     assert_eq!(c(Preset::Grpc).max_attempts, 4);
     assert_eq!(c(Preset::Grpc).backoff.ceiling(1), ms(100));
     assert_eq!(c(Preset::Grpc).backoff.ceiling(5), ms(1000));
-    assert_eq!(c(Preset::Grpc).backoff.jitter(), Jitter::Full);
+    assert_eq!(c(Preset::Grpc).backoff.jitter(), Jitter::Proportional(0.2));
+    // A6 as amended: the capped delay times U(0.8, 1.2), so above maxBackoff at the cap.
+    assert_eq!(c(Preset::Grpc).backoff.range(1, None), (ms(80), ms(120)));
+    assert_eq!(c(Preset::Grpc).backoff.range(5, None), (ms(800), ms(1200)));
     // Envoy: num_retries 1, 25 ms base, 250 ms max.
     assert_eq!(c(Preset::Envoy).max_attempts, 2);
     assert_eq!(c(Preset::Envoy).backoff.ceiling(2), ms(75));

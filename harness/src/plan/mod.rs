@@ -9,6 +9,7 @@
 
 mod error;
 mod gate;
+mod import;
 mod load;
 mod locate;
 mod model;
@@ -81,7 +82,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
         },
     )?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
-    let mut plan = resolve(path, spec).map_err(|f| {
+    let (mut plan, sources) = resolve(path, spec).map_err(|f| {
         let at = locate(text, &f.path);
         PlanError {
             file: path.to_owned(),
@@ -91,14 +92,20 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
             hint: f.hint,
         }
     })?;
-    plan.text_hash = fault_server::seed::fnv1a([text.as_bytes()]);
+    // The imported files are part of the experiment: a changed config, a changed digest.
+    plan.text_hash = fault_server::seed::fnv1a(
+        std::iter::once(text)
+            .chain(sources.iter().map(String::as_str))
+            .map(str::as_bytes),
+    );
     Ok(plan)
 }
 
 const DEFAULT_SEED: u64 = 1;
 const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
-fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
+/// The plan, and the text of the files its policies imported.
+fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     use Seg::Key;
     let name = plan_name(path, spec.name)?;
     let (profile, stages_length) = load::profile(&spec.load)?;
@@ -144,7 +151,12 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
         .hint("remove `faults:` and `server:`, or point `target.url` at a fault-server"));
     }
     let fault_window = fault_window(&script, duration);
-    let policies = policy::resolve(spec.policies)?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let policy::Resolved {
+        policies,
+        warnings,
+        sources,
+    } = policy::resolve(spec.policies, dir)?;
     let gates = gate::resolve(spec.gates, &policies, &target)?;
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
     if let Some(field) = baseline.invalid_field() {
@@ -154,7 +166,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
         )
         .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
     }
-    Ok(Plan {
+    let plan = Plan {
         name,
         description: spec.description,
         file: path.to_owned(),
@@ -168,8 +180,10 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<Plan, Found> {
         policies,
         gates,
         baseline,
+        warnings,
         text_hash: 0,
-    })
+    };
+    Ok((plan, sources))
 }
 
 /// The longest plan name: a report directory's name, with room for its timestamp.

@@ -31,7 +31,10 @@ pub struct Plan {
     pub gates: Vec<Gate>,
     /// How much worse than a baseline each figure may get.
     pub baseline: crate::baseline::Tolerance,
-    /// FNV-1a of the plan's text: with the seed, what a baseline's digest is made of.
+    /// What the plan asks for that the harness cannot model (fields of imported configs).
+    pub warnings: Vec<String>,
+    /// FNV-1a of the plan's text and of the files it imports: with the seed, what a
+    /// baseline's digest is made of.
     pub text_hash: u64,
 }
 

@@ -1,6 +1,7 @@
 //! The `policies` section: each policy starts from its preset (or from "no retries") and
 //! takes what the plan says on top; `chaos_policy` then validates the result.
 
+use std::path::Path;
 use std::time::Duration;
 
 use chaos_policy::{
@@ -9,6 +10,7 @@ use chaos_policy::{
 };
 
 use super::error::{Found, found};
+use super::import;
 use super::locate::Seg;
 use super::model::NamedPolicy;
 use super::spec::{
@@ -17,14 +19,23 @@ use super::spec::{
 
 const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
 
-/// Every policy of the plan, each named once with a name that can go into a header.
-pub(super) fn resolve(specs: Vec<PolicySpec>) -> Result<Vec<NamedPolicy>, Found> {
+/// The plan's policies, what their imports could not model, and the imported files' text.
+pub(super) struct Resolved {
+    pub(super) policies: Vec<NamedPolicy>,
+    pub(super) warnings: Vec<String>,
+    pub(super) sources: Vec<String>,
+}
+
+/// Every policy of the plan, each named once with a name that can go into a header; an
+/// `import:` reads its files relative to `dir`.
+pub(super) fn resolve(specs: Vec<PolicySpec>, dir: &Path) -> Result<Resolved, Found> {
     use Seg::{Index, Key};
     if specs.is_empty() {
         return Err(found(vec![Key("policies")], "the plan has no policies")
             .hint("add one, e.g. `- { name: default, preset: grpc }`"));
     }
     let mut policies: Vec<NamedPolicy> = Vec::new();
+    let (mut warnings, mut sources) = (Vec::new(), Vec::new());
     for (i, p) in specs.into_iter().enumerate() {
         if !is_token(&p.name) {
             return Err(found(vec![Key("policies"), Index(i), Key("name")], format!("policy name `{}` cannot be sent in a header", p.name))
@@ -37,9 +48,23 @@ pub(super) fn resolve(specs: Vec<PolicySpec>) -> Result<Vec<NamedPolicy>, Found>
             )
             .hint("each policy needs its own name: reports and gates refer to it"));
         }
-        policies.push(policy(i, p)?);
+        let name = p.name.clone();
+        let (policy, imported) = policy(i, p, dir)?;
+        if let Some((import_warnings, texts)) = imported {
+            warnings.extend(
+                import_warnings
+                    .into_iter()
+                    .map(|w| format!("policy `{name}` (import): {w}")),
+            );
+            sources.extend(texts);
+        }
+        policies.push(policy);
     }
-    Ok(policies)
+    Ok(Resolved {
+        policies,
+        warnings,
+        sources,
+    })
 }
 
 /// Letters, digits, `-`, `_`, `.`: safe in a header, a file name and a request id.
@@ -51,7 +76,10 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
+/// What an import could not model, and the text of the files it read.
+type ImportedBy = Option<(Vec<String>, Vec<String>)>;
+
+fn policy(i: usize, spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
     use Seg::{Index, Key};
     let at = |key: &'static str| vec![Key("policies"), Index(i), Key(key)];
     let preset = spec
@@ -60,16 +88,40 @@ fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
         .map(Preset::parse)
         .transpose()
         .map_err(|e| found(at("preset"), e.to_string()))?;
-    let mut config = preset.map_or_else(
-        || PolicyConfig {
-            // A plan's policy without a preset starts from "no retries" plus what it says,
-            // so nothing is retried that the plan did not ask for.
-            max_attempts: 1,
-            backoff: Backoff::none(),
-            ..PolicyConfig::default()
-        },
-        Preset::config,
-    );
+    let mut imported = None;
+    let mut config = match (&spec.import, preset) {
+        (Some(_), Some(_)) => {
+            return Err(found(
+                at("import"),
+                format!("policy `{}` has both `import` and `preset`", spec.name),
+            )
+            .hint("drop `preset:`: an imported policy starts from the imported config, and the keys next to `import:` override it"));
+        }
+        (Some(import), None) => {
+            let (got, texts) = import::load(dir, import).map_err(|p| {
+                let f = found(
+                    at("import"),
+                    format!("policy `{}`: {}", spec.name, p.message),
+                );
+                match p.hint {
+                    Some(h) => f.hint(h),
+                    None => f,
+                }
+            })?;
+            imported = Some((got.warnings, texts));
+            got.config
+        }
+        (None, preset) => preset.map_or_else(
+            || PolicyConfig {
+                // A plan's policy without a preset starts from "no retries" plus what it
+                // says, so nothing is retried that the plan did not ask for.
+                max_attempts: 1,
+                backoff: Backoff::none(),
+                ..PolicyConfig::default()
+            },
+            Preset::config,
+        ),
+    };
     if let Some(n) = spec.max_attempts {
         config.max_attempts = n;
     }
@@ -131,11 +183,14 @@ fn policy(i: usize, spec: PolicySpec) -> Result<NamedPolicy, Found> {
     }
     let policy = Policy::new(config)
         .map_err(|e| found(at(key_of(&e)), format!("policy `{}`: {e}", spec.name)))?;
-    Ok(NamedPolicy {
-        name: spec.name,
-        preset,
-        policy,
-    })
+    Ok((
+        NamedPolicy {
+            name: spec.name,
+            preset,
+            policy,
+        },
+        imported,
+    ))
 }
 
 /// The key of a policy a configuration error points at: the first part of its field
@@ -172,6 +227,7 @@ fn backoff(spec: BackoffSpec) -> Result<Backoff, String> {
         Some(JitterSpec::Equal) => Jitter::Equal,
         Some(JitterSpec::Decorrelated) => Jitter::Decorrelated,
         Some(JitterSpec::Additive(f)) => Jitter::Additive(f),
+        Some(JitterSpec::Proportional(s)) => Jitter::Proportional(s),
     };
     shape.with_jitter(jitter).map_err(|e| e.to_string())
 }
@@ -260,6 +316,30 @@ fn breaker(spec: BreakerSpec) -> BreakerConfig {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
+
+    use chaos_policy::Jitter;
+
+    #[test]
+    fn proportional_jitter_is_a_plan_key() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n    backoff: { exponential: { base: 100ms, cap: 1s }, jitter: ";
+        let plan = super::super::parse(
+            Path::new("p.yaml"),
+            &format!("{base}{{ proportional: 0.2 }} }}\n"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let backoff = &plan.policies[0].policy.config().backoff;
+        assert_eq!(backoff.jitter(), Jitter::Proportional(0.2));
+        let error = super::super::parse(
+            Path::new("p.yaml"),
+            &format!("{base}{{ proportional: 1.5 }} }}\n"),
+        )
+        .expect_err("a spread above 1");
+        assert_eq!((error.line, error.column), (Some(7), Some(5)));
+        assert!(
+            error.message.contains("`backoff.jitter_spread` is 1.5"),
+            "{error}"
+        );
+    }
 
     /// Where a rule `chaos_policy` checks is reported: at the key of the policy it names.
     #[test]

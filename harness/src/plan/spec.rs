@@ -187,6 +187,10 @@ pub struct PolicySpec {
     /// Start from a real system's policy; the fields below override it.
     #[serde(default)]
     pub preset: Option<String>,
+    /// Start from a production config instead (a gRPC service config, an Envoy route); the
+    /// fields below override it.
+    #[serde(default)]
+    pub import: Option<ImportSpec>,
     #[serde(default)]
     pub max_attempts: Option<u32>,
     #[serde(default)]
@@ -210,6 +214,27 @@ pub struct PolicySpec {
     pub budget: Option<Toggle<BudgetSpec>>,
     #[serde(default)]
     pub breaker: Option<Toggle<BreakerSpec>>,
+}
+
+/// `{ grpc_service_config: FILE, service: NAME, method: NAME }` or
+/// `{ envoy_route: FILE, envoy_cluster: FILE }`; paths are relative to the plan file.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportSpec {
+    #[serde(default)]
+    pub grpc_service_config: Option<std::path::PathBuf>,
+    /// The fully qualified service (`shop.Cart`) whose method config applies.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// The method; without it, the config of every method of the service.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// A route, a route action or a `retry_policy`, as YAML or JSON.
+    #[serde(default)]
+    pub envoy_route: Option<std::path::PathBuf>,
+    /// A cluster (or its `circuit_breakers`): its retry budget or `max_retries`.
+    #[serde(default)]
+    pub envoy_cluster: Option<std::path::PathBuf>,
 }
 
 /// A block a preset may bring that a plan can switch off with `none`.
@@ -307,7 +332,7 @@ pub struct EnvoyBackoffSpec {
     pub cap: Option<DurationSpec>,
 }
 
-/// `none`, `full`, `equal`, `decorrelated`, or `{ additive: 0.99 }`.
+/// `none`, `full`, `equal`, `decorrelated`, `{ additive: 0.99 }` or `{ proportional: 0.2 }`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JitterSpec {
     None,
@@ -315,6 +340,8 @@ pub enum JitterSpec {
     Equal,
     Decorrelated,
     Additive(f64),
+    /// gRPC's `exp · U(1 − spread, 1 + spread)`.
+    Proportional(f64),
 }
 
 impl<'de> Deserialize<'de> for JitterSpec {
@@ -323,7 +350,7 @@ impl<'de> Deserialize<'de> for JitterSpec {
         impl<'de> Visitor<'de> for V {
             type Value = JitterSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`none`, `full`, `equal`, `decorrelated` or `{ additive: FACTOR }`")
+                f.write_str("`none`, `full`, `equal`, `decorrelated`, `{ additive: FACTOR }` or `{ proportional: SPREAD }`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<JitterSpec, E> {
                 Ok(match v {
@@ -333,20 +360,29 @@ impl<'de> Deserialize<'de> for JitterSpec {
                     "decorrelated" => JitterSpec::Decorrelated,
                     other => {
                         return Err(E::custom(format!(
-                            "unknown jitter `{other}`: expected none, full, equal, decorrelated or {{ additive: FACTOR }}"
+                            "unknown jitter `{other}`: expected none, full, equal, decorrelated, {{ additive: FACTOR }} or {{ proportional: SPREAD }}"
                         )));
                     }
                 })
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JitterSpec, A::Error> {
-                let key: String = map
-                    .next_key()?
-                    .ok_or_else(|| de::Error::custom("expected `{ additive: FACTOR }`"))?;
-                if key != "additive" {
-                    return Err(de::Error::unknown_field(&key, &["additive"]));
-                }
-                let factor: f64 = map.next_value()?;
-                Ok(JitterSpec::Additive(factor))
+                let key: String = map.next_key()?.ok_or_else(|| {
+                    de::Error::custom(
+                        "expected `{ additive: FACTOR }` or `{ proportional: SPREAD }`",
+                    )
+                })?;
+                let make = match key.as_str() {
+                    "additive" => JitterSpec::Additive,
+                    "proportional" => JitterSpec::Proportional,
+                    _ => {
+                        return Err(de::Error::unknown_field(
+                            &key,
+                            &["additive", "proportional"],
+                        ));
+                    }
+                };
+                let value: f64 = map.next_value()?;
+                Ok(make(value))
             }
             fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> Result<JitterSpec, A::Error> {
                 Err(de::Error::custom("a jitter is one word, not a list"))

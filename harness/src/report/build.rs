@@ -46,8 +46,11 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
     let pass = !ending.aborted
         && ending.error.is_none()
         && policies.iter().all(|p| p.gates.iter().all(|g| g.pass));
-    let warnings = policies
+    let warnings = plan
+        .warnings
         .iter()
+        .cloned()
+        .chain(policies.iter()
         .filter(|p| p.dropped as f64 > DROPPED_WARNING * p.offered as f64)
         .map(|p| {
             format!(
@@ -58,7 +61,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
                 p.dropped as f64 * 100.0 / p.offered as f64,
                 plan.load.max_in_flight
             )
-        })
+        }))
         .collect();
     Report {
         schema: SCHEMA.to_owned(),
@@ -414,6 +417,7 @@ fn describe_backoff(b: &Backoff) -> String {
         Jitter::Equal => format!("{shape} equal jitter"),
         Jitter::Decorrelated => format!("{shape} decorrelated jitter"),
         Jitter::Additive(f) => format!("{shape} +{f} jitter"),
+        Jitter::Proportional(s) => format!("{shape} ±{}% jitter", s * 100.0),
     }
 }
 

@@ -1,0 +1,162 @@
+//! Policies imported from production configuration instead of written out: a gRPC service
+//! config (`grpc.rs`) or an Envoy route and cluster (`envoy.rs`).
+//!
+//! Why: the policy worth testing before a rollout is the one the service runs, and the
+//! config that says so already exists. Each importer is a pure function from the file's
+//! text to a [`PolicyConfig`] and the warnings that name what the harness cannot model;
+//! [`load`] reads the files (relative to the plan, bounded like a plan) and hands their
+//! text over; `plan/policy.rs` places its errors at the plan's `import:` key. A field an
+//! importer does not model is named in a warning, never dropped silently.
+
+pub(crate) mod envoy;
+pub(crate) mod grpc;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chaos_policy::{PolicyConfig, RetryCondition};
+
+use super::spec::ImportSpec;
+
+/// A policy read from a production config, and what of it the harness cannot model.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Imported {
+    pub(crate) config: PolicyConfig,
+    pub(crate) warnings: Vec<String>,
+}
+
+/// Why a config cannot be imported, and what to do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Problem {
+    pub(crate) message: String,
+    pub(crate) hint: Option<String>,
+}
+
+pub(crate) fn problem(message: impl Into<String>) -> Problem {
+    Problem {
+        message: message.into(),
+        hint: None,
+    }
+}
+
+impl Problem {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> Problem {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// Reads the files an `import:` names, relative to `dir` (the plan's directory), and
+/// imports them. Also returns the files' text, which the plan's digest covers.
+pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<String>), Problem> {
+    let read = |file: &PathBuf| -> Result<String, Problem> {
+        let path = dir.join(file);
+        let shown = file.display();
+        let bytes = fault_server::yaml_guard::read_bounded(&path, super::MAX_PLAN_BYTES)
+            .map_err(|e| {
+                problem(format!("cannot read `{shown}` ({}): {e}", path.display()))
+                    .hint("paths in `import:` are relative to the plan file")
+            })?
+            .ok_or_else(|| problem(format!("`{shown}` is larger than a plan may be")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| problem(format!("`{shown}` is not UTF-8 text")))?;
+        fault_server::yaml_guard::check_depth(&text, fault_server::yaml_guard::MAX_DEPTH)
+            .map_err(|deep| problem(format!("`{shown}`: {deep}")))?;
+        Ok(text)
+    };
+    let at = |file: &PathBuf| {
+        let shown = file.display().to_string();
+        move |p: Problem| Problem {
+            message: format!("{shown}: {}", p.message),
+            hint: p.hint,
+        }
+    };
+    match spec {
+        ImportSpec {
+            grpc_service_config: Some(file),
+            service,
+            method,
+            envoy_route: None,
+            envoy_cluster: None,
+        } => {
+            let service = service.as_deref().ok_or_else(|| {
+                problem("a gRPC import needs the `service` whose method config applies")
+                    .hint("`import: { grpc_service_config: FILE, service: shop.Cart, method: Checkout }`")
+            })?;
+            let text = read(file)?;
+            let imported = grpc::import(&text, service, method.as_deref()).map_err(at(file))?;
+            Ok((imported, vec![text]))
+        }
+        ImportSpec {
+            grpc_service_config: None,
+            service: None,
+            method: None,
+            envoy_route: Some(route),
+            envoy_cluster,
+        } => {
+            let text = read(route)?;
+            let cluster = envoy_cluster.as_ref().map(read).transpose()?;
+            let imported = envoy::import(&text, cluster.as_deref()).map_err(at(route))?;
+            Ok((imported, [Some(text), cluster].into_iter().flatten().collect()))
+        }
+        _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `envoy_cluster`)")
+            .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
+    }
+}
+
+/// Adds `new` to `conditions`, each once.
+pub(crate) fn add_conditions(conditions: &mut Vec<RetryCondition>, new: &[RetryCondition]) {
+    for c in new {
+        if !conditions.contains(c) {
+            conditions.push(*c);
+        }
+    }
+}
+
+/// A protobuf JSON `Duration` as both gRPC and Envoy configs write it: seconds with up to
+/// nine decimals and an `s` (`"0.1s"`, `"15s"`). `None` for anything else.
+pub(crate) fn proto_duration(text: &str) -> Option<Duration> {
+    let number = text.trim().strip_suffix('s')?;
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+        || fraction.len() > 9
+    {
+        return None;
+    }
+    let secs: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let nanos: u32 = format!("{fraction:0<9}").parse().ok()?;
+    Some(Duration::new(secs, nanos))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::proto_duration;
+
+    #[test]
+    fn proto_durations_are_seconds_with_an_s() {
+        let ms = Duration::from_millis;
+        let cases = [
+            ("0.1s", Some(ms(100))),
+            (".25s", Some(ms(250))),
+            ("15s", Some(Duration::from_secs(15))),
+            ("1.000000001s", Some(Duration::new(1, 1))),
+            ("0s", Some(Duration::ZERO)),
+            ("100ms", None),
+            ("1", None),
+            ("-1s", None),
+            ("s", None),
+            ("1.0000000001s", None),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(proto_duration(text), expected, "{text}");
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! Policies imported from production configs (`import:`): where their errors point, what
+//! plan keys override, the warnings they carry, and A6's arithmetic end to end.
+
+mod common;
+
+use std::path::Path;
+
+use chaos_policy::{BudgetConfig, Jitter};
+use common::{BASE, scratch, write_plan};
+use harness::plan::load;
+
+/// A gRPC service config with A6's example throttle and 5 attempts, and a short backoff so
+/// that one request's retries end before the next request starts.
+const GRPC: &str = r#"{
+  "methodConfig": [ { "name": [ { "service": "shop.Cart" } ], "timeout": "2s",
+    "retryPolicy": { "maxAttempts": 5, "initialBackoff": "0.01s", "maxBackoff": "0.05s",
+                     "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"] } } ],
+  "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 },
+  "healthCheckConfig": { "serviceName": "shop" }
+}"#;
+
+/// A plan in `dir` (as `plan.yaml`) whose one policy is `policy`, with the gRPC config
+/// beside it as `production/grpc.json`.
+fn plan_with(dir: &Path, policy: &str) -> std::path::PathBuf {
+    write_config(dir);
+    write_plan(dir, "plan.yaml", &format!("{BASE}policies:\n{policy}"))
+}
+
+/// The gRPC config as `production/grpc.json` in `dir`.
+fn write_config(dir: &Path) {
+    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
+    std::fs::write(dir.join("production/grpc.json"), GRPC).expect("write config");
+}
+
+#[test]
+fn an_import_reads_files_beside_the_plan_and_plan_keys_override_it() {
+    let dir = scratch("import-override");
+    let path = plan_with(
+        &dir,
+        "  - name: a\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart, method: Checkout }\n    max_attempts: 3\n  - name: b\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart }\n",
+    );
+    let plan = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let a = plan.policies[0].policy.config();
+    let b = plan.policies[1].policy.config();
+    assert_eq!(
+        (a.max_attempts, b.max_attempts),
+        (3, 5),
+        "max_attempts overrides"
+    );
+    assert_eq!(b.backoff.jitter(), Jitter::Proportional(0.2));
+    assert_eq!(b.deadline, Some(std::time::Duration::from_secs(2)));
+    assert!(matches!(b.budget, Some(BudgetConfig::GrpcThrottle { .. })));
+    assert_eq!(
+        plan.warnings,
+        [
+            "policy `a` (import): service config `healthCheckConfig` is not modelled (the harness has one connection pool and no load balancing)",
+            "policy `b` (import): service config `healthCheckConfig` is not modelled (the harness has one connection pool and no load balancing)",
+        ]
+    );
+    // The imported file is part of the experiment's digest.
+    let before = plan.digest();
+    std::fs::write(
+        dir.join("production/grpc.json"),
+        GRPC.replace("\"2s\"", "\"3s\""),
+    )
+    .expect("rewrite");
+    assert_ne!(load(&path).expect("still valid").digest(), before);
+}
+
+#[test]
+fn import_errors_point_at_the_import_key_with_a_hint() {
+    let dir = scratch("import-errors");
+    let cases = [
+        (
+            "  - name: a\n    import: { grpc_service_config: production/missing.json, service: s }\n",
+            "policy `a`: cannot read `production/missing.json`",
+            "relative to the plan file",
+        ),
+        (
+            "  - name: a\n    import: { grpc_service_config: production/grpc.json, service: shop.Orders, method: Get }\n",
+            "policy `a`: production/grpc.json: no `methodConfig` matches `shop.Orders/Get`",
+            "the config names shop.Cart/*",
+        ),
+        (
+            "  - name: a\n    import: { grpc_service_config: production/grpc.json }\n",
+            "policy `a`: a gRPC import needs the `service`",
+            "service: shop.Cart",
+        ),
+        (
+            "  - name: a\n    preset: grpc\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart }\n",
+            "policy `a` has both `import` and `preset`",
+            "drop `preset:`",
+        ),
+        (
+            "  - name: a\n    import: { grpc_service_config: production/grpc.json, envoy_route: r.yaml, service: s }\n",
+            "policy `a`: an import names one source",
+            "envoy_route",
+        ),
+    ];
+    for (policy, message, hint) in cases {
+        let path = plan_with(&dir, policy);
+        let error = load(&path).expect_err(policy);
+        let line = if policy.contains("preset") { 8 } else { 7 };
+        assert_eq!((error.line, error.column), (Some(line), Some(5)), "{error}");
+        assert!(error.message.starts_with(message), "{error}");
+        assert!(
+            error.hint.as_deref().unwrap_or_default().contains(hint),
+            "{error}"
+        );
+    }
+    // Bad JSON: the message carries the JSON's own line and column.
+    let path = write_plan(
+        &dir,
+        "plan.yaml",
+        &format!(
+            "{BASE}policies:\n  - name: a\n    import: {{ grpc_service_config: production/bad.json, service: s }}\n"
+        ),
+    );
+    std::fs::write(
+        dir.join("production/bad.json"),
+        "{\n  \"methodConfig\": [,]\n}",
+    )
+    .expect("write");
+    let error = load(&path).expect_err("bad JSON");
+    assert_eq!((error.line, error.column), (Some(7), Some(5)));
+    assert!(
+        error.message.contains("not JSON") && error.message.contains("line 2 column"),
+        "{error}"
+    );
+}
+
+#[test]
+fn validate_names_what_an_import_cannot_model() {
+    let out = common::harness()
+        .current_dir(common::repo())
+        .args(["validate", "plans/rollout.yaml"])
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let stderr = common::stderr(&out);
+    assert!(
+        stderr.contains("warning: plans/rollout.yaml: policy `prod-envoy` (import): `retry_policy.retry_host_predicate` is not modelled"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "policy `prod-grpc` (import): service config `loadBalancingConfig` is not modelled"
+        ),
+        "{stderr}"
+    );
+}
+
+/// The acceptance test of issue 10, end to end: an imported service config with
+/// retryThrottling 10 / 0.1 and maxAttempts 5, every attempt answered 503, one request at a
+/// time: the first request retries 4 times (10 → 5 tokens), and no request after it may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_grpc_throttling_sends_four_retries_in_a_total_outage() {
+    let dir = scratch("import-e2e");
+    write_config(&dir);
+    let path = write_plan(
+        &dir,
+        "plan.yaml",
+        "duration: 3s\ndrain: 1s\nload:\n  rate: 2\n  arrivals: uniform\n  requests: [ { name: r, path: /items/1 } ]\nfaults:\n  - { name: down, respond: { status: 503 } }\npolicies:\n  - name: imported\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart, method: Get }\ngates:\n  - amplification_within_budget\n  - client_server_agree\n",
+    );
+    let plan = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let report = harness::run::run(&plan, &harness::run::RunOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let p = &report.policies[0];
+    assert_eq!(p.logical, 6);
+    assert_eq!(
+        p.retries, 4,
+        "A6: ceil(10/2) - 1 retries from a full bucket"
+    );
+    assert_eq!(p.succeeded, 0);
+    assert!(p.gates.iter().all(|g| g.pass), "{:?}", p.gates);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("healthCheckConfig")),
+        "{:?}",
+        report.warnings
+    );
+}
