@@ -17,7 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
 
-use super::handler::{self, BodyError, read_body};
+use super::body::{BodyError, read_body};
+use super::handler;
 use super::state::Shared;
 use crate::duration::format_duration;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};

@@ -21,12 +21,11 @@
 //!    effect (POST, PATCH) and answers 200.
 
 use std::future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
@@ -35,7 +34,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::Serialize;
 
-use super::conn::BodyTimedOut;
+use super::body::read_body;
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
@@ -643,69 +642,6 @@ fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
         policy: read(POLICY)?,
         key,
     })
-}
-
-/// Why a request body was not read.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum BodyError {
-    /// Longer than the limit: announced by `Content-Length` (refused before a byte is
-    /// read), or found while reading.
-    #[error("the request body is larger than {limit} bytes")]
-    TooLarge { limit: usize },
-    /// Not a well-formed body (a bad chunk size, a `Content-Length` not met) or cut off
-    /// by the client.
-    #[error("the request body is malformed or was cut off")]
-    Malformed,
-    /// Did not arrive within the body deadline (a trickle).
-    #[error("{0}")]
-    TimedOut(BodyTimedOut),
-}
-
-impl BodyError {
-    pub(crate) fn status(&self) -> StatusCode {
-        match self {
-            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            BodyError::Malformed => StatusCode::BAD_REQUEST,
-            BodyError::TimedOut(_) => StatusCode::REQUEST_TIMEOUT,
-        }
-    }
-}
-
-/// Reads a whole body of at most `limit` bytes. Unlike `axum::body::to_bytes`, it tells
-/// a body too large (413) from a malformed one (400), and refuses an announced length
-/// above the limit without reading.
-pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, BodyError> {
-    let hint = body.size_hint();
-    if hint.exact() == Some(0) {
-        return Ok(Bytes::new());
-    }
-    if hint.lower() > limit as u64 {
-        return Err(BodyError::TooLarge { limit });
-    }
-    // `lower()` is at most `limit` here.
-    let mut bytes = Vec::with_capacity(usize::try_from(hint.lower()).unwrap_or(limit));
-    while let Some(frame) = future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
-        let Ok(data) = frame.map_err(body_error)?.into_data() else {
-            continue; // Trailers.
-        };
-        if bytes.len() + data.len() > limit {
-            return Err(BodyError::TooLarge { limit });
-        }
-        bytes.extend_from_slice(&data);
-    }
-    Ok(Bytes::from(bytes))
-}
-
-/// What a failed body frame means: the accept loop's deadline, or a malformed body.
-fn body_error(error: axum::Error) -> BodyError {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
-    while let Some(e) = source {
-        if let Some(timed_out) = e.downcast_ref::<BodyTimedOut>() {
-            return BodyError::TimedOut(*timed_out);
-        }
-        source = e.source();
-    }
-    BodyError::Malformed
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {

@@ -11,11 +11,12 @@
 //! server was reset ([`ServerHandle::reset`], `POST /__chaos/reset`), whichever came last.
 //!
 //! The shell's modules depend one way, leaves first: `socket` (a connection's control
-//! handle), `conn` (the accept loop, given a router), `config`, `state` (what every
-//! request shares), `handler` (the fault handler), `control` (the router and the control
-//! API), and this module, whose [`start`] builds the router and hands it to the accept
-//! loop.
+//! handle), `conn` (the accept loop, given a router), `body` (reading a request body),
+//! `config`, `state` (what every request shares), `handler` (the fault handler),
+//! `control` (the router and the control API), and this module, whose [`start`] builds
+//! the router and hands it to the accept loop.
 
+mod body;
 mod config;
 mod conn;
 mod control;
