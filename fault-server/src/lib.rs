@@ -35,6 +35,7 @@ pub mod duration;
 pub mod fd_limit;
 pub mod ledger;
 mod metrics;
+pub mod otel;
 pub mod script;
 pub mod seed;
 mod server;

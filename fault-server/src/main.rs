@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! fault-server --listen 127.0.0.1:8080 --script plans/outage.yaml [--seed N] [--token T]
+//!              [--otlp http://127.0.0.1:4318]
 //! ```
 //!
 //! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
@@ -14,7 +15,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use clap::Parser;
+use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
 use fault_server::{Script, ServerConfig, StartError, format_duration, parse_duration, start};
 
 /// An HTTP server that executes a scripted fault schedule, models finite capacity and
@@ -45,6 +49,12 @@ struct Args {
     /// can reach the port can then script, reset and read the server).
     #[arg(long)]
     allow_open_control: bool,
+    /// Export a SERVER span per request to this OTLP/HTTP collector (e.g.
+    /// http://127.0.0.1:4318), in the trace of the caller's `traceparent`. Without it,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` and the other `OTEL_*` variables decide; with
+    /// neither, no telemetry.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
 }
 
 /// A failure with the exit code it maps to.
@@ -118,6 +128,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     };
     let seed = args.seed.or(script.seed()).unwrap_or_else(fresh_seed);
     let describe = describe(&script);
+    let tracing = tracing(args.otlp.as_deref())?;
     let config = ServerConfig {
         listen: args.listen,
         script,
@@ -126,6 +137,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         hang_cap: args.hang_cap,
         shutdown_grace: args.shutdown_grace,
         allow_open_control: args.allow_open_control,
+        tracing: tracing.clone(),
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {
@@ -149,7 +161,52 @@ async fn run(args: Args) -> Result<(), Failure> {
     wait_for_signal().await;
     say("fault-server: shutting down");
     server.shutdown().await;
+    if let Some(tracing) = tracing {
+        // Bounded: a collector that is gone costs at most the flush timeout.
+        let counts = tokio::task::spawn_blocking(move || {
+            tracing.shutdown(fault_server::otel::config::FLUSH_TIMEOUT)
+        })
+        .await
+        .unwrap_or_default();
+        say(&format!(
+            "fault-server: {} span(s) exported, {} dropped",
+            counts.exported, counts.dropped
+        ));
+    }
     Ok(())
+}
+
+/// The server's tracing, when `--otlp` or the environment asks for it.
+fn tracing(flag: Option<&str>) -> Result<Option<Arc<ServerTracing>>, Failure> {
+    let config =
+        OtelConfig::resolve(flag, "fault-server", &otel::config::process_env).map_err(|error| {
+            Failure {
+                code: 2,
+                message: error.to_string(),
+            }
+        })?;
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    for warning in &config.warnings {
+        say(&format!("fault-server: warning: {warning}"));
+    }
+    let warn = Warn::new(|message| say(&format!("fault-server: {message}")));
+    let sink =
+        SpanSink::new(&config, &config.service_name, "fault-server", warn).map_err(|error| {
+            Failure {
+                code: 2,
+                message: error.to_string(),
+            }
+        })?;
+    say(&format!(
+        "fault-server: exporting spans to {}",
+        config.traces_endpoint
+    ));
+    Ok(Some(Arc::new(ServerTracing::new(
+        sink,
+        config.sampling_ratio.unwrap_or(1.0),
+    ))))
 }
 
 /// One line to stderr. Unlike `eprintln!`, a closed stderr (a supervisor that stopped

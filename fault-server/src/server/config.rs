@@ -3,9 +3,11 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ledger::LedgerLimits;
+use crate::otel::ServerTracing;
 use crate::script::Script;
 
 /// The default cap on how long a `timeout` fault holds a request: a minute, well above
@@ -53,6 +55,9 @@ pub struct ServerConfig {
     /// Serve the control API on a non-loopback address without a token. Off: such a
     /// server refuses to start, since anyone who can reach it could script and reset it.
     pub allow_open_control: bool,
+    /// Where the server's spans go (one SERVER span per request, in the caller's trace);
+    /// `None`: no tracing.
+    pub tracing: Option<Arc<ServerTracing>>,
 }
 
 impl Default for ServerConfig {
@@ -69,6 +74,7 @@ impl Default for ServerConfig {
             ledger: LedgerLimits::default(),
             max_connections: None,
             allow_open_control: false,
+            tracing: None,
         }
     }
 }
@@ -98,6 +104,7 @@ impl fmt::Debug for ServerConfig {
             .field("ledger", &self.ledger)
             .field("max_connections", &self.max_connections)
             .field("allow_open_control", &self.allow_open_control)
+            .field("tracing", &self.tracing.is_some())
             .finish()
     }
 }

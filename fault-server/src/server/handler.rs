@@ -38,6 +38,7 @@ use super::body::read_body;
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
+use crate::otel::{ServerSpan, TRACEPARENT};
 use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use crate::seed::{fnv1a, request_seed, splitmix64};
 
@@ -47,6 +48,8 @@ pub(crate) const POLICY: &str = "x-chaos-policy";
 pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Names the phase whose fault produced a response.
 pub(crate) const FAULT_HEADER: &str = "x-chaos-fault";
+/// Marks a response whose side effect had already run for this `x-request-id`.
+pub(crate) const DUPLICATE_HEADER: &str = "x-chaos-duplicate";
 /// Marks a response replayed from an `Idempotency-Key` (Stripe's header name).
 pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
@@ -62,10 +65,12 @@ impl HeaderLookup for HeaderMap {
 }
 
 /// Counts a request in flight and makes sure every request ends with exactly one
-/// recorded outcome (`abandoned` when its future is dropped before one).
+/// recorded outcome (`abandoned` when its future is dropped before one). With tracing on,
+/// it carries the request's span and ends it when the request ends.
 struct InFlight {
     shared: Arc<Shared>,
     done: bool,
+    span: Option<ServerSpan>,
 }
 
 impl InFlight {
@@ -74,6 +79,7 @@ impl InFlight {
         InFlight {
             shared: Arc::clone(shared),
             done: false,
+            span: None,
         }
     }
 
@@ -81,6 +87,16 @@ impl InFlight {
         if !self.done {
             self.done = true;
             self.shared.ledger.record_outcome(outcome);
+            if let Some(span) = &mut self.span {
+                annotate(span, outcome);
+            }
+        }
+    }
+
+    /// Adds to the span, when there is one.
+    fn span(&mut self, note: impl FnOnce(&mut ServerSpan)) {
+        if let Some(span) = &mut self.span {
+            note(span);
         }
     }
 }
@@ -88,11 +104,32 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.outcome(Outcome::Abandoned);
+        if let (Some(tracing), Some(span)) = (&self.shared.tracing, self.span.take()) {
+            tracing.end(span);
+        }
         self.shared
             .metrics
             .in_flight
             .fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// What the outcome says on the span: the status, or why there was none.
+fn annotate(span: &mut ServerSpan, outcome: Outcome) {
+    match outcome {
+        Outcome::Served => span.status(200),
+        Outcome::Status(status) => span.status(status),
+        Outcome::KeyInFlight => span.status(409),
+        Outcome::KeyMismatch => span.status(422),
+        Outcome::Reset => span.error("reset"),
+        Outcome::Close => span.error("closed"),
+        Outcome::Truncate => span.error("truncated"),
+        Outcome::Timeout => span.error("timeout"),
+        Outcome::Abandoned => span.error("abandoned"),
+        // The status is set where it is known.
+        Outcome::Replayed | Outcome::Rejected | Outcome::BadHeader | Outcome::BadRequest => {}
+    }
+    span.set("chaos.server.outcome", outcome.fixed_label());
 }
 
 /// Releases an idempotency key if its request is abandoned before executing.
@@ -167,6 +204,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let mut flight = InFlight::new(&shared);
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
+    if let Some(tracing) = &shared.tracing {
+        flight.span = Some(tracing.begin(
+            headers.header(TRACEPARENT),
+            parts.method.as_str(),
+            parts.uri.path(),
+        ));
+    }
     let Kept {
         request_id,
         policy,
@@ -178,13 +222,25 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             shared
                 .ledger
                 .record_request(RequestIdentity::default(), shared.ledger_now());
+            flight.span(|span| span.status(bad.status().as_u16()));
             flight.outcome(Outcome::BadHeader);
             return problem(bad.status(), &bad.to_string());
         }
     };
     let active = shared.active();
     let now = active.epoch.elapsed();
-    let attempt = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
+    let attempt: Option<u32> = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
+    flight.span(|span| {
+        if let Some(id) = &request_id {
+            span.set("chaos.request_id", id.clone());
+        }
+        if let Some(attempt) = attempt {
+            span.set("chaos.attempt", i64::from(attempt));
+        }
+        if let Some(policy) = &policy {
+            span.set("chaos.policy", policy.clone());
+        }
+    });
     shared.ledger.record_request(
         RequestIdentity {
             request_id: request_id.as_deref(),
@@ -225,6 +281,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     let body = match read_body(body, shared.max_body).await {
         Ok(body) => body,
         Err(error) => {
+            flight.span(|span| span.status(error.status().as_u16()));
             flight.outcome(Outcome::BadRequest);
             return problem(error.status(), &error.to_string());
         }
@@ -246,6 +303,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
         shared.ledger.record_fault(fault.kind(), &phase_name);
+        flight.span(|span| {
+            span.set("chaos.fault.phase", phase_name.clone());
+            span.set("chaos.fault.kind", fault.kind().name());
+        });
         match fault {
             Fault {
                 action: FaultAction::Delay(d),
@@ -299,12 +360,19 @@ async fn serve(
 ) -> Response {
     let script = &active.script;
     let _slot = match &active.capacity {
-        Some(capacity) => match capacity.admit().await {
-            Some(slot) => Some(slot),
-            None => {
-                flight.outcome(Outcome::Rejected);
+        Some(capacity) => match timed(capacity.admit()).await {
+            (Some(slot), waited) => {
+                flight.span(|span| span.set("chaos.queue_wait_ms", waited.as_secs_f64() * 1e3));
+                Some(slot)
+            }
+            (None, _) => {
                 let status = StatusCode::from_u16(capacity.limits.reject_status)
                     .unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                flight.span(|span| {
+                    span.set("chaos.capacity", "rejected");
+                    span.status(status.as_u16());
+                });
+                flight.outcome(Outcome::Rejected);
                 let body = serde_json::to_string(&FaultBody {
                     error: "over capacity",
                     status: status.as_u16(),
@@ -322,12 +390,16 @@ async fn serve(
         (Some(limits), Some(rng)) => limits.service_time.sample(rng),
         _ => Duration::ZERO,
     };
-    match app(&shared, &facts, delay + service_time).await {
+    match app(&shared, &facts, delay + service_time, &mut flight).await {
         AppResult::Done(response) => {
             flight.outcome(Outcome::Served);
             response
         }
         AppResult::Replayed(stored) => {
+            flight.span(|span| {
+                span.set("chaos.side_effect", "replayed");
+                span.status(stored.status);
+            });
             flight.outcome(Outcome::Replayed);
             replay(&stored)
         }
@@ -360,7 +432,12 @@ impl WithStatus for Response {
 }
 
 /// The application: idempotency-key check, service time, side effect, response.
-async fn app(shared: &Shared, facts: &Facts, service_time: Duration) -> AppResult {
+async fn app(
+    shared: &Shared,
+    facts: &Facts,
+    service_time: Duration,
+    flight: &mut InFlight,
+) -> AppResult {
     let mut guard = ClaimGuard {
         shared,
         claim: None,
@@ -390,6 +467,19 @@ async fn app(shared: &Shared, facts: &Facts, service_time: Duration) -> AppResul
         tokio::time::sleep(service_time).await;
     }
     let effect = facts.has_side_effect().then(|| execute(shared, facts));
+    if let Some(effect) = &effect {
+        flight.span(|span| {
+            span.set(
+                "chaos.side_effect",
+                if effect.duplicate { "duplicate" } else { "ran" },
+            );
+            span.set("chaos.side_effect.number", effect.number as i64);
+            if effect.duplicate {
+                // A side effect run twice: the trace users need, whatever the ratio.
+                span.force();
+            }
+        });
+    }
     if effect.is_none() && facts.request_id.is_none() && facts.attempt.is_none() {
         return AppResult::Done(([(CONTENT_TYPE, JSON)], ANONYMOUS_OK).into_response());
     }
@@ -409,7 +499,14 @@ async fn app(shared: &Shared, facts: &Facts, service_time: Duration) -> AppResul
             },
         );
     }
-    AppResult::Done(([(CONTENT_TYPE, JSON)], body).into_response())
+    let mut response = ([(CONTENT_TYPE, JSON)], body).into_response();
+    if effect.is_some_and(|e| e.duplicate) {
+        // Tells a tracing client that this logical request broke an invariant here.
+        response
+            .headers_mut()
+            .insert(DUPLICATE_HEADER, HeaderValue::from_static("1"));
+    }
+    AppResult::Done(response)
 }
 
 fn execute(shared: &Shared, facts: &Facts) -> Execution {
@@ -435,7 +532,7 @@ async fn inject(
     if fault.processed {
         // The work is done, then the answer is lost: the retry that follows is the
         // double-charge scenario (unless an Idempotency-Key saves it).
-        let _ = app(shared, facts, Duration::ZERO).await;
+        let _ = app(shared, facts, Duration::ZERO, flight).await;
     }
     if let FaultAction::Status(response) = &fault.action {
         flight.outcome(Outcome::Status(response.status));
@@ -658,4 +755,11 @@ fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
         uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
         body,
     ])
+}
+
+/// Runs `work` and says how long it took.
+async fn timed<T>(work: impl future::Future<Output = T>) -> (T, Duration) {
+    let start = tokio::time::Instant::now();
+    let out = work.await;
+    (out, start.elapsed())
 }

@@ -13,6 +13,7 @@ use super::conn::Stop;
 use crate::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use crate::ledger::Ledger;
 use crate::metrics::{CapacityGauges, Metrics};
+use crate::otel::ServerTracing;
 use crate::script::Script;
 
 /// The live capacity model: the pure [`CapacityModel`] under a mutex, plus the wake-up
@@ -161,6 +162,8 @@ pub(crate) struct Shared {
     /// One script parse at a time: concurrent `PUT /__chaos/script`s wait their turn
     /// rather than take a core each.
     pub(crate) script_parse: Semaphore,
+    /// Where each request's SERVER span goes, when tracing is on.
+    pub(crate) tracing: Option<Arc<ServerTracing>>,
 }
 
 impl Shared {
@@ -178,6 +181,7 @@ impl Shared {
             stop: Stop::default(),
             anonymous: AtomicU64::new(0),
             script_parse: Semaphore::new(1),
+            tracing: config.tracing,
         };
         shared.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
         shared
