@@ -54,4 +54,6 @@ pub use policy::{Policy, PolicyConfig, RetryAfter};
 pub use preset::Preset;
 pub use random::unit_f64;
 pub use request::{Attempt, Method, Request};
-pub use session::{Action, Client, GiveUp, MIN_ATTEMPT_TIME, Session, Verdict};
+pub use session::{
+    Action, Client, GiveUp, MIN_ATTEMPT_TIME, RetryAfterUse, Session, Verdict, Wait,
+};

@@ -104,6 +104,48 @@ impl Verdict {
     }
 }
 
+/// What a server's `Retry-After` did to a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfterUse {
+    /// The server asked for nothing.
+    NotAsked,
+    /// Asked, and the policy ignores it.
+    Ignored,
+    /// Waited what the server asked.
+    Honored,
+    /// Asked for more than the policy's cap: waited the cap.
+    Capped,
+    /// Clamped into `[backoff, backoff + max_extra]`.
+    Clamped,
+}
+
+impl RetryAfterUse {
+    pub fn name(self) -> &'static str {
+        match self {
+            RetryAfterUse::NotAsked => "not_asked",
+            RetryAfterUse::Ignored => "ignored",
+            RetryAfterUse::Honored => "honored",
+            RetryAfterUse::Capped => "capped",
+            RetryAfterUse::Clamped => "clamped",
+        }
+    }
+}
+
+/// How the wait before a retry was decided: what a trace shows of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wait {
+    /// The retry it comes before (1: the first retry).
+    pub retry: u32,
+    /// The range the backoff was drawn from, and the draw.
+    pub range: (Duration, Duration),
+    pub backoff: Duration,
+    /// The server's `Retry-After`, and what the policy made of it.
+    pub asked: Option<Duration>,
+    pub retry_after: RetryAfterUse,
+    /// What is waited in the end.
+    pub delay: Duration,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     /// An attempt is out; waiting for its outcome.
@@ -131,9 +173,16 @@ pub struct Session {
     /// The breaker's leave for the attempt in flight.
     permit: Option<Permit>,
     last: Option<Outcome>,
+    /// The last wait decided.
+    wait: Option<Wait>,
 }
 
 impl Session {
+    /// How the last wait was decided, once one was.
+    pub fn last_wait(&self) -> Option<Wait> {
+        self.wait
+    }
+
     pub fn request(&self) -> &Request {
         &self.request
     }
@@ -241,6 +290,7 @@ impl Client {
             in_flight: None,
             permit: None,
             last: None,
+            wait: None,
         };
         if let Some(budget) = &mut self.budget {
             budget.on_request(now);
@@ -294,17 +344,28 @@ impl Client {
             return self.finish(session, now, Some(GiveUp::MaxAttempts));
         }
 
-        let backoff = config
-            .backoff
-            .delay(session.attempt.get(), session.previous_delay, rng);
+        let retry = session.attempt.get();
+        let range = config.backoff.range(retry, session.previous_delay);
+        let backoff = config.backoff.delay(retry, session.previous_delay, rng);
         session.previous_delay = Some(backoff);
-        let delay = match (config.retry_after, retry_after) {
-            (RetryAfter::Honor { max }, Some(asked)) => asked.min(max),
-            (RetryAfter::Clamp { max_extra }, Some(asked)) => {
-                asked.clamp(backoff, backoff + max_extra)
-            }
-            _ => backoff,
+        let (delay, used) = match (config.retry_after, retry_after) {
+            (_, None) => (backoff, RetryAfterUse::NotAsked),
+            (RetryAfter::Ignore, Some(_)) => (backoff, RetryAfterUse::Ignored),
+            (RetryAfter::Honor { max }, Some(asked)) if asked > max => (max, RetryAfterUse::Capped),
+            (RetryAfter::Honor { .. }, Some(asked)) => (asked, RetryAfterUse::Honored),
+            (RetryAfter::Clamp { max_extra }, Some(asked)) => (
+                asked.clamp(backoff, backoff + max_extra),
+                RetryAfterUse::Clamped,
+            ),
         };
+        session.wait = Some(Wait {
+            retry,
+            range,
+            backoff,
+            asked: retry_after,
+            retry_after: used,
+            delay,
+        });
         let until = now + delay;
         if session.deadline.is_some_and(|deadline| until >= deadline) {
             return self.finish(session, now, Some(GiveUp::Deadline));
