@@ -32,13 +32,17 @@ pub struct AttemptSpec<'a> {
     pub attempt: Attempt,
     pub policy: &'a str,
     pub timeout: Option<Duration>,
+    /// The W3C `traceparent` to send, when the run is traced.
+    pub traceparent: Option<&'a str>,
 }
 
-/// What came back: the outcome, and the server's `Retry-After` if it sent one.
+/// What came back: the outcome, the server's `Retry-After` if it sent one, and whether
+/// the fault-server said it ran this request's side effect again (`x-chaos-duplicate`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Answer {
     pub outcome: Outcome,
     pub retry_after: Option<Duration>,
+    pub duplicate: bool,
 }
 
 /// How far an attempt got before it ended or was stopped.
@@ -156,6 +160,9 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
     if spec.kind.idempotency_key {
         request = request.header("idempotency-key", spec.id);
     }
+    if let Some(traceparent) = spec.traceparent {
+        request = request.header("traceparent", traceparent);
+    }
     for (name, value) in &spec.kind.headers {
         request = request.header(name.as_str(), value.as_str());
     }
@@ -178,25 +185,30 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
                 .get("retry-after")
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_retry_after);
+            let duplicate = response.headers().contains_key("x-chaos-duplicate");
             match response.bytes().await {
                 Ok(_) => Answer {
                     outcome: Outcome::Status(status),
                     retry_after,
+                    duplicate,
                 },
                 Err(e) if e.is_timeout() => Answer {
                     outcome: Outcome::AttemptTimeout,
                     retry_after: None,
+                    duplicate,
                 },
                 // The status line and headers came; the body did not, in full.
                 Err(_) => Answer {
                     outcome: Outcome::TruncatedBody,
                     retry_after: None,
+                    duplicate,
                 },
             }
         }
         Err(e) => Answer {
             outcome: classify(&e),
             retry_after: None,
+            duplicate: false,
         },
     }
 }

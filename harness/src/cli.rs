@@ -20,6 +20,7 @@ use crate::plan::{self, NamedPolicy, Plan};
 use crate::policy::Preset;
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
+use crate::telemetry::Telemetry;
 
 /// The annotated reference plan, `docs/plan-reference.yaml`.
 pub const PLAN_REFERENCE: &str = include_str!("../../docs/plan-reference.yaml");
@@ -89,6 +90,11 @@ pub struct ChaosArgs {
     /// Save this run's figures as a baseline (`chaos-baseline/v1`) to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_baseline: Option<PathBuf>,
+    /// Export traces and metrics to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318).
+    /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` and the other `OTEL_*` variables decide;
+    /// with neither, no telemetry (see docs/telemetry.md).
+    #[arg(long, value_name = "ENDPOINT")]
+    pub otlp: Option<String>,
 }
 
 /// Parses the process's arguments and runs; the binary's whole `main`.
@@ -218,6 +224,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         quiet,
         baseline: baseline_file,
         save_baseline,
+        otlp,
     } = args;
     let (path, out) = (path.as_path(), out.as_deref());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -273,15 +280,37 @@ fn chaos(args: ChaosArgs) -> u8 {
         },
         None => None,
     };
+    let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, |m| {
+        eprintln!("{m}");
+    }) {
+        Ok(telemetry) => telemetry.map(Arc::new),
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!("  hint: see docs/telemetry.md for the settings telemetry reads");
+            return EXIT_INVALID;
+        }
+    };
+    if let Some(t) = &telemetry
+        && !quiet
+    {
+        eprintln!(
+            "exporting traces (sampling {:.0}% of logical requests, and every one that breaks an invariant) and metrics to {}",
+            t.ratio() * 100.0,
+            t.endpoint()
+        );
+    }
     let show_progress = !quiet && std::io::stderr().is_terminal();
     let options = RunOptions {
         policies,
         abort: abort.clone(),
         progress: show_progress.then(progress_bars),
         announce: !quiet,
+        telemetry: telemetry.clone(),
     };
     let result = runtime.block_on(run::run(&plan, &options));
     signals.abort();
+    // Bounded: a collector that is down or slow costs at most a few seconds here.
+    let telemetry_view = telemetry.map(|t| t.shutdown());
     let mut report = match result {
         Ok(report) => report,
         Err(e @ run::RunError::UnknownPolicy(_)) => {
@@ -294,6 +323,7 @@ fn chaos(args: ChaosArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
+    report.telemetry = telemetry_view;
     if let Some((b, file)) = &against {
         baseline::attach(&mut report, b, file, &plan.baseline);
     }

@@ -24,7 +24,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use chaos_policy::{Action, Client, Outcome, RunCounts};
+use std::time::SystemTime;
+
+use chaos_policy::{Action, BreakerState, Client, GiveUp, Outcome, RunCounts, Session, Verdict};
+use opentelemetry::KeyValue;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tokio::time::{Instant, sleep_until};
@@ -32,9 +35,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::attempt::{self, AttemptSpec};
-use crate::plan::{NamedPolicy, Plan};
+use crate::plan::{NamedPolicy, Plan, RequestKind};
 use crate::schedule::{Arrival, Schedule};
 use crate::stats::{Reached, Recorder};
+use crate::telemetry::trace::attr;
+use crate::telemetry::{About, Counts, LogicalTrace, Target, Telemetry};
 
 /// Why a policy's run could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +78,8 @@ pub struct EngineConfig<'a> {
     /// Cancelled when the user interrupts the run.
     pub abort: CancellationToken,
     pub progress: Option<Progress>,
+    /// Traces and metrics, when the run exports them.
+    pub telemetry: Option<Arc<Telemetry>>,
 }
 
 impl std::fmt::Debug for EngineConfig<'_> {
@@ -100,6 +107,23 @@ struct Shared {
     /// Cancelled when the user aborts or the target is gone: stops dispatch, then all.
     halt: CancellationToken,
     gone: OnceLock<String>,
+    telemetry: Option<Traced>,
+}
+
+/// What a traced run needs besides the telemetry: the wall-clock time of the run's start
+/// (spans carry wall-clock times; the engine counts from a monotonic start), where the
+/// attempts go, and the attributes every duration measurement carries.
+struct Traced {
+    telemetry: Arc<Telemetry>,
+    wall: SystemTime,
+    target: Target,
+    base: Vec<KeyValue>,
+}
+
+impl Traced {
+    fn wall(&self, at: Duration) -> SystemTime {
+        self.wall + at
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -157,11 +181,26 @@ where
     A: Iterator<Item = Arrival> + Send + 'static,
 {
     let plan = Arc::new(config.plan.clone());
+    let start = Instant::now();
+    let telemetry = config.telemetry.map(|telemetry| {
+        let target = Target::new(&config.base_url);
+        let base = vec![
+            KeyValue::new("chaos.policy", config.policy.name.clone()),
+            KeyValue::new("server.address", target.host.clone()),
+            KeyValue::new("server.port", target.port),
+        ];
+        Traced {
+            telemetry,
+            wall: SystemTime::now(),
+            target,
+            base,
+        }
+    });
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
         recorder: Mutex::new(Recorder::new(plan.fault_window)),
         in_flight: AtomicU32::new(0),
-        start: Instant::now(),
+        start,
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http: config.http,
@@ -170,6 +209,7 @@ where
         refusing_since: AtomicU64::new(0),
         halt: config.abort.child_token(),
         gone: OnceLock::new(),
+        telemetry,
     });
     let tasks = TaskTracker::new();
     // Cancelled when the drain ends: requests still running stop and count as unfinished.
@@ -227,6 +267,18 @@ where
     let elapsed = shared.now();
     let recorder = std::mem::take(&mut *lock(&shared.recorder));
     let client = lock(&shared.client);
+    if let Some(traced) = &shared.telemetry {
+        let now = client.clock().max(elapsed);
+        traced.telemetry.meters().publish(
+            &shared.policy,
+            Counts::of(
+                &recorder,
+                client.breaker_trips(),
+                client.breaker_state(now),
+                client.budget_level(now),
+            ),
+        );
+    }
     let run = RunCounts {
         logical: recorder.logical,
         duration: recorder.last_send,
@@ -308,13 +360,21 @@ async fn sample_every_second(
             () = sleep_until(sample_at) => {}
         }
         let now = shared.now();
-        let (budget, breaker) = {
+        let (budget, breaker, trips) = {
             let client = lock(&shared.client);
-            (client.budget_level(now), client.breaker_state(now))
+            (
+                client.budget_level(now),
+                client.breaker_state(now),
+                client.breaker_trips(),
+            )
         };
         let mut recorder = lock(&shared.recorder);
         // The row of the second that is ending, even if this wake-up came late.
         recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
+        if let Some(traced) = &shared.telemetry {
+            let counts = Counts::of(&recorder, trips, breaker, budget);
+            traced.telemetry.meters().publish(&shared.policy, counts);
+        }
         if let Some(progress) = &progress {
             progress(second, &recorder);
         }
@@ -364,13 +424,47 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let lag = shared.now().saturating_sub(arrival.at);
     lock(&shared.recorder).arrived(arrival.at, lag);
+    let traced = shared.telemetry.as_ref();
+    let mut trace = traced.map(|t| {
+        t.telemetry.begin(
+            shared.seed,
+            arrival.index,
+            t.wall(arrival.at),
+            About {
+                policy: &shared.policy,
+                kind: &kind.name,
+                method: &kind.method,
+                route: &kind.path,
+                request_id: &id,
+            },
+        )
+    });
     // The time is read under the lock, so the client hears of times in the order they
     // were read.
-    let (mut session, mut action) = lock(&shared.client).start(kind.policy_request(), shared.now());
+    let (mut session, mut action) = {
+        let mut client = lock(&shared.client);
+        let now = shared.now();
+        let before = client.breaker_state(now);
+        let (session, action) = client.start(kind.policy_request(), now);
+        if let (Some(trace), Some(t)) = (&mut trace, traced) {
+            note(trace, t, &client, before, &session, &action);
+        }
+        (session, action)
+    };
     loop {
         match action {
             Action::Send { attempt, timeout } => {
                 let sent = shared.now();
+                let traceparent = match (&mut trace, traced) {
+                    (Some(trace), Some(t)) => Some(trace.send(
+                        t.telemetry.span_id(),
+                        attempt,
+                        t.wall(sent),
+                        attempt::path_of(kind, arrival.n),
+                        session.violations(),
+                    )),
+                    _ => None,
+                };
                 let spec = AttemptSpec {
                     base_url: &shared.base_url,
                     kind,
@@ -379,6 +473,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     attempt,
                     policy: &shared.policy,
                     timeout,
+                    traceparent: traceparent.as_deref(),
                 };
                 let record_sent = |recorder: &mut Recorder| {
                     recorder.sent(
@@ -394,13 +489,26 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     biased;
                     answer = &mut send => answer,
                     () = stop.cancelled() => {
-                        let mut recorder = lock(&shared.recorder);
-                        if attempt::left_process(send.as_mut()) {
-                            record_sent(&mut recorder);
-                            recorder.abandoned += 1;
-                            running.reached = running.reached.max(Reached::Maybe);
-                        } else {
-                            recorder.cut();
+                        let left = attempt::left_process(send.as_mut());
+                        {
+                            let mut recorder = lock(&shared.recorder);
+                            if left {
+                                record_sent(&mut recorder);
+                                recorder.abandoned += 1;
+                                running.reached = running.reached.max(Reached::Maybe);
+                            } else {
+                                recorder.cut();
+                            }
+                        }
+                        if let (Some(mut trace), Some(t)) = (trace.take(), traced) {
+                            let now = t.wall(shared.now());
+                            if left {
+                                trace.abandon(now);
+                            } else {
+                                // Never on the wire: not an attempt, in the trace either.
+                                trace.cut();
+                            }
+                            t.telemetry.finish(trace, None, now, &t.target);
                         }
                         return;
                     }
@@ -413,29 +521,148 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 {
                     let mut recorder = lock(&shared.recorder);
                     record_sent(&mut recorder);
-                    recorder.attempt_done(answer.outcome, now.saturating_sub(sent));
+                    recorder.attempt_done(
+                        answer.outcome,
+                        now.saturating_sub(sent),
+                        attempt.is_retry(),
+                    );
                 }
-                action = lock(&shared.client).on_outcome(
-                    &mut session,
-                    shared.now(),
-                    answer.outcome,
-                    answer.retry_after,
-                    &mut rng,
-                );
+                if let (Some(trace), Some(t)) = (&mut trace, traced) {
+                    trace.answer(t.wall(now), answer.outcome, answer.duplicate);
+                    t.telemetry.meters().attempt(
+                        now.saturating_sub(sent),
+                        &duration_attributes(t, kind, answer.outcome),
+                    );
+                }
+                action = {
+                    let mut client = lock(&shared.client);
+                    let now = shared.now();
+                    let before = client.breaker_state(now);
+                    let action = client.on_outcome(
+                        &mut session,
+                        now,
+                        answer.outcome,
+                        answer.retry_after,
+                        &mut rng,
+                    );
+                    if let (Some(trace), Some(t)) = (&mut trace, traced) {
+                        note(trace, t, &client, before, &session, &action);
+                    }
+                    action
+                };
             }
             Action::Wait { until } => {
                 tokio::select! {
-                    () = stop.cancelled() => return,
+                    () = stop.cancelled() => {
+                        if let (Some(trace), Some(t)) = (trace.take(), traced) {
+                            t.telemetry.finish(trace, None, t.wall(shared.now()), &t.target);
+                        }
+                        return;
+                    }
                     () = sleep_until(shared.start + until) => {}
                 }
-                action = lock(&shared.client).on_timer(&mut session, shared.now());
+                action = {
+                    let mut client = lock(&shared.client);
+                    let now = shared.now();
+                    let before = client.breaker_state(now);
+                    let action = client.on_timer(&mut session, now);
+                    if let (Some(trace), Some(t)) = (&mut trace, traced) {
+                        note(trace, t, &client, before, &session, &action);
+                    }
+                    action
+                };
             }
             Action::Done(verdict) => {
-                let latency = shared.now().saturating_sub(arrival.at);
+                let end = shared.now();
+                let latency = end.saturating_sub(arrival.at);
                 lock(&shared.recorder).finished(arrival.at, latency, &verdict);
                 running.done = true;
+                if let (Some(trace), Some(t)) = (trace.take(), traced) {
+                    t.telemetry
+                        .finish(trace, Some(&verdict), t.wall(end), &t.target);
+                }
                 return;
             }
         }
     }
+}
+
+/// What the policy just decided, on the trace: a breaker that changed state, the wait
+/// before a retry, or why a retry was refused.
+fn note(
+    trace: &mut LogicalTrace,
+    traced: &Traced,
+    client: &Client,
+    before: Option<BreakerState>,
+    session: &Session,
+    action: &Action,
+) {
+    let now = client.clock();
+    let at = traced.wall(now);
+    let after = client.breaker_state(now);
+    if let (Some(from), Some(to)) = (before, after)
+        && from != to
+    {
+        trace.event(
+            "breaker transition",
+            at,
+            vec![
+                attr("chaos.breaker.from", breaker_name(from)),
+                attr("chaos.breaker.to", breaker_name(to)),
+            ],
+        );
+    }
+    match *action {
+        Action::Wait { .. } => {
+            if let Some(wait) = session.last_wait() {
+                trace.wait(at, wait);
+            }
+        }
+        Action::Done(Verdict::GaveUp { reason, last, .. }) => {
+            let mut attributes = vec![attr("chaos.give_up", reason.name())];
+            if let Some(last) = last {
+                attributes.push(attr("chaos.outcome", last.to_string()));
+            }
+            let name = match reason {
+                GiveUp::BudgetExhausted => {
+                    if let Some(level) = client.budget_level(now) {
+                        attributes.push(attr("chaos.budget.level", level));
+                    }
+                    "retry refused by the budget"
+                }
+                GiveUp::Permanent => "retry refused: permanent outcome",
+                GiveUp::NonIdempotent => "retry refused: not idempotent",
+                GiveUp::BreakerOpen => "attempt refused by the open breaker",
+                GiveUp::Deadline => "retry refused: past the deadline",
+                GiveUp::MaxAttempts => "retry refused: max attempts reached",
+            };
+            trace.event(name, at, attributes);
+        }
+        Action::Send { .. } | Action::Done(Verdict::Succeeded { .. }) => {}
+    }
+}
+
+fn breaker_name(state: BreakerState) -> &'static str {
+    match state {
+        BreakerState::Closed => "closed",
+        BreakerState::Open => "open",
+        BreakerState::HalfOpen => "half_open",
+    }
+}
+
+/// The attributes of `http.client.request.duration`, as the semantic conventions give them.
+fn duration_attributes(traced: &Traced, kind: &RequestKind, outcome: Outcome) -> Vec<KeyValue> {
+    let mut attributes = traced.base.clone();
+    attributes.push(KeyValue::new("http.request.method", kind.method.clone()));
+    attributes.push(KeyValue::new("url.template", kind.path.clone()));
+    match outcome {
+        Outcome::Status(code) => {
+            attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
+            if code >= 400 {
+                attributes.push(KeyValue::new("error.type", code.to_string()));
+            }
+        }
+        other => attributes.push(KeyValue::new("error.type", other.kind())),
+    }
+    attributes
 }

@@ -50,6 +50,9 @@ pub struct RunOptions {
     pub progress: Option<ProgressFactory>,
     /// Says on stderr which policy starts, against which URL.
     pub announce: bool,
+    /// Traces and metrics, when the run exports them (the embedded fault-server's spans
+    /// included).
+    pub telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -93,6 +96,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             let config = ServerConfig {
                 script: script.clone(),
                 seed: plan.seed,
+                tracing: options.telemetry.as_ref().map(|t| t.server_tracing()),
                 ..ServerConfig::default()
             };
             Server::Embedded(
@@ -144,6 +148,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             http: http.clone(),
             abort: options.abort.clone(),
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
+            telemetry: options.telemetry.clone(),
         })
         .await;
         let run = match run {

@@ -166,6 +166,8 @@ pub struct Recorder {
     pub retries: u64,
     pub outcomes: BTreeMap<Outcome, u64>,
     pub give_ups: BTreeMap<GiveUp, u64>,
+    /// The outcomes of retries alone (attempts after a backoff).
+    pub retry_outcomes: BTreeMap<Outcome, u64>,
     pub retried_permanent: Sampled,
     pub retried_non_idempotent: Sampled,
     /// When the last attempt was sent.
@@ -203,6 +205,7 @@ impl Default for Recorder {
             retries: 0,
             outcomes: BTreeMap::new(),
             give_ups: GiveUp::ALL.iter().map(|g| (*g, 0)).collect(),
+            retry_outcomes: BTreeMap::new(),
             retried_permanent: Sampled::default(),
             retried_non_idempotent: Sampled::default(),
             last_send: Duration::ZERO,
@@ -278,9 +281,22 @@ impl Recorder {
         }
     }
 
-    pub fn attempt_done(&mut self, outcome: Outcome, took: Duration) {
+    pub fn attempt_done(&mut self, outcome: Outcome, took: Duration, retry: bool) {
         let _ = self.attempt_latency.record(micros(took));
         *self.outcomes.entry(outcome).or_insert(0) += 1;
+        if retry {
+            *self.retry_outcomes.entry(outcome).or_insert(0) += 1;
+        }
+    }
+
+    /// Retries that succeeded: with the retries answered, the success rate after a
+    /// backoff.
+    pub fn retries_succeeded(&self) -> u64 {
+        self.retry_outcomes
+            .iter()
+            .filter(|(o, _)| o.is_success())
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// How far a logical request got, once it is over.
@@ -367,8 +383,11 @@ mod tests {
                 [Violation::RetriedPermanent].into_iter(),
             );
         }
-        r.attempt_done(Outcome::Status(503), Duration::from_millis(3));
-        r.attempt_done(Outcome::AttemptTimeout, Duration::from_millis(3));
+        r.attempt_done(Outcome::Status(503), Duration::from_millis(3), false);
+        r.attempt_done(Outcome::AttemptTimeout, Duration::from_millis(3), true);
+        r.attempt_done(Outcome::Status(200), Duration::from_millis(3), true);
+        assert_eq!(r.retries_succeeded(), 1);
+        assert_eq!(r.retry_outcomes.values().sum::<u64>(), 2);
         r.finished(
             Duration::from_millis(1500),
             Duration::from_millis(700),

@@ -36,6 +36,7 @@ async fn outcome(addr: SocketAddr) -> Outcome {
         attempt: Attempt::FIRST,
         policy: "t",
         timeout: Some(Duration::from_millis(300)),
+        traceparent: None,
     };
     attempt::send(&client, spec).await.outcome
 }
@@ -177,6 +178,7 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
             attempt: Attempt::FIRST,
             policy: "t",
             timeout: None,
+            traceparent: None,
         },
     )
     .await;

@@ -127,6 +127,7 @@ policies: [ {{ name: once, max_attempts: 1 }} ]
         http,
         abort: CancellationToken::new(),
         progress: None,
+        telemetry: None,
     })
     .await
     .expect("the run completes");
@@ -170,6 +171,7 @@ policies: [ { name: once } ]
             http: harness::attempt::http_client(4).expect("client"),
             abort: CancellationToken::new(),
             progress: None,
+            telemetry: None,
         },
         arrivals,
     )

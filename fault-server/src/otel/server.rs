@@ -8,7 +8,7 @@
 //! (a side effect run twice), the held spans are exported with it, so a forced trace shows
 //! every attempt's server side, not only the last one's.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -76,12 +76,18 @@ impl ServerTracing {
     /// Ends a span now: exports it (and what was held of its trace) if it is sampled or
     /// forced, else holds it.
     pub fn end(&self, span: ServerSpan) {
-        let export = span.sampled || span.forced;
         let trace_id = span.trace_id;
-        let data = span.into_data(self.sink.scope().clone(), SystemTime::now());
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        // A span of a trace exported already (one that ends after the attempt that forced
+        // its trace arrived: a reset request's span ends when its connection goes) goes too.
+        let export = span.sampled || span.forced || held.was_forced(trace_id);
+        let forcing = span.forced || (span.sampled && held.has(trace_id));
+        let data = span.into_data(self.sink.scope().clone(), SystemTime::now());
         if export {
             let earlier = held.take(trace_id);
+            if forcing || !earlier.is_empty() {
+                held.forced(trace_id);
+            }
             drop(held);
             for span in earlier {
                 self.sink.submit(span);
@@ -195,15 +201,39 @@ impl ServerSpan {
     }
 }
 
-/// Unsampled spans by trace, oldest trace forgotten first.
+/// Traces remembered as forced, so their late spans are exported too.
+pub const MAX_FORCED_TRACES: usize = 4096;
+
+/// Unsampled spans by trace, oldest trace forgotten first, and the traces forced lately.
 #[derive(Debug, Default)]
 struct Held {
     by_trace: HashMap<u128, Vec<SpanData>>,
     order: VecDeque<u128>,
     len: usize,
+    forced: HashSet<u128>,
+    forced_order: VecDeque<u128>,
 }
 
 impl Held {
+    fn has(&self, trace_id: u128) -> bool {
+        self.by_trace.contains_key(&trace_id)
+    }
+
+    fn was_forced(&self, trace_id: u128) -> bool {
+        self.forced.contains(&trace_id)
+    }
+
+    fn forced(&mut self, trace_id: u128) {
+        if self.forced.insert(trace_id) {
+            self.forced_order.push_back(trace_id);
+            if self.forced_order.len() > MAX_FORCED_TRACES
+                && let Some(oldest) = self.forced_order.pop_front()
+            {
+                self.forced.remove(&oldest);
+            }
+        }
+    }
+
     fn hold(&mut self, trace_id: u128, span: SpanData) {
         let spans = self.by_trace.entry(trace_id).or_default();
         if spans.is_empty() {
@@ -274,6 +304,17 @@ mod tests {
         assert_eq!(held.take(7).len(), 2);
         assert_eq!(held.len, 1);
         assert_eq!(held.order, VecDeque::from([8]));
+    }
+
+    #[test]
+    fn forced_traces_are_remembered_within_a_bound() {
+        let mut held = Held::default();
+        for t in 0..(MAX_FORCED_TRACES as u128 + 5) {
+            held.forced(t);
+        }
+        assert!(!held.was_forced(0), "the oldest is forgotten");
+        assert!(held.was_forced(MAX_FORCED_TRACES as u128 + 4));
+        assert_eq!(held.forced.len(), MAX_FORCED_TRACES);
     }
 
     #[test]

@@ -166,6 +166,16 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         )
         .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
     }
+    let sampling_ratio = spec.telemetry.and_then(|t| t.sampling_ratio);
+    if let Some(ratio) = sampling_ratio
+        && !(0.0..=1.0).contains(&ratio)
+    {
+        return Err(found(
+            vec![Key("telemetry"), Key("sampling_ratio")],
+            format!("`telemetry.sampling_ratio` is {ratio}: it must be between 0 and 1"),
+        )
+        .hint("0.1 exports one logical request in ten (and every one that breaks an invariant)"));
+    }
     let plan = Plan {
         name,
         description: spec.description,
@@ -180,6 +190,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         policies,
         gates,
         baseline,
+        sampling_ratio,
         warnings,
         text_hash: 0,
     };

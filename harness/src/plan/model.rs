@@ -31,6 +31,9 @@ pub struct Plan {
     pub gates: Vec<Gate>,
     /// How much worse than a baseline each figure may get.
     pub baseline: crate::baseline::Tolerance,
+    /// `telemetry.sampling_ratio`: the share of logical requests traced, when telemetry
+    /// is on and `OTEL_TRACES_SAMPLER_ARG` does not say.
+    pub sampling_ratio: Option<f64>,
     /// What the plan asks for that the harness cannot model (fields of imported configs).
     pub warnings: Vec<String>,
     /// FNV-1a of the plan's text and of the files it imports: with the seed, what a

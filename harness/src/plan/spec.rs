@@ -47,6 +47,19 @@ pub struct PlanSpec {
     /// What a run compared against a baseline may lose before it is a regression.
     #[serde(default)]
     pub baseline: Option<BaselineSpec>,
+    /// How the run's traces are sampled when telemetry is on.
+    #[serde(default)]
+    pub telemetry: Option<TelemetrySpec>,
+}
+
+/// `telemetry: { sampling_ratio: 0.1 }`: the share of logical requests exported as traces
+/// (`OTEL_TRACES_SAMPLER_ARG` overrides it). Requests that break an invariant are exported
+/// whatever the ratio.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySpec {
+    #[serde(default)]
+    pub sampling_ratio: Option<f64>,
 }
 
 /// `baseline: { tolerance: { amplification: 0.05, p99_ms: { ratio: 0.25, floor: 50 } } }`.

@@ -94,6 +94,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
             digest: Some(plan.digest()),
         },
         ranking: super::rank::rank(&policies),
+        telemetry: None,
         policies,
         baseline: None,
     }
@@ -238,6 +239,7 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         unfinished: r.unfinished,
         attempts: r.attempts,
         retries: r.retries,
+        retries_succeeded: r.retries_succeeded(),
         cut: r.cut,
         success_rate: ratio(r.succeeded, r.offered()),
         amplification: Amplification {

@@ -31,6 +31,9 @@ pub struct Report {
     /// report counts").
     #[serde(default)]
     pub ranking: super::rank::Ranking,
+    /// Where the run's traces and metrics went, and how many spans arrived (`--otlp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<crate::telemetry::TelemetryView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +82,9 @@ pub struct PolicyReport {
     /// Attempts that left the process.
     pub attempts: u64,
     pub retries: u64,
+    /// Retries that succeeded: over `retries`, the success rate after a backoff.
+    #[serde(default)]
+    pub retries_succeeded: u64,
     /// Attempts stopped before they left the process (drain's end, interruption): not in
     /// `attempts`.
     pub cut: u64,
