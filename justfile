@@ -44,3 +44,13 @@ bench-server:
 # Criterion benchmark of the policy core's decision path.
 bench-policy:
     cargo bench -p chaos-policy --bench session
+
+# The docker compose stack: fault-server, harness (plans/compose.yaml), OpenTelemetry
+# collector and Jaeger (docs/docker.md). Jaeger's UI is on http://localhost:16686; reports
+# land in reports/compose/. The harness runs as you, so its reports are yours.
+up:
+    CHAOS_UID="$(id -u)" CHAOS_GID="$(id -g)" docker compose up --build
+
+# Stop the compose stack and remove its containers and network.
+down:
+    docker compose down
