@@ -8,6 +8,9 @@
 #   bench/harness.sh                     # RATE=2000 DURATION=20
 #   RATE=5000 DURATION=30 bench/harness.sh
 #
+# A second harness row, `traced`, runs the same plan with full tracing into
+# bench/otlp-sink.py (a stand-in collector), so the cost of telemetry is measured too.
+#
 # Installs what is missing: hey and GNU time from Debian, oha with `cargo install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,6 +82,27 @@ print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["l
 PY
 )
 
+# The same run with full tracing (every logical request a trace, metrics every 5 s) into
+# bench/otlp-sink.py, a stand-in collector: what telemetry costs the harness's CPU.
+SINK_PORT=${SINK_PORT:-18091}
+python3 bench/otlp-sink.py "$SINK_PORT" >"$OUT/sink.json" 2>/dev/null &
+SINK_PID=$!
+for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$SINK_PORT") 2>/dev/null && break
+    sleep 0.05
+done
+echo "harness with tracing: $RATE req/s for ${DURATION}s" >&2
+t_cpu=$(OTEL_TRACES_SAMPLER_ARG=1 cpu_of "$OUT/harness-traced" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-traced" --otlp "http://127.0.0.1:$SINK_PORT" "$OUT/plan.yaml")
+kill -INT "$SINK_PID" 2>/dev/null; wait "$SINK_PID" 2>/dev/null || true
+read -r t_logical t_lag_p50 t_lag_p99 t_p50 t_p99 t_spans t_dropped < <(python3 - "$OUT/report-traced/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["policies"][0]
+t = r.get("telemetry", {})
+print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"], t.get("spans_exported", 0), t.get("spans_dropped", 0))
+PY
+)
+
 echo "oha: $RATE req/s for ${DURATION}s" >&2
 o_cpu=$(cpu_of "$OUT/oha" oha --no-tui --output-format json -q "$RATE" -z "${DURATION}s" -c "$CONNECTIONS" --latency-correction "$URL")
 read -r o_count o_p50 o_p99 < <(python3 - "$OUT/oha.out" <<'PY'
@@ -106,5 +130,9 @@ echo
 echo "target $RATE req/s for ${DURATION}s, $CONNECTIONS connections for oha/hey, $(nproc) cores, faultless fault-server"
 printf "%-8s %10s %12s %10s %9s %9s %9s %9s\n" tool "cpu-s/100k" "achieved/s" "rate err" "p50 ms" "p99 ms" "lag p50" "lag p99"
 row harness "$h_cpu" "$h_logical" "$h_p50" "$h_p99" "$h_lag_p50" "$h_lag_p99"
+row traced "$t_cpu" "$t_logical" "$t_p50" "$t_p99" "$t_lag_p50" "$t_lag_p99"
 row oha "$o_cpu" "$o_count" "$o_p50" "$o_p99" "–" "–"
 row hey "$y_cpu" "$y_count" "$y_p50" "$y_p99" "–" "–"
+echo
+echo "traced: the harness exporting every logical request as a trace ($t_spans spans exported, $t_dropped dropped) to bench/otlp-sink.py"
+awk -v a="$h_cpu" -v b="$t_cpu" 'BEGIN { printf "tracing costs %.2fx the CPU of the untraced run\n", b / a }'

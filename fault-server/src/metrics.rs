@@ -102,7 +102,26 @@ impl Metrics {
             );
         }
 
-        let simple: [(&str, &str, &str, u64); 6] = [
+        let (attempts, logical) = ledger.totals();
+        let simple: [(&str, &str, &str, u64); 9] = [
+            (
+                "fault_server_ledger_attempts",
+                "gauge",
+                "Attempts the ledger counted since its last reset (requests with an x-request-id).",
+                attempts,
+            ),
+            (
+                "fault_server_ledger_logical_requests",
+                "gauge",
+                "Logical requests (distinct x-request-id) the ledger counted since its last reset.",
+                logical,
+            ),
+            (
+                "fault_server_ledger_retries",
+                "gauge",
+                "Attempts beyond the first of their logical request, since the last reset: with the attempts, the server-side retry rate.",
+                attempts.saturating_sub(logical),
+            ),
             (
                 "fault_server_requests_received_total",
                 "counter",
@@ -199,6 +218,8 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -209,8 +230,15 @@ mod tests {
         ledger.record_outcome(Outcome::Status(503));
         ledger.record_outcome(Outcome::Reset);
         ledger.record_fault(crate::script::FaultKind::Reset, "p");
-        // A ledger reset does not reset the metrics.
+        // A ledger reset does not reset the lifetime counters; the ledger's gauges start
+        // again from zero.
         ledger.reset();
+        let who = crate::ledger::RequestIdentity {
+            request_id: Some("a-1"),
+            policy: Some("a"),
+        };
+        ledger.record_request(who, Duration::ZERO);
+        ledger.record_request(who, Duration::ZERO);
         let text = metrics.render(
             &ledger,
             CapacityGauges {
@@ -228,6 +256,9 @@ mod tests {
         assert!(text.contains("fault_server_queue_depth 1\n"));
         assert!(text.contains("fault_server_capacity 4\n"));
         assert!(text.contains("fault_server_script_phases 3\n"));
+        assert!(text.contains("fault_server_ledger_attempts 2\n"));
+        assert!(text.contains("fault_server_ledger_logical_requests 1\n"));
+        assert!(text.contains("fault_server_ledger_retries 1\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (series, value) = line.rsplit_once(' ').expect("name value");
             assert!(value.parse::<u64>().is_ok(), "{line}");

@@ -294,9 +294,10 @@ fn chaos(args: ChaosArgs) -> u8 {
         && !quiet
     {
         eprintln!(
-            "exporting traces (sampling {:.0}% of logical requests, and every one that breaks an invariant) and metrics to {}",
+            "exporting traces (sampling {:.0}% of logical requests, and every one that breaks an invariant) to {} and metrics to {}",
             t.ratio() * 100.0,
-            t.endpoint()
+            t.endpoint(),
+            t.metrics_endpoint()
         );
     }
     let show_progress = !quiet && std::io::stderr().is_terminal();
@@ -323,6 +324,11 @@ fn chaos(args: ChaosArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
+    if let Some(view) = &telemetry_view
+        && (!quiet || view.spans_dropped > 0)
+    {
+        eprintln!("{}", view.describe());
+    }
     report.telemetry = telemetry_view;
     if let Some((b, file)) = &against {
         baseline::attach(&mut report, b, file, &plan.baseline);

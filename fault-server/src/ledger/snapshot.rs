@@ -72,6 +72,13 @@ pub struct LedgerSnapshot {
 }
 
 impl Ledger {
+    /// Attempts and logical requests since the last reset, without the rest of a
+    /// snapshot: what `/metrics` shows of the ledger.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        let inner = self.lock();
+        (inner.attempts, inner.logical)
+    }
+
     /// The current totals.
     pub fn snapshot(&self) -> LedgerSnapshot {
         let inner = self.lock();

@@ -215,6 +215,9 @@ pub fn render(report: &Report) -> String {
         },
         esc(&report.generated_at)
     );
+    if let Some(telemetry) = &report.telemetry {
+        let _ = write!(out, "<p class=\"meta\">{}</p>", esc(&telemetry.describe()));
+    }
     let _ = write!(
         out,
         "<h2>Summary</h2><pre>{}</pre>",

@@ -147,6 +147,9 @@ pub fn render(report: &Report) -> String {
         });
         let _ = writeln!(out, "Faults: {}{window}.\n", plan.faults.join(", "));
     }
+    if let Some(telemetry) = &report.telemetry {
+        let _ = writeln!(out, "{}\n", telemetry.describe());
+    }
     let _ = writeln!(out, "## Summary\n\n```\n{}```\n", summary_table(report));
     ranking_section(&mut out, report);
     if let Some(comparison) = &report.baseline {

@@ -51,15 +51,37 @@ pub struct TelemetryView {
     pub endpoint: String,
     /// The share of logical requests sampled.
     pub sampling_ratio: f64,
-    /// Logical requests exported as traces, and of those, how many only because they
-    /// broke an invariant.
-    pub traces_exported: u64,
+    /// Logical requests handed to the exporter as traces, and of those, how many only
+    /// because they broke an invariant (the ratio did not sample them).
+    pub traces: u64,
     pub traces_forced: u64,
     /// Spans accepted by the collector, and spans lost (a full queue, a failed export,
     /// or still queued when the final flush ran out of time): the harness's and the
     /// embedded fault-server's together.
     pub spans_exported: u64,
     pub spans_dropped: u64,
+}
+
+impl TelemetryView {
+    /// One sentence for the report.
+    pub fn describe(&self) -> String {
+        let lost = if self.spans_dropped == 0 {
+            "none lost".to_owned()
+        } else {
+            format!(
+                "{} lost (a collector down, slow, or a full queue: the traces are incomplete)",
+                self.spans_dropped
+            )
+        };
+        format!(
+            "Telemetry: {} logical requests traced ({:.0}% sampled, {} more only because they broke an invariant); {} spans exported to {}, {lost}.",
+            self.traces,
+            self.sampling_ratio * 100.0,
+            self.traces_forced,
+            self.spans_exported,
+            self.endpoint,
+        )
+    }
 }
 
 /// A run's telemetry.
@@ -132,6 +154,10 @@ impl Telemetry {
 
     pub fn endpoint(&self) -> &str {
         &self.config.traces_endpoint
+    }
+
+    pub fn metrics_endpoint(&self) -> &str {
+        &self.config.metrics_endpoint
     }
 
     pub fn ratio(&self) -> f64 {
@@ -209,7 +235,7 @@ impl Telemetry {
         TelemetryView {
             endpoint: self.config.traces_endpoint.clone(),
             sampling_ratio: self.ratio,
-            traces_exported: self.traces.load(Ordering::Relaxed),
+            traces: self.traces.load(Ordering::Relaxed),
             traces_forced: self.forced.load(Ordering::Relaxed),
             spans_exported: counts.exported,
             spans_dropped: counts.dropped,
