@@ -3,11 +3,12 @@
 
 Accepts POST /v1/traces and /v1/metrics (http/protobuf) and answers 200 with an empty
 export response, as a collector does. On exit (SIGINT or SIGTERM) it prints what it
-received: requests and bytes per signal and, when the `opentelemetry-proto` package is
-installed (`pip install opentelemetry-proto`), spans by service and kind, traces, and the
-metric names.
+received: requests and bytes per signal and, with `--decode` (needs the
+`opentelemetry-proto` package: `pip install opentelemetry-proto`), spans by service and
+kind, traces, and the metric names. Benchmarks run it without `--decode`, so the sink's
+own CPU stays small on a shared machine.
 
-    python3 bench/otlp-sink.py [PORT]          # default 4318
+    python3 bench/otlp-sink.py [--decode] [PORT]          # default 4318
 """
 import json
 import signal
@@ -16,7 +17,10 @@ import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+DECODE = "--decode" in sys.argv[1:]
 try:
+    if not DECODE:
+        raise ImportError("not asked to decode")
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
     DECODE = True
@@ -85,7 +89,8 @@ def report(*_):
 
 
 if __name__ == "__main__":
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 4318
+    args = [a for a in sys.argv[1:] if a != "--decode"]
+    port = int(args[0]) if args else 4318
     signal.signal(signal.SIGTERM, report)
     signal.signal(signal.SIGINT, report)
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
