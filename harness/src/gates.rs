@@ -152,7 +152,7 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                     "did not recover to the pre-fault success rate (or no fault window)".to_owned()
                 }
                 None if *metric == Metric::Synchrony => {
-                    "no synchrony: the plan has no windowed fault phase (`from:`/`until:`) to measure it across, or no attempt was sent in it".to_owned()
+                    "no synchrony: the plan has no windowed fault phase (`from:`/`until:`) to measure it across, or fewer retries were sent in it than it has 50 ms buckets (under one per 50 ms: too few to tell waves from chance)".to_owned()
                 }
                 None if is_latency(*metric) => format!(
                     "{} of the offered load is unbounded: {} of {} arrivals ({:.1}%) were dropped, and a dropped arrival never completes",

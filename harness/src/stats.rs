@@ -80,16 +80,18 @@ pub const WAVE_BUCKET: Duration = Duration::from_millis(50);
 /// its first hour.
 pub const MAX_WAVE_BUCKETS: usize = 72_000;
 
-/// Attempts per 50 ms across the fault window, by send time: fine enough to show retries
-/// arriving in waves. Its memory is the window's length over [`WAVE_BUCKET`], fixed when
-/// it is made; an attempt sent outside the window is not counted here.
+/// Retries per 50 ms across the fault window, by send time: fine enough to show them
+/// arriving in waves. Retries alone, because first attempts follow the offered load, the
+/// same for every policy; the retries are the policy's own shape. Its memory is the
+/// window's length over [`WAVE_BUCKET`], fixed when it is made; a retry sent outside the
+/// window is not counted here.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Waves {
     /// The window's start.
     pub from: Duration,
     /// The window's end (exclusive).
     pub until: Duration,
-    /// Attempts sent in `[from + i·50 ms, from + (i+1)·50 ms)`; the last bucket may be
+    /// Retries sent in `[from + i·50 ms, from + (i+1)·50 ms)`; the last bucket may be
     /// cut short by the window's end.
     pub buckets: Vec<u64>,
 }
@@ -111,7 +113,7 @@ impl Waves {
         }
     }
 
-    /// An attempt sent at `at`.
+    /// A retry sent at `at`.
     pub fn record(&mut self, at: Duration) {
         let Some(since) = at.checked_sub(self.from).filter(|_| at < self.until) else {
             return;
@@ -126,13 +128,19 @@ impl Waves {
     }
 }
 
-/// How synchronised the attempts across a window were: the busiest bucket over the mean
-/// bucket. 1 is a perfectly even spread; retries that arrive in waves make it several
-/// times that. `None` for an empty window or one without attempts.
+/// How synchronised the retries across a window were: the busiest bucket over the mean
+/// bucket, from the first bucket with a retry to the last (a short outage's retries all
+/// fall early in its window: that is not a wave). 1 is a perfectly even spread; retries
+/// that arrive in waves make it several times that. `None` without retries, and for
+/// fewer retries than buckets in that stretch: below one retry per 50 ms on average, the
+/// busiest bucket is chance (three retries in one bucket of sixty reads as 60), not a wave.
 pub fn synchrony(buckets: &[u64]) -> Option<f64> {
-    let total: u64 = buckets.iter().sum();
-    let peak = buckets.iter().copied().max()?;
-    (total > 0).then(|| peak as f64 * buckets.len() as f64 / total as f64)
+    let first = buckets.iter().position(|n| *n > 0)?;
+    let last = buckets.iter().rposition(|n| *n > 0)?;
+    let active = &buckets[first..=last];
+    let total: u64 = active.iter().sum();
+    let peak = active.iter().copied().max()?;
+    (total >= active.len() as u64).then(|| peak as f64 * active.len() as f64 / total as f64)
 }
 
 /// Counters of a policy's run. `logical` counts the arrivals that were sent; with
@@ -263,7 +271,7 @@ impl Recorder {
     ) {
         self.attempts += 1;
         self.last_send = self.last_send.max(now);
-        if let Some(waves) = &mut self.waves {
+        if retry && let Some(waves) = &mut self.waves {
             waves.record(now);
         }
         self.second(scheduled).scheduled_attempts += 1;
@@ -429,16 +437,18 @@ mod tests {
     }
 
     fn send_at(r: &mut Recorder, at: Duration) {
-        r.sent(at, at, false, "id", std::iter::empty());
+        r.sent(at, at, true, "id", std::iter::empty());
     }
 
     #[test]
-    fn attempts_land_in_their_50ms_bucket_of_the_fault_window_only() {
+    fn retries_land_in_their_50ms_bucket_of_the_fault_window_only() {
         // A window of 3.02 s: 61 buckets, the last one 20 ms long.
         let mut r = Recorder::new(Some((ms(3000), ms(6020))));
         for at in [2999, 3000, 3049, 3050, 4525, 6019, 6020, 9000] {
             send_at(&mut r, ms(at));
         }
+        // First attempts follow the offered load: not the policy's waves.
+        r.sent(ms(3000), ms(3000), false, "id", std::iter::empty());
         let waves = r.waves.as_ref().expect("a window");
         assert_eq!(waves.buckets.len(), 61);
         let hits: Vec<(usize, u64)> = waves
@@ -449,7 +459,7 @@ mod tests {
             .filter(|(_, n)| *n > 0)
             .collect();
         assert_eq!(hits, [(0, 2), (1, 1), (30, 1), (60, 1)]);
-        assert_eq!(r.attempts, 8, "every attempt still counts in the totals");
+        assert_eq!(r.attempts, 9, "every attempt still counts in the totals");
         assert_eq!(Recorder::new(None).waves, None, "no window, no buckets");
     }
 
@@ -470,10 +480,25 @@ mod tests {
     fn synchrony_is_the_peak_bucket_over_the_mean() {
         let table: &[(&str, &[u64], Option<f64>)] = &[
             ("even", &[10, 10, 10, 10], Some(1.0)),
-            ("one wave in four buckets", &[0, 40, 0, 0], Some(4.0)),
-            ("waves every other bucket", &[20, 0, 20, 0], Some(2.0)),
+            (
+                "one wave in a trickle",
+                &[1, 40, 1, 2],
+                Some(40.0 * 4.0 / 44.0),
+            ),
+            ("waves every other bucket", &[20, 0, 20, 0], Some(1.5)),
             ("a ramp", &[1, 2, 3, 4], Some(1.6)),
-            ("no attempts", &[0, 0, 0], None),
+            (
+                "quiet stretches at either end",
+                &[0, 0, 10, 10, 0],
+                Some(1.0),
+            ),
+            (
+                "a lone wave: nothing to stand out from",
+                &[0, 40, 0, 0],
+                Some(1.0),
+            ),
+            ("fewer retries than buckets", &[1, 0, 0, 1], None),
+            ("no retries", &[0, 0, 0], None),
             ("no window", &[], None),
         ];
         for (name, buckets, expected) in table {

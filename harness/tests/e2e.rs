@@ -344,27 +344,28 @@ gates: [ client_server_agree ]
     server.shutdown().await;
 }
 
-/// A 150 ms outage, then a slower but healthy server: the window is 1 s of 50 ms buckets.
+/// An 800 ms outage that a batch of 100 requests meets as it starts (200 req/s around it):
+/// the window is 800 ms of 50 ms buckets.
 const SHORT_OUTAGE: &str = r#"
 name: short-outage
 seed: 7
-duration: 1500ms
+duration: 1700ms
 drain: 1s
 load:
-  rate: 400
+  rate: 200
   arrivals: uniform
+  stages: [ { hold: 475ms }, { to: 4000, over: 1ms }, { hold: 25ms }, { to: 200, over: 1ms }, { hold: 1198ms } ]
   requests: [ { name: r, path: / } ]
 faults:
-  - { name: outage, from: 500ms, until: 650ms, respond: [ { status: 503 } ] }
-  - { name: warming-up, from: 650ms, until: 1500ms, respond: [ { fault: delay, delay: 5ms } ] }
+  - { name: outage, from: 450ms, until: 1250ms, respond: [ { status: 503 } ] }
 policies:
-  - { name: fixed, max_attempts: 4, attempt_timeout: 1s, backoff: { fixed: 50ms } }
+  - { name: fixed, max_attempts: 4, attempt_timeout: 1s, backoff: { fixed: 200ms } }
   - name: full-jitter
     max_attempts: 4
     attempt_timeout: 1s
-    backoff: { exponential: { base: 100ms, multiplier: 2, cap: 1s }, jitter: full }
+    backoff: { exponential: { base: 400ms, multiplier: 2, cap: 1s }, jitter: full }
 gates:
-  - { metric: synchrony, max: 2.5 }
+  - { metric: synchrony, max: 2 }
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -375,23 +376,33 @@ async fn fixed_interval_retries_arrive_in_a_wave_that_jitter_spreads() {
     for p in [fixed, jittered] {
         assert_eq!(
             p.waves_50ms.len(),
-            20,
+            16,
             "{}: one bucket per 50 ms of the window",
             p.name
         );
     }
+    // The batch's retries come back together every 200 ms under the fixed policy: a
+    // wave may straddle two buckets (the server's answers to a batch take a few ms), so
+    // waves are counted over 100 ms: the busiest 100 ms over the mean 100 ms.
+    let pairs = |w: &[u64]| {
+        let sums: Vec<u64> = w.windows(2).map(|p| p[0] + p[1]).collect();
+        let mean = sums.iter().sum::<u64>() as f64 / sums.len() as f64;
+        sums.iter().copied().max().unwrap_or(0) as f64 / mean
+    };
+    let (fw, jw) = (pairs(&fixed.waves_50ms), pairs(&jittered.waves_50ms));
+    // Measured (four runs): fixed 2.26 to 2.29, full jitter 1.37 to 1.41.
+    assert!(fw > 1.9, "fixed: {fw} {:?}", fixed.waves_50ms);
+    assert!(jw < 1.8, "full jitter: {jw} {:?}", jittered.waves_50ms);
+    // The report's figure ranks them the same way, and the gate passes the spread one.
+    // Measured (four runs): fixed 1.90 to 2.64 (lower when a wave straddles two
+    // buckets), full jitter 1.58 to 1.67.
     let (f, j) = (
-        fixed.synchrony.expect("a window with attempts"),
-        jittered.synchrony.expect("a window with attempts"),
+        fixed.synchrony.expect("a window with retries"),
+        jittered.synchrony.expect("a window with retries"),
     );
-    // Every request that failed in the outage retries 50 ms later, again and again: they
-    // all land in the first 50 ms after it, four times the arrival rate. Measured: 3.0
-    // against 1.8.
-    assert!(f > 2.6, "fixed: {f} {:?}", fixed.waves_50ms);
-    assert!(j < 2.2, "full jitter: {j} {:?}", jittered.waves_50ms);
-    assert!(!gate(fixed, "synchrony <= 2.5"), "fixed: {:?}", fixed.gates);
+    assert!(f > j, "fixed {f} against full jitter {j}");
     assert!(
-        gate(jittered, "synchrony <= 2.5"),
+        gate(jittered, "synchrony <= 2"),
         "full jitter: {:?}",
         jittered.gates
     );

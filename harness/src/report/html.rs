@@ -1,6 +1,6 @@
 //! `report.html`: one self-contained file (no network, no JavaScript needed) with inline
 //! SVG charts: offered load against attempts reaching the server per second for every
-//! policy, so a storm is visible at a glance; the waves (attempts per 50 ms across the
+//! policy, so a storm is visible at a glance; the waves (retries per 50 ms across the
 //! fault window, a line per policy: retries in phase or spread); latency percentiles;
 //! budget and breaker over time.
 
@@ -315,7 +315,7 @@ fn ranking_html(out: &mut String, ranking: &super::Ranking) {
 /// mean of consecutive 50 ms buckets (its numbers in report.json stay whole).
 const WAVE_POINTS: usize = 1200;
 
-/// Attempts per 50 ms across the fault window, a line per policy: fixed intervals show as
+/// Retries per 50 ms across the fault window, a line per policy: fixed intervals show as
 /// waves in phase, jitter as an even band.
 fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
     let Some([from, _]) = report.plan.fault_window_s else {
@@ -370,9 +370,9 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
         len: points,
         tick,
     };
-    out.push_str("<h2 id=\"waves\">Waves: attempts per 50 ms across the fault window</h2>");
+    out.push_str("<h2 id=\"waves\">Waves: retries per 50 ms across the fault window</h2>");
     out.push_str(&chart_on(
-        "attempts sent per 50 ms during the fault window, per policy (synchrony: busiest 50 ms over the mean)",
+        "retries sent per 50 ms during the fault window, per policy (synchrony: busiest 50 ms over the mean; – : fewer retries than 50 ms buckets)",
         &axis,
         &lines,
         None,

@@ -111,11 +111,12 @@ pub struct PolicyReport {
     pub ledger: Option<LedgerView>,
     pub series: Vec<SeriesPoint>,
     pub gates: Vec<GateResult>,
-    /// The busiest 50 ms of the fault window over its mean 50 ms, in attempts sent: 1 is
-    /// an even spread, retries in waves make it more. Null without a fault window.
+    /// The busiest 50 ms of the fault window over its mean 50 ms, in retries sent: 1 is an
+    /// even spread, retries in waves make it more. Null without a fault window or with
+    /// fewer retries in it than 50 ms buckets.
     #[serde(default)]
     pub synchrony: Option<f64>,
-    /// Attempts sent in each 50 ms of the fault window, from its start; empty without one.
+    /// Retries sent in each 50 ms of the fault window, from its start; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves_50ms: Vec<u64>,
 }
