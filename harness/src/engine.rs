@@ -635,6 +635,7 @@ fn note(
                 GiveUp::BreakerOpen => "attempt refused by the open breaker",
                 GiveUp::Deadline => "retry refused: past the deadline",
                 GiveUp::MaxAttempts => "retry refused: max attempts reached",
+                GiveUp::NoRetry => "retry refused: the tier behind gave up",
             };
             trace.event(name, at, attributes);
         }

@@ -38,6 +38,10 @@ pub struct PolicyConfig {
     pub retry_after: RetryAfter,
     pub budget: Option<BudgetConfig>,
     pub breaker: Option<BreakerConfig>,
+    /// Do not retry an answer that says the service behind it already gave up (a relay
+    /// tier's `x-chaos-no-retry`, the SRE book's "overloaded; don't retry"): in a call
+    /// chain, only the tier next to the failure retries.
+    pub honor_no_retry: bool,
 }
 
 impl Default for PolicyConfig {
@@ -54,6 +58,7 @@ impl Default for PolicyConfig {
             retry_after: RetryAfter::Ignore,
             budget: None,
             breaker: None,
+            honor_no_retry: false,
         }
     }
 }

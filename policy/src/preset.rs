@@ -323,6 +323,9 @@ impl Preset {
                     min_per_sec: 0.0,
                     ttl: secs(120),
                 }),
+                // "If a backend has given up retrying, it should reply 'overloaded; don't
+                // retry'": retry at one tier only.
+                honor_no_retry: true,
                 ..base
             },
         }

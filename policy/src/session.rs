@@ -52,16 +52,19 @@ pub enum GiveUp {
     NonIdempotent,
     /// The next attempt could not start before the deadline.
     Deadline,
+    /// The answer said the service behind it had already given up (`honor_no_retry`).
+    NoRetry,
 }
 
 impl GiveUp {
-    pub const ALL: [GiveUp; 6] = [
+    pub const ALL: [GiveUp; 7] = [
         GiveUp::BudgetExhausted,
         GiveUp::BreakerOpen,
         GiveUp::MaxAttempts,
         GiveUp::Permanent,
         GiveUp::NonIdempotent,
         GiveUp::Deadline,
+        GiveUp::NoRetry,
     ];
 
     /// The report's name for it.
@@ -73,6 +76,7 @@ impl GiveUp {
             GiveUp::Permanent => "permanent",
             GiveUp::NonIdempotent => "non_idempotent",
             GiveUp::Deadline => "deadline",
+            GiveUp::NoRetry => "no_retry",
         }
     }
 }
@@ -278,10 +282,26 @@ impl Client {
 
     /// Starts a logical request at `now` (its deadline counts from there).
     pub fn start(&mut self, request: Request, now: Duration) -> (Session, Action) {
+        self.start_within(request, now, None)
+    }
+
+    /// [`Client::start`] for a request that must be over within `limit` of `now` as well
+    /// (a deadline propagated by the caller): the nearer of it and the policy's own.
+    pub fn start_within(
+        &mut self,
+        request: Request,
+        now: Duration,
+        limit: Option<Duration>,
+    ) -> (Session, Action) {
         let now = self.tick(now);
+        let own = self.policy.config().deadline;
+        let deadline = match (own, limit) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut session = Session {
             request,
-            deadline: self.policy.config().deadline.map(|d| now + d),
+            deadline: deadline.map(|d| now + d),
             attempt: Attempt::FIRST,
             sent: 0,
             phase: Phase::Sent,
@@ -309,6 +329,21 @@ impl Client {
         retry_after: Option<Duration>,
         rng: &mut R,
     ) -> Action {
+        self.on_answer(session, now, outcome, retry_after, false, rng)
+    }
+
+    /// [`Client::on_outcome`] for an answer that may say the service behind it already
+    /// gave up (`no_retry`): a policy with `honor_no_retry` then gives up too, rather than
+    /// multiply the load of a call chain.
+    pub fn on_answer<R: Rng + ?Sized>(
+        &mut self,
+        session: &mut Session,
+        now: Duration,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        no_retry: bool,
+        rng: &mut R,
+    ) -> Action {
         debug_assert_eq!(
             session.phase,
             Phase::Sent,
@@ -333,6 +368,9 @@ impl Client {
         }
         if !retryable {
             return self.finish(session, now, Some(GiveUp::Permanent));
+        }
+        if no_retry && config.honor_no_retry {
+            return self.finish(session, now, Some(GiveUp::NoRetry));
         }
         if !session.request.is_idempotent()
             && !outcome.proves_unsent()
