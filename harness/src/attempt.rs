@@ -34,6 +34,9 @@ pub struct AttemptSpec<'a> {
     pub timeout: Option<Duration>,
     /// The W3C `traceparent` to send, when the run is traced.
     pub traceparent: Option<&'a str>,
+    /// Say how long this attempt will be waited for (`x-chaos-deadline-ms`), for relay
+    /// tiers to end their own retries by then.
+    pub propagate_deadline: bool,
 }
 
 /// What came back: the outcome, the server's `Retry-After` if it sent one, and whether
@@ -43,6 +46,8 @@ pub struct Answer {
     pub outcome: Outcome,
     pub retry_after: Option<Duration>,
     pub duplicate: bool,
+    /// The answer came from a relay tier that gave up (`x-chaos-no-retry`).
+    pub no_retry: bool,
 }
 
 /// How far an attempt got before it ended or was stopped.
@@ -173,6 +178,12 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
     }
     if let Some(timeout) = spec.timeout {
         request = request.timeout(timeout);
+        if spec.propagate_deadline {
+            request = request.header(
+                crate::relay::DEADLINE_MS,
+                timeout.as_millis().max(1).to_string(),
+            );
+        }
     }
     // The pool hands the request to an idle connection within this first poll, unless a
     // new connection must be made first (then the connector marks it as connecting).
@@ -186,22 +197,26 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
                 .and_then(|v| v.to_str().ok())
                 .and_then(parse_retry_after);
             let duplicate = response.headers().contains_key("x-chaos-duplicate");
+            let no_retry = response.headers().contains_key(crate::relay::NO_RETRY);
             match response.bytes().await {
                 Ok(_) => Answer {
                     outcome: Outcome::Status(status),
                     retry_after,
                     duplicate,
+                    no_retry,
                 },
                 Err(e) if e.is_timeout() => Answer {
                     outcome: Outcome::AttemptTimeout,
                     retry_after: None,
                     duplicate,
+                    no_retry: false,
                 },
                 // The status line and headers came; the body did not, in full.
                 Err(_) => Answer {
                     outcome: Outcome::TruncatedBody,
                     retry_after: None,
                     duplicate,
+                    no_retry: false,
                 },
             }
         }
@@ -209,6 +224,7 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
             outcome: classify(&e),
             retry_after: None,
             duplicate: false,
+            no_retry: false,
         },
     }
 }

@@ -474,6 +474,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     policy: &shared.policy,
                     timeout,
                     traceparent: traceparent.as_deref(),
+                    propagate_deadline: !shared.plan.tiers.is_empty(),
                 };
                 let record_sent = |recorder: &mut Recorder| {
                     recorder.sent(
@@ -538,11 +539,12 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     let mut client = lock(&shared.client);
                     let now = shared.now();
                     let before = client.breaker_state(now);
-                    let action = client.on_outcome(
+                    let action = client.on_answer(
                         &mut session,
                         now,
                         answer.outcome,
                         answer.retry_after,
+                        answer.no_retry,
                         &mut rng,
                     );
                     if let (Some(trace), Some(t)) = (&mut trace, traced) {

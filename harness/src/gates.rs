@@ -61,10 +61,15 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
         GateKind::Check(Check::AmplificationWithinBudget) => {
             // The bound is per logical request the client issued, so the server's count of
             // attempts is held to it over the same requests.
-            let server = r
-                .ledger
-                .as_ref()
-                .map(|l| l.attempts as f64 / r.logical as f64);
+            // Behind relay tiers the client's own attempts are what the first tier received;
+            // the leaf's count holds every tier's retries too, which no client budget bounds.
+            let server = match r.tiers.first() {
+                Some(first) => Some(first.received as f64 / r.logical as f64),
+                None => r
+                    .ledger
+                    .as_ref()
+                    .map(|l| l.attempts as f64 / r.logical as f64),
+            };
             let measured = server.unwrap_or(0.0).max(r.amplification.client);
             match r.amplification.budget_bound {
                 Some(bound) => GateResult {
@@ -114,6 +119,40 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 pass: false,
                 measured: None,
                 limit: Some(0.0),
+                detail: "cannot be checked without a fault-server ledger".to_owned(),
+            },
+        },
+        GateKind::Check(Check::RetriesAtOneTier) => {
+            let mut hops = vec![("client", r.retries)];
+            hops.extend(r.tiers.iter().map(|t| (t.name.as_str(), t.retries)));
+            let retrying = hops.iter().filter(|(_, n)| *n > 0).count();
+            GateResult {
+                name,
+                pass: retrying <= 1,
+                measured: Some(retrying as f64),
+                limit: Some(1.0),
+                detail: format!(
+                    "{retrying} hop(s) sent retries: {}",
+                    hops.iter()
+                        .map(|(hop, n)| format!("{hop} {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+        GateKind::Check(Check::ClientServerAgree) if !r.tiers.is_empty() => match &r.ledger {
+            Some(l) => GateResult {
+                name,
+                pass: l.reconciled,
+                measured: Some(l.attempts as f64),
+                limit: r.tiers.last().map(|t| t.sent as f64),
+                detail: hop_detail(r, l.attempts),
+            },
+            None => GateResult {
+                name,
+                pass: false,
+                measured: None,
+                limit: None,
                 detail: "cannot be checked without a fault-server ledger".to_owned(),
             },
         },
@@ -203,6 +242,21 @@ fn bound_text(min: Option<f64>, max: Option<f64>) -> String {
     }
 }
 
+/// Every hop of a chain: what each sent and the next received.
+fn hop_detail(r: &PolicyReport, leaf: u64) -> String {
+    let mut parts = Vec::new();
+    let mut from = ("client", r.attempts);
+    for t in &r.tiers {
+        parts.push(format!(
+            "{} sent {} → {} received {}",
+            from.0, from.1, t.name, t.received
+        ));
+        from = (t.name.as_str(), t.sent);
+    }
+    parts.push(format!("{} sent {} → leaf received {leaf}", from.0, from.1));
+    parts.join("; ")
+}
+
 fn round(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -222,5 +276,6 @@ fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
         Metric::DroppedRatio => r.dropped as f64 / r.offered.max(1) as f64,
         Metric::Retries => r.retries as f64,
         Metric::Synchrony => r.synchrony?,
+        Metric::LeafAmplification => r.leaf_amplification?,
     })
 }

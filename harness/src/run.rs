@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::attempt::http_client;
 use crate::engine::{self, EngineConfig, Progress};
 use crate::plan::{NamedPolicy, Plan, Target};
+use crate::relay::{Relay, RelayConfig};
 use crate::report::{self, Ending, PolicyOutcome, Report};
 
 /// Why a run could not be carried out (exit code 3).
@@ -30,6 +31,8 @@ pub enum RunError {
     Client(String),
     #[error("no policy of the plan is named {0}")]
     UnknownPolicy(String),
+    #[error("cannot start relay tier: {0}")]
+    Relay(String),
     #[error("policy `{policy}`: {source}")]
     Engine {
         policy: String,
@@ -138,13 +141,57 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             error = Some(e.to_string());
             break;
         }
+        // Relay tiers, innermost first, each forwarding to the one started before it.
+        let mut relays = Vec::new();
+        let mut next = server.url();
+        for tier in policy.tiers.iter().rev() {
+            match Relay::start(RelayConfig {
+                name: tier.tier.clone(),
+                next: next.clone(),
+                policy: tier.policy.clone(),
+                seed: plan.seed,
+                listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            })
+            .await
+            {
+                Ok(relay) => {
+                    next = relay.url().to_owned();
+                    relays.push(relay);
+                }
+                Err(e) => {
+                    for relay in relays.drain(..) {
+                        relay.shutdown().await;
+                    }
+                    let e = RunError::Relay(e.to_string());
+                    if outcomes.is_empty() {
+                        return Err(e);
+                    }
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if error.is_some() {
+            break;
+        }
+        relays.reverse();
         if options.announce {
-            eprintln!("running policy `{}` against {}", policy.name, server.url());
+            let via: Vec<&str> = relays.iter().map(Relay::name).collect();
+            if via.is_empty() {
+                eprintln!("running policy `{}` against {}", policy.name, server.url());
+            } else {
+                eprintln!(
+                    "running policy `{}` against {} through {}",
+                    policy.name,
+                    server.url(),
+                    via.join(" → ")
+                );
+            }
         }
         let run = engine::run(EngineConfig {
             plan,
             policy,
-            base_url: server.url(),
+            base_url: next.clone(),
             http: http.clone(),
             abort: options.abort.clone(),
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
@@ -165,6 +212,16 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
                 break;
             }
         };
+        // The tiers finish what they were forwarding (their retries may outlast the
+        // client's), outermost first, before anything is counted.
+        for relay in &relays {
+            relay.settle(plan.drain).await;
+        }
+        let mut tiers = Vec::new();
+        for relay in relays {
+            tiers.push(relay.counts());
+            relay.shutdown().await;
+        }
         let ledger = if run.gone.is_some() {
             // Nothing there to settle or to ask.
             None
@@ -186,6 +243,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             policy,
             run,
             ledger,
+            tiers,
         });
         if aborted || error.is_some() {
             break;

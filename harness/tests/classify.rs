@@ -37,6 +37,7 @@ async fn outcome(addr: SocketAddr) -> Outcome {
         policy: "t",
         timeout: Some(Duration::from_millis(300)),
         traceparent: None,
+        propagate_deadline: false,
     };
     attempt::send(&client, spec).await.outcome
 }
@@ -179,6 +180,7 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
             policy: "t",
             timeout: None,
             traceparent: None,
+            propagate_deadline: false,
         },
     )
     .await;

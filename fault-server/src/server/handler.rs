@@ -45,6 +45,8 @@ use crate::seed::{fnv1a, request_seed, splitmix64};
 pub(crate) const REQUEST_ID: &str = "x-request-id";
 pub(crate) const ATTEMPT: &str = "x-chaos-attempt";
 pub(crate) const POLICY: &str = "x-chaos-policy";
+/// Set by relay tiers: the attempt numbers of the tiers above this request (`2.1`).
+pub(crate) const UPSTREAM_ATTEMPTS: &str = "x-chaos-upstream-attempts";
 pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// Names the phase whose fault produced a response.
 pub(crate) const FAULT_HEADER: &str = "x-chaos-fault";
@@ -254,7 +256,15 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         script.phase_count() > 0 || script.capacity().is_some_and(|c| !c.service_time.is_zero());
     let mut rng = if needs_rng {
         let seed = match &request_id {
-            Some(id) => request_seed(active.seed, id, attempt.unwrap_or(0)),
+            // Behind relay tiers the same attempt number comes once per attempt of every
+            // tier above: the chain of those numbers keeps each one's draw its own.
+            Some(id) => match headers.header(UPSTREAM_ATTEMPTS) {
+                Some(chain) => {
+                    request_seed(active.seed, id, attempt.unwrap_or(0))
+                        ^ splitmix64(fnv1a([chain.as_bytes()]))
+                }
+                None => request_seed(active.seed, id, attempt.unwrap_or(0)),
+            },
             None => splitmix64(active.seed ^ shared.anonymous.fetch_add(1, Ordering::Relaxed)),
         };
         Some(ChaCha8Rng::seed_from_u64(seed))

@@ -10,7 +10,19 @@
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Seg {
     Key(&'static str),
+    /// A key the plan itself names (a tier).
+    Name(String),
     Index(usize),
+}
+
+impl Seg {
+    fn key(&self) -> &str {
+        match self {
+            Seg::Key(key) => key,
+            Seg::Name(key) => key,
+            Seg::Index(_) => "",
+        }
+    }
 }
 
 /// The 1-based line and column of `path` in `text`, or of its longest prefix found.
@@ -22,7 +34,8 @@ pub(crate) fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
     let mut found: Option<(usize, usize)> = None;
     for (depth, seg) in path.iter().enumerate() {
         match seg {
-            Seg::Key(key) => {
+            Seg::Key(_) | Seg::Name(_) => {
+                let key = seg.key();
                 let mut hit = None;
                 for (i, line) in lines.iter().enumerate().take(to).skip(from) {
                     if line.trim_start().starts_with('#') {

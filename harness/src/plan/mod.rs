@@ -27,6 +27,7 @@ use error::{Found, found, yaml_error};
 use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, Gate, GateKind, Load, Metric, NamedPolicy, Plan, RequestKind, Segment, Target,
+    TierKind, TierPolicy,
 };
 use spec::PlanSpec;
 pub use target::is_loopback_host;
@@ -151,12 +152,13 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         .hint("remove `faults:` and `server:`, or point `target.url` at a fault-server"));
     }
     let fault_window = fault_window(&script, duration);
+    let tiers = tiers(spec.tiers)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     let policy::Resolved {
         policies,
         warnings,
         sources,
-    } = policy::resolve(spec.policies, dir)?;
+    } = policy::resolve(spec.policies, &tiers, dir)?;
     let gates = gate::resolve(spec.gates, &policies, &target)?;
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
     if let Some(field) = baseline.invalid_field() {
@@ -188,6 +190,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         script,
         fault_window,
         policies,
+        tiers,
         gates,
         baseline,
         sampling_ratio,
@@ -195,6 +198,37 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         text_hash: 0,
     };
     Ok((plan, sources))
+}
+
+/// The plan's relay tiers: names that can go into a report and a header, each once.
+fn tiers(names: Vec<String>) -> Result<Vec<String>, Found> {
+    use locate::Seg::{Index, Key};
+    for (i, name) in names.iter().enumerate() {
+        let ok = !name.is_empty()
+            && name.len() <= 32
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+        if !ok {
+            return Err(found(
+                vec![Key("tiers"), Index(i)],
+                format!("tier name `{name}` is not a short name"),
+            )
+            .hint("use letters, digits, `-` and `_` (at most 32): `tiers: [api, backend]`"));
+        }
+        if names[..i].contains(name) {
+            return Err(found(
+                vec![Key("tiers"), Index(i)],
+                format!("two tiers are named `{name}`"),
+            )
+            .hint("each relay tier needs its own name"));
+        }
+        if name == "client" || name == "leaf" {
+            return Err(found(vec![Key("tiers"), Index(i)], format!("`{name}` names a hop of every chain already"))
+                .hint("the load generator is `client` and the target is `leaf` in the report: name the relay tiers something else"));
+        }
+    }
+    Ok(names)
 }
 
 /// The longest plan name: a report directory's name, with room for its timestamp.

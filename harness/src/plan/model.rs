@@ -28,6 +28,8 @@ pub struct Plan {
     /// When the first fault phase starts and the last one ends, for `recovery_s`.
     pub fault_window: Option<(Duration, Duration)>,
     pub policies: Vec<NamedPolicy>,
+    /// Relay tiers between the load generator and the target, outermost first.
+    pub tiers: Vec<String>,
     pub gates: Vec<Gate>,
     /// How much worse than a baseline each figure may get.
     pub baseline: crate::baseline::Tolerance,
@@ -131,6 +133,37 @@ pub struct NamedPolicy {
     pub name: String,
     pub preset: Option<Preset>,
     pub policy: Policy,
+    /// The policy of each relay tier in this variant, in the plan's `tiers` order.
+    pub tiers: Vec<TierPolicy>,
+}
+
+/// What one relay tier does with the requests of a policy variant.
+#[derive(Debug, Clone)]
+pub struct TierPolicy {
+    pub tier: String,
+    /// `same`, `none` or `own`: how the plan set it.
+    pub kind: TierKind,
+    pub policy: Policy,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierKind {
+    /// The variant's own policy.
+    Same,
+    /// Forward once, never retry.
+    None,
+    /// A policy of its own.
+    Own,
+}
+
+impl TierKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TierKind::Same => "same",
+            TierKind::None => "none",
+            TierKind::Own => "own",
+        }
+    }
 }
 
 /// An invariant every policy (or the named ones) must hold.
@@ -141,17 +174,20 @@ pub enum Check {
     NoRetryOfNonIdempotent,
     NoDuplicateSideEffects,
     /// The client's and the fault-server's counts of attempts agree exactly: proof that no
-    /// layer retried behind the policy's back.
+    /// layer retried behind the policy's back. Behind relay tiers, at every hop.
     ClientServerAgree,
+    /// At most one hop of a call chain (the client or a relay tier) sent retries.
+    RetriesAtOneTier,
 }
 
 impl Check {
-    pub const ALL: [Check; 5] = [
+    pub const ALL: [Check; 6] = [
         Check::AmplificationWithinBudget,
         Check::NoRetryOfPermanent,
         Check::NoRetryOfNonIdempotent,
         Check::NoDuplicateSideEffects,
         Check::ClientServerAgree,
+        Check::RetriesAtOneTier,
     ];
 
     pub fn name(self) -> &'static str {
@@ -161,6 +197,7 @@ impl Check {
             Check::NoRetryOfNonIdempotent => "no_retry_of_non_idempotent",
             Check::NoDuplicateSideEffects => "no_duplicate_side_effects",
             Check::ClientServerAgree => "client_server_agree",
+            Check::RetriesAtOneTier => "retries_at_one_tier",
         }
     }
 }
@@ -181,12 +218,15 @@ pub enum Metric {
     /// `dropped / offered`.
     DroppedRatio,
     Retries,
-    /// The busiest 50 ms of the fault window over its mean 50 ms, in attempts.
+    /// The busiest 50 ms of the fault window over its mean 50 ms, in retries.
     Synchrony,
+    /// The leaf's attempts per logical request of the client (behind relay tiers, what
+    /// every tier's retries multiplied to).
+    LeafAmplification,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 14] = [
         Metric::SuccessRate,
         Metric::P50Ms,
         Metric::P90Ms,
@@ -200,6 +240,7 @@ impl Metric {
         Metric::DroppedRatio,
         Metric::Retries,
         Metric::Synchrony,
+        Metric::LeafAmplification,
     ];
 
     pub fn name(self) -> &'static str {
@@ -217,6 +258,7 @@ impl Metric {
             Metric::DroppedRatio => "dropped_ratio",
             Metric::Retries => "retries",
             Metric::Synchrony => "synchrony",
+            Metric::LeafAmplification => "leaf_amplification",
         }
     }
 }

@@ -12,9 +12,9 @@ use chaos_policy::{
 use super::error::{Found, found};
 use super::import;
 use super::locate::Seg;
-use super::model::NamedPolicy;
+use super::model::{NamedPolicy, TierKind, TierPolicy};
 use super::spec::{
-    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, JitterSpec, PolicySpec, Toggle,
+    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, JitterSpec, PolicySpec, TierSpec, Toggle,
 };
 
 const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
@@ -26,9 +26,14 @@ pub(super) struct Resolved {
     pub(super) sources: Vec<String>,
 }
 
-/// Every policy of the plan, each named once with a name that can go into a header; an
-/// `import:` reads its files relative to `dir`.
-pub(super) fn resolve(specs: Vec<PolicySpec>, dir: &Path) -> Result<Resolved, Found> {
+/// Every policy of the plan, each named once with a name that can go into a header, and
+/// its policy at each of the plan's relay `tiers`; an `import:` reads its files relative
+/// to `dir`.
+pub(super) fn resolve(
+    specs: Vec<PolicySpec>,
+    tiers: &[String],
+    dir: &Path,
+) -> Result<Resolved, Found> {
     use Seg::{Index, Key};
     if specs.is_empty() {
         return Err(found(vec![Key("policies")], "the plan has no policies")
@@ -36,7 +41,14 @@ pub(super) fn resolve(specs: Vec<PolicySpec>, dir: &Path) -> Result<Resolved, Fo
     }
     let mut policies: Vec<NamedPolicy> = Vec::new();
     let (mut warnings, mut sources) = (Vec::new(), Vec::new());
-    for (i, p) in specs.into_iter().enumerate() {
+    for (i, mut p) in specs.into_iter().enumerate() {
+        if p.name.is_empty() {
+            return Err(
+                found(vec![Key("policies"), Index(i)], "a policy has no `name`").hint(
+                    "name it: reports, gates and request ids refer to it, e.g. `name: naive`",
+                ),
+            );
+        }
         if !is_token(&p.name) {
             return Err(found(vec![Key("policies"), Index(i), Key("name")], format!("policy name `{}` cannot be sent in a header", p.name))
                 .hint("use letters, digits, `-`, `_` and `.`: the name goes into `x-chaos-policy` and every request id"));
@@ -49,7 +61,9 @@ pub(super) fn resolve(specs: Vec<PolicySpec>, dir: &Path) -> Result<Resolved, Fo
             .hint("each policy needs its own name: reports and gates refer to it"));
         }
         let name = p.name.clone();
-        let (policy, imported) = policy(i, p, dir)?;
+        let tier_specs = std::mem::take(&mut p.tiers);
+        let base = vec![Key("policies"), Index(i)];
+        let (mut policy, imported) = policy(&base, p, dir)?;
         if let Some((import_warnings, texts)) = imported {
             warnings.extend(
                 import_warnings
@@ -58,6 +72,11 @@ pub(super) fn resolve(specs: Vec<PolicySpec>, dir: &Path) -> Result<Resolved, Fo
             );
             sources.extend(texts);
         }
+        let (tier_policies, tier_warnings, tier_sources) =
+            tier_policies(&base, &policy, tier_specs, tiers, dir)?;
+        warnings.extend(tier_warnings);
+        sources.extend(tier_sources);
+        policy.tiers = tier_policies;
         policies.push(policy);
     }
     Ok(Resolved {
@@ -79,9 +98,99 @@ fn is_token(name: &str) -> bool {
 /// What an import could not model, and the text of the files it read.
 type ImportedBy = Option<(Vec<String>, Vec<String>)>;
 
-fn policy(i: usize, spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
-    use Seg::{Index, Key};
-    let at = |key: &'static str| vec![Key("policies"), Index(i), Key(key)];
+/// Each plan tier's policy in one variant: `same` (the variant's), `none` (forward once,
+/// the default) or a policy of its own, resolved as a plan's policy is.
+fn tier_policies(
+    base: &[Seg],
+    variant: &NamedPolicy,
+    mut specs: std::collections::BTreeMap<String, TierSpec>,
+    tiers: &[String],
+    dir: &Path,
+) -> Result<(Vec<TierPolicy>, Vec<String>, Vec<String>), Found> {
+    let at = |tier: &str| {
+        let mut path = base.to_vec();
+        path.push(Seg::Key("tiers"));
+        path.push(Seg::Name(tier.to_owned()));
+        path
+    };
+    if let Some(unknown) = specs.keys().find(|k| !tiers.contains(k)) {
+        let known = if tiers.is_empty() {
+            "the plan has no `tiers:`".to_owned()
+        } else {
+            format!("the plan's tiers: {}", tiers.join(", "))
+        };
+        return Err(found(
+            at(unknown),
+            format!("policy `{}` sets tier `{unknown}`, which the plan does not have", variant.name),
+        )
+        .hint(format!("{known}; list the relay tiers at the top level, outermost first: `tiers: [api, backend]`")));
+    }
+    let (mut out, mut warnings, mut sources) = (Vec::new(), Vec::new(), Vec::new());
+    for tier in tiers {
+        let (kind, policy) = match specs.remove(tier) {
+            None => (TierKind::None, forward_once()),
+            Some(TierSpec::Word(word)) => match word.as_str() {
+                "none" => (TierKind::None, forward_once()),
+                "same" => (TierKind::Same, variant.policy.clone()),
+                other => {
+                    return Err(found(
+                        at(tier),
+                        format!("tier `{tier}` of policy `{}` is `{other}`", variant.name),
+                    )
+                    .hint("a tier's policy is `same` (this policy), `none` (forward once, never retry) or a policy: `{ max_attempts: 3, backoff: ... }`"));
+                }
+            },
+            Some(TierSpec::Policy(mut spec)) => {
+                if !spec.tiers.is_empty() {
+                    return Err(found(at(tier), format!("tier `{tier}` of policy `{}` has tiers of its own", variant.name))
+                        .hint("a tier's policy says how that tier retries; the plan's `tiers:` says which tiers there are"));
+                }
+                if !spec.name.is_empty() {
+                    return Err(found(
+                        at(tier),
+                        format!("tier `{tier}` of policy `{}` has a name", variant.name),
+                    )
+                    .hint("drop `name:`: a tier's policy is named by its variant and tier"));
+                }
+                spec.name = format!("{}@{tier}", variant.name);
+                let name = spec.name.clone();
+                let (named, imported) = policy(&at(tier), *spec, dir)?;
+                if let Some((import_warnings, texts)) = imported {
+                    warnings.extend(
+                        import_warnings
+                            .into_iter()
+                            .map(|w| format!("policy `{name}` (import): {w}")),
+                    );
+                    sources.extend(texts);
+                }
+                (TierKind::Own, named.policy)
+            }
+        };
+        out.push(TierPolicy {
+            tier: tier.clone(),
+            kind,
+            policy,
+        });
+    }
+    Ok((out, warnings, sources))
+}
+
+/// A tier that forwards once and never retries.
+fn forward_once() -> Policy {
+    Policy::new(PolicyConfig {
+        max_attempts: 1,
+        backoff: Backoff::none(),
+        ..PolicyConfig::default()
+    })
+    .expect("one attempt without backoff is a valid policy")
+}
+
+fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
+    let at = |key: &'static str| {
+        let mut path = base.to_vec();
+        path.push(Seg::Key(key));
+        path
+    };
     let preset = spec
         .preset
         .as_deref()
@@ -181,6 +290,9 @@ fn policy(i: usize, spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Import
         Some(Toggle::On(b)) => config.breaker = Some(breaker(b)),
         None => {}
     }
+    if let Some(honor) = spec.honor_no_retry {
+        config.honor_no_retry = honor;
+    }
     let policy = Policy::new(config)
         .map_err(|e| found(at(key_of(&e)), format!("policy `{}`: {e}", spec.name)))?;
     Ok((
@@ -188,6 +300,7 @@ fn policy(i: usize, spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Import
             name: spec.name,
             preset,
             policy,
+            tiers: Vec::new(),
         },
         imported,
     ))

@@ -33,6 +33,10 @@ pub struct PlanSpec {
     pub drain: Option<DurationSpec>,
     #[serde(default)]
     pub target: Option<TargetSpec>,
+    /// Relay tiers between the load generator and the target, outermost first: each one
+    /// an HTTP service that forwards through its own retry policy (`tiers:` of a policy).
+    #[serde(default)]
+    pub tiers: Vec<String>,
     /// Allows a target outside loopback. Load and faults are for machines you own.
     #[serde(default)]
     pub allow_remote: bool,
@@ -196,6 +200,8 @@ pub struct RequestSpec {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySpec {
+    /// Required of a plan's policies; a tier's policy has none of its own.
+    #[serde(default)]
     pub name: String,
     /// Start from a real system's policy; the fields below override it.
     #[serde(default)]
@@ -227,6 +233,21 @@ pub struct PolicySpec {
     pub budget: Option<Toggle<BudgetSpec>>,
     #[serde(default)]
     pub breaker: Option<Toggle<BreakerSpec>>,
+    /// Do not retry an answer marked `x-chaos-no-retry` (a tier behind gave up).
+    #[serde(default)]
+    pub honor_no_retry: Option<bool>,
+    /// Each relay tier's policy in this variant: `same` (this policy), `none` (forward
+    /// once; the default) or a policy of its own.
+    #[serde(default)]
+    pub tiers: std::collections::BTreeMap<String, TierSpec>,
+}
+
+/// A tier's policy: `same`, `none`, or a policy (preset, import and keys as a plan's).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum TierSpec {
+    Word(String),
+    Policy(Box<PolicySpec>),
 }
 
 /// `{ grpc_service_config: FILE, service: NAME, method: NAME }` or

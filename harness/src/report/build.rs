@@ -10,11 +10,12 @@ use hdrhistogram::Histogram;
 
 use super::model::{
     Amplification, LedgerView, OfferedPercentiles, Percentiles, PlanInfo, PolicyReport, Report,
-    SCHEMA, SeriesPoint, Violations,
+    SCHEMA, SeriesPoint, TierReport, Violations,
 };
 use crate::engine::PolicyRun;
 use crate::gates;
-use crate::plan::{NamedPolicy, Plan, Target};
+use crate::plan::{NamedPolicy, Plan, Target, TierKind};
+use crate::relay::HopCounts;
 use crate::stats::{Recorder, Second, quantile_ms, synchrony};
 
 /// One policy's run and what the server's ledger said of it.
@@ -23,6 +24,8 @@ pub struct PolicyOutcome<'a> {
     pub policy: &'a NamedPolicy,
     pub run: PolicyRun,
     pub ledger: Option<LedgerSnapshot>,
+    /// What each relay tier counted, outermost first (empty without tiers).
+    pub tiers: Vec<HopCounts>,
 }
 
 /// How a run ended, besides its measurements.
@@ -133,6 +136,45 @@ pub fn peak_1s(series: &[Second]) -> f64 {
 /// them); attempts abandoned on the wire at the run's end may not have been read yet.
 /// The same holds of logical requests: those with an attempt that reached the server, and
 /// perhaps those whose only such attempt was abandoned.
+/// Each relay tier's row: what it received from the hop above and sent to the next, its
+/// amplification over the client's logical requests, and whether the next hop received
+/// exactly what it sent (the next tier's count, or the leaf's ledger).
+fn tier_reports(
+    policy: &NamedPolicy,
+    r: &Recorder,
+    tiers: &[HopCounts],
+    leaf_attempts: Option<u64>,
+) -> Vec<TierReport> {
+    tiers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let set = policy.tiers.get(i);
+            let next = match tiers.get(i + 1) {
+                Some(next) => Some(next.received),
+                None => leaf_attempts,
+            };
+            TierReport {
+                name: set.map_or_else(|| format!("tier{i}"), |s| s.tier.clone()),
+                policy: set.map_or_else(String::new, |s| match s.kind {
+                    TierKind::None => "none (forward once)".to_owned(),
+                    TierKind::Same => format!("same: {}", describe_policy(&s.policy)),
+                    TierKind::Own => describe_policy(&s.policy),
+                }),
+                received: t.received,
+                logical: t.logical,
+                sent: t.sent,
+                retries: t.retries,
+                succeeded: t.succeeded,
+                gave_up: t.gave_up,
+                no_retry_received: t.no_retry_received,
+                amplification: ratio(t.sent, r.logical),
+                agrees: next.is_none_or(|n| n == t.sent),
+            }
+        })
+        .collect()
+}
+
 pub fn reconciliation(r: &Recorder) -> Reconciliation {
     let unsent = [Outcome::ConnectRefused, Outcome::ConnectTimeout]
         .iter()
@@ -187,11 +229,24 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         policy,
         run,
         ledger,
+        tiers,
     } = outcome;
     let r: &Recorder = &run.recorder;
     let ledger = ledger.map(|l| own_share(l, &policy.name));
+    let tier_reports = tier_reports(policy, r, &tiers, ledger.as_ref().map(|l| l.attempts));
     let ledger_view = ledger.as_ref().map(|l| {
         let agree = reconciliation(r);
+        // Behind relay tiers the leaf's attempts are the last tier's, and every hop must
+        // agree with the next; the logical requests are the client's, end to end.
+        let reconciled = match tiers.first() {
+            None => agree.agrees(l.attempts, l.logical),
+            Some(first) => {
+                agree.attempts.contains(&first.received)
+                    && agree.logical.contains(&first.logical)
+                    && tier_reports.iter().all(|t| t.agrees)
+                    && agree.logical.contains(&l.logical)
+            }
+        };
         LedgerView {
             attempts: l.attempts,
             logical: l.logical,
@@ -201,7 +256,7 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             client_unsent: agree.unsent,
             client_abandoned: r.abandoned,
             client_reached: r.reached.0,
-            reconciled: agree.agrees(l.attempts, l.logical),
+            reconciled,
             by_outcome: l.by_outcome.clone(),
         }
     });
@@ -297,6 +352,8 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             .as_ref()
             .map(|w| w.buckets.clone())
             .unwrap_or_default(),
+        leaf_amplification: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
+        tiers: tier_reports,
     };
     report.gates = gates::evaluate(plan, &report);
     report
@@ -349,7 +406,12 @@ pub fn recovery_s(series: &[Second], from: Duration, until: Duration) -> Option<
 }
 
 fn describe(policy: &NamedPolicy) -> String {
-    let c = policy.policy.config();
+    describe_policy(&policy.policy)
+}
+
+/// A policy in a line: attempts, backoff, timeout, budget, breaker.
+pub(super) fn describe_policy(policy: &chaos_policy::Policy) -> String {
+    let c = policy.config();
     let mut parts = vec![format!("{} attempts", c.max_attempts)];
     parts.push(describe_backoff(&c.backoff));
     if let Some(t) = c.attempt_timeout {
@@ -399,6 +461,9 @@ fn describe(policy: &NamedPolicy) -> String {
             b.failure_ratio * 100.0,
             fmt_duration(b.window)
         ));
+    }
+    if c.honor_no_retry {
+        parts.push("honours x-chaos-no-retry".to_owned());
     }
     parts.join(", ")
 }

@@ -116,9 +116,39 @@ pub struct PolicyReport {
     /// fewer retries in it than 50 ms buckets.
     #[serde(default)]
     pub synchrony: Option<f64>,
+    /// The leaf's (the target's) attempts per logical request of the client, from its
+    /// ledger: behind relay tiers, what every tier's retries multiplied to. Null without
+    /// a ledger.
+    #[serde(default)]
+    pub leaf_amplification: Option<f64>,
+    /// Each relay tier, outermost first; empty without `tiers:`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<TierReport>,
     /// Retries sent in each 50 ms of the fault window, from its start; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves_50ms: Vec<u64>,
+}
+
+/// One relay tier of a policy's chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TierReport {
+    pub name: String,
+    /// Its policy in this variant, in a line.
+    pub policy: String,
+    /// Requests received (the hop above's attempts), of which first attempts (`logical`).
+    pub received: u64,
+    pub logical: u64,
+    /// Attempts sent to the next hop, of which retries.
+    pub sent: u64,
+    pub retries: u64,
+    pub succeeded: u64,
+    pub gave_up: u64,
+    /// Answers from the next hop marked `x-chaos-no-retry`.
+    pub no_retry_received: u64,
+    /// Attempts sent per logical request of the client.
+    pub amplification: f64,
+    /// The next hop received exactly what this one sent.
+    pub agrees: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -269,6 +269,7 @@ fn server_amplification_is_the_ledgers_own_ratio() {
             gone: None,
         },
         ledger: Some(ledger),
+        tiers: Vec::new(),
     };
     let report = build(&plan, vec![outcome(ledger(12, 8))], Ending::default());
     let p = &report.policies[0];

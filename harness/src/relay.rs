@@ -1,0 +1,487 @@
+//! A relay tier: an HTTP service that forwards each request it receives to the next tier
+//! through its own retry policy, and answers with what it finally got.
+//!
+//! One more shell around `chaos-policy`: every request is a [`chaos_policy::Session`] of
+//! the tier's own [`Client`] (shared by all its requests, as a service's client is), the
+//! same core the load generator drives. A chain A → B → C multiplies attempts: when each
+//! tier retries on its own, the deepest one receives the product of their attempts.
+//!
+//! What crosses each hop:
+//! - `x-request-id` unchanged: the logical request is the same end to end;
+//! - `x-chaos-attempt`: this hop's own attempt number (1, 2, ...), so every hop counts
+//!   its logical requests and retries exactly;
+//! - `x-chaos-upstream-attempts`: the attempt numbers of the hops above (`2.1`), so the
+//!   fault-server's per-attempt draws stay independent behind a chain;
+//! - `x-chaos-deadline-ms`: how long the caller will wait for this attempt; the tier's
+//!   session ends by then (the nearer of it and its policy's own deadline);
+//! - `traceparent`, `x-chaos-policy`, `Idempotency-Key`, the body and its content type.
+//!
+//! A tier that gives up answers with the last status it got (a 503 when its attempts
+//! ended without one, a 504 when they timed out) and `x-chaos-no-retry: 1`, the SRE
+//! book's "overloaded; don't retry": a caller whose policy has `honor_no_retry` does not
+//! retry it, so only the tier next to the failure retries.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use chaos_policy::{Action, Client, GiveUp, Method, Outcome, Policy, Verdict};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use serde::{Deserialize, Serialize};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+use crate::attempt::{classify, parse_retry_after};
+
+/// The marker of an answer from a tier that gave up.
+pub const NO_RETRY: &str = "x-chaos-no-retry";
+/// How long the caller waits for this attempt, in milliseconds.
+pub const DEADLINE_MS: &str = "x-chaos-deadline-ms";
+/// The attempt numbers of the hops above, outermost first, joined by `.`.
+pub const UPSTREAM_ATTEMPTS: &str = "x-chaos-upstream-attempts";
+
+/// The largest request body a tier forwards.
+const MAX_BODY: usize = 1 << 20;
+
+/// How to run a tier.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// The tier's name, for errors and reports.
+    pub name: String,
+    /// Where it forwards: the next tier or the target (`http://127.0.0.1:8080`).
+    pub next: String,
+    pub policy: Policy,
+    /// Seeds each request's jitter, with its id.
+    pub seed: u64,
+    /// Where to listen (127.0.0.1:0 by default).
+    pub listen: SocketAddr,
+}
+
+/// What one hop received, sent and gave up: the tier's ledger.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopCounts {
+    /// Requests received (attempts of the hop above).
+    pub received: u64,
+    /// Of which first attempts: the logical requests of the hop above.
+    pub logical: u64,
+    /// Attempts sent to the next hop, and of those, retries.
+    pub sent: u64,
+    pub retries: u64,
+    pub succeeded: u64,
+    pub gave_up: u64,
+    /// Answers from the next hop that carried `x-chaos-no-retry`.
+    pub no_retry_received: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    received: AtomicU64,
+    logical: AtomicU64,
+    sent: AtomicU64,
+    retries: AtomicU64,
+    succeeded: AtomicU64,
+    gave_up: AtomicU64,
+    no_retry_received: AtomicU64,
+    in_flight: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> HopCounts {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        HopCounts {
+            received: load(&self.received),
+            logical: load(&self.logical),
+            sent: load(&self.sent),
+            retries: load(&self.retries),
+            succeeded: load(&self.succeeded),
+            gave_up: load(&self.gave_up),
+            no_retry_received: load(&self.no_retry_received),
+        }
+    }
+}
+
+struct Shared {
+    name: String,
+    next: String,
+    client: Mutex<Client>,
+    http: reqwest::Client,
+    start: Instant,
+    seed: u64,
+    counts: Counters,
+}
+
+impl Shared {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Why a tier could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("tier `{name}`: cannot listen on {listen}: {source}")]
+    Bind {
+        name: String,
+        listen: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("tier `{name}`: cannot build its HTTP client: {0}", name = .1)]
+    Client(String, String),
+}
+
+/// A running tier.
+pub struct Relay {
+    url: String,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("name", &self.shared.name)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Relay {
+    /// Starts a tier listening on `config.listen`.
+    pub async fn start(config: RelayConfig) -> Result<Relay, RelayError> {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| RelayError::Bind {
+                name: config.name.clone(),
+                listen: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| RelayError::Bind {
+            name: config.name.clone(),
+            listen: config.listen,
+            source,
+        })?;
+        let http = crate::attempt::http_client(256)
+            .map_err(|e| RelayError::Client(e.to_string(), config.name.clone()))?;
+        let shared = Arc::new(Shared {
+            name: config.name,
+            next: config.next.trim_end_matches('/').to_owned(),
+            client: Mutex::new(Client::new(config.policy)),
+            http,
+            start: Instant::now(),
+            seed: config.seed,
+            counts: Counters::default(),
+        });
+        let app = axum::Router::new()
+            .fallback(relay)
+            .with_state(Arc::clone(&shared));
+        let stop = CancellationToken::new();
+        let task = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                    .await;
+            })
+        };
+        Ok(Relay {
+            url: format!("http://{addr}"),
+            shared,
+            stop,
+            task,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub fn counts(&self) -> HopCounts {
+        self.shared.counts.snapshot()
+    }
+
+    /// Requests still being forwarded.
+    pub fn in_flight(&self) -> u64 {
+        self.shared.counts.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Waits until no request is in flight, at most `limit`.
+    pub async fn settle(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.in_flight() > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Stops listening and ends the requests in flight.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        // Graceful shutdown waits for open connections; a client that keeps one open
+        // must not keep the tier up.
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
+    }
+}
+
+/// Counts a request in flight until it is answered (or dropped).
+struct InFlight<'a>(&'a Counters);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the next hop answered.
+struct Answer {
+    outcome: Outcome,
+    retry_after: Option<HeaderValue>,
+    no_retry: bool,
+    content_type: Option<HeaderValue>,
+    body: Bytes,
+}
+
+async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let counts = &shared.counts;
+    counts.in_flight.fetch_add(1, Ordering::Relaxed);
+    let _flight = InFlight(counts);
+    counts.received.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let upstream_attempt: Option<u32> = text("x-chaos-attempt").and_then(|a| a.trim().parse().ok());
+    if upstream_attempt.is_none_or(|a| a <= 1) {
+        counts.logical.fetch_add(1, Ordering::Relaxed);
+    }
+    let limit = text(DEADLINE_MS)
+        .and_then(|ms| ms.trim().parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let chain = match (text(UPSTREAM_ATTEMPTS), upstream_attempt) {
+        (Some(above), Some(n)) => format!("{above}.{n}"),
+        (None, Some(n)) => n.to_string(),
+        (Some(above), None) => above.to_owned(),
+        (None, None) => String::new(),
+    };
+    let body = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(body) => body,
+        Err(_) => {
+            return problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "tier `{}`: the request body is over 1 MiB or was cut off",
+                    shared.name
+                ),
+            );
+        }
+    };
+    let id = text("x-request-id").unwrap_or("");
+    let request = chaos_policy::Request {
+        method: Method::parse(parts.method.as_str()),
+        idempotency_key: headers.contains_key("idempotency-key"),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(fault_server::seed::splitmix64(
+        shared.seed ^ fault_server::seed::fnv1a([id.as_bytes(), chain.as_bytes()]),
+    ));
+    let (mut session, mut action) = {
+        let mut client = lock(&shared.client);
+        let now = shared.now();
+        client.start_within(request, now, limit)
+    };
+    let mut last: Option<Answer> = None;
+    loop {
+        match action {
+            Action::Send { attempt, timeout } => {
+                counts.sent.fetch_add(1, Ordering::Relaxed);
+                if attempt.is_retry() {
+                    counts.retries.fetch_add(1, Ordering::Relaxed);
+                }
+                let answer = forward(&shared, &parts, &body, attempt.get(), timeout, &chain).await;
+                if answer.no_retry {
+                    counts.no_retry_received.fetch_add(1, Ordering::Relaxed);
+                }
+                action = {
+                    let mut client = lock(&shared.client);
+                    let now = shared.now();
+                    client.on_answer(
+                        &mut session,
+                        now,
+                        answer.outcome,
+                        answer
+                            .retry_after
+                            .as_ref()
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(parse_retry_after),
+                        answer.no_retry,
+                        &mut rng,
+                    )
+                };
+                last = Some(answer);
+            }
+            Action::Wait { until } => {
+                sleep_until(shared.start + until).await;
+                action = lock(&shared.client).on_timer(&mut session, shared.now());
+            }
+            Action::Done(verdict) => return respond(&shared, verdict, last),
+        }
+    }
+}
+
+async fn forward(
+    shared: &Shared,
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+    attempt: u32,
+    timeout: Option<Duration>,
+    chain: &str,
+) -> Answer {
+    let target = format!(
+        "{}{}",
+        shared.next,
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes())
+        .unwrap_or(reqwest::Method::GET);
+    let mut request = shared
+        .http
+        .request(method, target)
+        .header("x-chaos-attempt", attempt.to_string());
+    for name in [
+        "x-request-id",
+        "x-chaos-policy",
+        "idempotency-key",
+        "traceparent",
+        "content-type",
+    ] {
+        if let Some(value) = parts.headers.get(name) {
+            request = request.header(name, value.as_bytes());
+        }
+    }
+    if !chain.is_empty() {
+        request = request.header(UPSTREAM_ATTEMPTS, chain);
+    }
+    if let Some(timeout) = timeout {
+        request = request
+            .timeout(timeout)
+            .header(DEADLINE_MS, timeout.as_millis().max(1).to_string());
+    }
+    if !body.is_empty() {
+        request = request.body(body.clone());
+    }
+    let failed = |outcome| Answer {
+        outcome,
+        retry_after: None,
+        no_retry: false,
+        content_type: None,
+        body: Bytes::new(),
+    };
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let retry_after = response.headers().get("retry-after").cloned();
+            let no_retry = response.headers().contains_key(NO_RETRY);
+            let content_type = response.headers().get("content-type").cloned();
+            match response.bytes().await {
+                Ok(body) => Answer {
+                    outcome: Outcome::Status(status),
+                    retry_after,
+                    no_retry,
+                    content_type,
+                    body,
+                },
+                Err(e) if e.is_timeout() => failed(Outcome::AttemptTimeout),
+                Err(_) => failed(Outcome::TruncatedBody),
+            }
+        }
+        Err(e) => failed(classify(&e)),
+    }
+}
+
+/// The answer upstream: what the next hop finally said, or why the tier gave up.
+fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response {
+    let counts = &shared.counts;
+    let (reason, gave_up) = match verdict {
+        Verdict::Succeeded { .. } => {
+            counts.succeeded.fetch_add(1, Ordering::Relaxed);
+            (None, false)
+        }
+        Verdict::GaveUp { reason, .. } => {
+            counts.gave_up.fetch_add(1, Ordering::Relaxed);
+            (Some(reason), true)
+        }
+    };
+    let mut response = match last {
+        Some(Answer {
+            outcome: Outcome::Status(code),
+            retry_after,
+            content_type,
+            body,
+            ..
+        }) => {
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
+            let headers: &mut HeaderMap = response.headers_mut();
+            if let Some(v) = content_type {
+                headers.insert("content-type", v);
+            }
+            if let Some(v) = retry_after {
+                headers.insert("retry-after", v);
+            }
+            response
+        }
+        Some(Answer { outcome, .. }) => {
+            let status = if matches!(outcome, Outcome::AttemptTimeout | Outcome::ConnectTimeout) {
+                StatusCode::GATEWAY_TIMEOUT
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            problem(
+                status,
+                &format!(
+                    "tier `{}` gave up: its last attempt ended in {outcome}",
+                    shared.name
+                ),
+            )
+        }
+        None => {
+            let status = if reason == Some(GiveUp::Deadline) {
+                StatusCode::GATEWAY_TIMEOUT
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            problem(
+                status,
+                &format!(
+                    "tier `{}` sent nothing: {}",
+                    shared.name,
+                    reason.map_or("no attempt", GiveUp::name)
+                ),
+            )
+        }
+    };
+    if gave_up {
+        let headers = response.headers_mut();
+        headers.insert(NO_RETRY, HeaderValue::from_static("1"));
+        if let Some(reason) = reason {
+            headers.insert("x-chaos-gave-up", HeaderValue::from_static(reason.name()));
+        }
+    }
+    response
+}
+
+fn problem(status: StatusCode, detail: &str) -> Response {
+    let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
+    (status, [("content-type", "application/json")], body).into_response()
+}
