@@ -77,6 +77,8 @@ pub struct HopCounts {
     pub gave_up: u64,
     /// Answers from the next hop that carried `x-chaos-no-retry`.
     pub no_retry_received: u64,
+    /// Attempts sent in each second since the tier started.
+    pub sent_per_second: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -89,7 +91,13 @@ struct Counters {
     gave_up: AtomicU64,
     no_retry_received: AtomicU64,
     in_flight: AtomicU64,
+    /// Attempts sent per second since the start, up to a day (a longer run is counted in
+    /// its totals, not here).
+    per_second: Mutex<Vec<u64>>,
 }
+
+/// The most seconds a tier keeps a per-second count of.
+const MAX_SECONDS: usize = 86_400;
 
 impl Counters {
     fn snapshot(&self) -> HopCounts {
@@ -102,6 +110,19 @@ impl Counters {
             succeeded: load(&self.succeeded),
             gave_up: load(&self.gave_up),
             no_retry_received: load(&self.no_retry_received),
+            sent_per_second: lock(&self.per_second).clone(),
+        }
+    }
+
+    fn sent_at(&self, at: Duration) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        let second = usize::try_from(at.as_secs()).unwrap_or(usize::MAX);
+        if second < MAX_SECONDS {
+            let mut series = lock(&self.per_second);
+            if series.len() <= second {
+                series.resize(second + 1, 0);
+            }
+            series[second] += 1;
         }
     }
 }
@@ -304,7 +325,7 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     loop {
         match action {
             Action::Send { attempt, timeout } => {
-                counts.sent.fetch_add(1, Ordering::Relaxed);
+                counts.sent_at(shared.now());
                 if attempt.is_retry() {
                     counts.retries.fetch_add(1, Ordering::Relaxed);
                 }

@@ -170,6 +170,7 @@ fn tier_reports(
                 no_retry_received: t.no_retry_received,
                 amplification: ratio(t.sent, r.logical),
                 agrees: next.is_none_or(|n| n == t.sent),
+                sent_per_second: t.sent_per_second.clone(),
             }
         })
         .collect()

@@ -380,6 +380,73 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
     ));
 }
 
+/// A call chain hop by hop: the table, and each hop's attempts per second (the client's
+/// attempts, each tier's attempts sent; the last tier's are what the leaf received).
+fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
+    let hops = p.hops();
+    if hops.is_empty() {
+        return;
+    }
+    out.push_str("<p>Call chain, hop by hop (amplification: attempts per logical request of the client):</p>");
+    out.push_str("<table><tr><th>hop</th><th>policy</th><th>received</th><th>logical</th><th>sent</th><th>retries</th><th>gave up</th><th>amplification</th><th>next hop agrees</th></tr>");
+    let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
+    for h in &hops {
+        let agrees = match h.agrees {
+            None => "–",
+            Some(true) => "yes",
+            Some(false) => "<b>no</b>",
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{agrees}</td></tr>",
+            if h.agrees == Some(false) { "fail" } else { "" },
+            esc(&h.hop),
+            esc(&h.policy),
+            n(h.received),
+            n(h.logical),
+            n(h.sent),
+            n(h.retries),
+            n(h.gave_up),
+            h.amplification
+                .map_or("–".to_owned(), |a| format!("{a:.2}")),
+        );
+    }
+    out.push_str("</table>");
+    let seconds = p
+        .tiers
+        .iter()
+        .map(|t| t.sent_per_second.len())
+        .chain([p.series.len()])
+        .max()
+        .unwrap_or(0);
+    let palette = [
+        "#111", "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b",
+    ];
+    let mut lines = vec![(
+        "client".to_owned(),
+        palette[0],
+        column(&p.series, |x| x.attempts as f64),
+    )];
+    for (i, t) in p.tiers.iter().enumerate() {
+        lines.push((
+            format!("{} (sent)", t.name),
+            palette[(i + 1) % palette.len()],
+            t.sent_per_second.iter().map(|n| *n as f64).collect(),
+        ));
+    }
+    let lines: Vec<(&str, &str, Vec<f64>)> = lines
+        .iter()
+        .map(|(name, colour, values)| (name.as_str(), *colour, values.clone()))
+        .collect();
+    out.push_str(&chart(
+        &format!("{}: attempts per second at each hop", p.name),
+        seconds,
+        &lines,
+        window,
+        &[],
+    ));
+}
+
 fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     let _ = write!(
         out,
@@ -406,6 +473,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         );
     }
     out.push_str("</table>");
+    chain_html(out, p, window);
     let s = &p.series;
     out.push_str(&chart(
         &format!(

@@ -257,6 +257,34 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         let _ = writeln!(out, "| (no gates) | | | | |");
     }
     let _ = writeln!(out);
+    let hops = p.hops();
+    if !hops.is_empty() {
+        let _ = writeln!(
+            out,
+            "Call chain, hop by hop (amplification: attempts per logical request of the client):\n"
+        );
+        let _ = writeln!(
+            out,
+            "| hop | policy | received | logical | sent | retries | gave up | amplification | next hop agrees |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        );
+        let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
+        for h in &hops {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                h.hop,
+                h.policy.replace('|', "\\|"),
+                n(h.received),
+                n(h.logical),
+                n(h.sent),
+                n(h.retries),
+                n(h.gave_up),
+                opt(h.amplification, 2),
+                h.agrees.map_or("–", |a| if a { "yes" } else { "**no**" })
+            );
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(out, "| count | value |\n| --- | --- |");
     for (k, v) in [
         ("offered (arrivals)", p.offered),

@@ -149,6 +149,68 @@ pub struct TierReport {
     pub amplification: f64,
     /// The next hop received exactly what this one sent.
     pub agrees: bool,
+    /// Attempts sent in each second of the run.
+    #[serde(default)]
+    pub sent_per_second: Vec<u64>,
+}
+
+/// One hop of a call chain in the report's table: the client, each relay tier, the leaf.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HopRow {
+    pub hop: String,
+    pub policy: String,
+    pub received: Option<u64>,
+    pub logical: Option<u64>,
+    pub sent: Option<u64>,
+    pub retries: Option<u64>,
+    pub gave_up: Option<u64>,
+    /// Attempts sent (the leaf: received) per logical request of the client.
+    pub amplification: Option<f64>,
+    /// The next hop received what this one sent.
+    pub agrees: Option<bool>,
+}
+
+impl PolicyReport {
+    /// The chain hop by hop, client first and leaf last; empty without relay tiers.
+    pub fn hops(&self) -> Vec<HopRow> {
+        let Some(first) = self.tiers.first() else {
+            return Vec::new();
+        };
+        let mut rows = vec![HopRow {
+            hop: "client".to_owned(),
+            policy: self.summary.clone(),
+            received: None,
+            logical: Some(self.logical),
+            sent: Some(self.attempts),
+            retries: Some(self.retries),
+            gave_up: Some(self.failed),
+            amplification: Some(self.amplification.client),
+            agrees: Some(first.received == self.attempts),
+        }];
+        rows.extend(self.tiers.iter().map(|t| HopRow {
+            hop: t.name.clone(),
+            policy: t.policy.clone(),
+            received: Some(t.received),
+            logical: Some(t.logical),
+            sent: Some(t.sent),
+            retries: Some(t.retries),
+            gave_up: Some(t.gave_up),
+            amplification: Some(t.amplification),
+            agrees: Some(t.agrees),
+        }));
+        rows.push(HopRow {
+            hop: "leaf".to_owned(),
+            policy: "the target".to_owned(),
+            received: self.ledger.as_ref().map(|l| l.attempts),
+            logical: self.ledger.as_ref().map(|l| l.logical),
+            sent: None,
+            retries: None,
+            gave_up: None,
+            amplification: self.leaf_amplification,
+            agrees: None,
+        });
+        rows
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
