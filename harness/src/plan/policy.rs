@@ -98,6 +98,9 @@ fn is_token(name: &str) -> bool {
 /// What an import could not model, and the text of the files it read.
 type ImportedBy = Option<(Vec<String>, Vec<String>)>;
 
+/// The tiers' policies, what their imports could not model, and the imported files' text.
+type TiersResolved = (Vec<TierPolicy>, Vec<String>, Vec<String>);
+
 /// Each plan tier's policy in one variant: `same` (the variant's), `none` (forward once,
 /// the default) or a policy of its own, resolved as a plan's policy is.
 fn tier_policies(
@@ -106,7 +109,7 @@ fn tier_policies(
     mut specs: std::collections::BTreeMap<String, TierSpec>,
     tiers: &[String],
     dir: &Path,
-) -> Result<(Vec<TierPolicy>, Vec<String>, Vec<String>), Found> {
+) -> Result<TiersResolved, Found> {
     let at = |tier: &str| {
         let mut path = base.to_vec();
         path.push(Seg::Key("tiers"));
