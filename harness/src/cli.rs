@@ -61,6 +61,9 @@ pub enum Command {
         #[arg(required = true)]
         plans: Vec<PathBuf>,
     },
+    /// Run one relay tier as its own process: forward every request to `--to` through a
+    /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
+    Relay(RelayArgs),
     /// List the policy presets, with their sources and caveats.
     Presets,
     /// Print every key a plan can hold, with defaults and examples (a valid plan).
@@ -97,6 +100,30 @@ pub struct ChaosArgs {
     pub otlp: Option<String>,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct RelayArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub listen: std::net::SocketAddr,
+    /// The next hop: another relay or the fault-server (`http://127.0.0.1:8080`).
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// The tier's retry policy: a YAML file with a plan's policy keys (`preset`, `import`,
+    /// `max_attempts`, `backoff`, `budget`, `honor_no_retry`, ...). Without it the tier
+    /// forwards once and never retries.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The tier's name, in its answers and its counts.
+    #[arg(long, default_value = "relay")]
+    pub name: String,
+    /// Seeds the jitter of each request, with its id.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Forward to a host outside loopback. Load and faults are for machines you own.
+    #[arg(long)]
+    pub allow_remote: bool,
+}
+
 /// Parses the process's arguments and runs; the binary's whole `main`.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -127,7 +154,92 @@ pub fn execute(cli: Cli) -> u8 {
         }
         Command::Chaos(args) => chaos(args),
         Command::Compare { baseline, now } => compare(&baseline, &now),
+        Command::Relay(args) => relay(args),
     }
+}
+
+fn relay(args: RelayArgs) -> u8 {
+    let host = reqwest::Url::parse(&args.to)
+        .ok()
+        .filter(|u| u.scheme() == "http")
+        .and_then(|u| u.host_str().map(str::to_owned));
+    let Some(host) = host else {
+        eprintln!("error: --to {} is not an http:// URL", args.to);
+        eprintln!("  hint: e.g. --to http://127.0.0.1:8080");
+        return EXIT_INVALID;
+    };
+    if !plan::is_loopback_host(&host) && !args.allow_remote {
+        eprintln!("error: --to {} is not on loopback", args.to);
+        eprintln!(
+            "  hint: load and faults are for machines you own; pass --allow-remote to forward there anyway"
+        );
+        return EXIT_INVALID;
+    }
+    let policy = match &args.policy {
+        Some(path) => match plan::load_policy(path) {
+            Ok(policy) => policy,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_INVALID;
+            }
+        },
+        None => crate::policy::Policy::new(crate::policy::PolicyConfig {
+            max_attempts: 1,
+            backoff: crate::policy::Backoff::none(),
+            ..crate::policy::PolicyConfig::default()
+        })
+        .expect("one attempt without backoff is a valid policy"),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    runtime.block_on(async move {
+        let signals = match Interrupts::install() {
+            Ok(signals) => signals,
+            Err(e) => {
+                eprintln!("error: cannot listen for Ctrl-C: {e}");
+                return EXIT_CANNOT_RUN;
+            }
+        };
+        let summary = crate::report::describe_policy(&policy);
+        let relay = match crate::relay::Relay::start(crate::relay::RelayConfig {
+            name: args.name.clone(),
+            next: args.to.clone(),
+            policy,
+            seed: args.seed,
+            listen: args.listen,
+        })
+        .await
+        {
+            Ok(relay) => relay,
+            Err(e) => {
+                eprintln!("error: {e}");
+                eprintln!("  hint: pick another address with --listen");
+                return EXIT_CANNOT_RUN;
+            }
+        };
+        eprintln!(
+            "relay `{}` on {} → {} ({summary})",
+            args.name,
+            relay.url(),
+            args.to
+        );
+        signals.received().await;
+        let c = relay.counts();
+        relay.shutdown().await;
+        eprintln!(
+            "relay `{}`: received {} ({} logical), sent {} ({} retries), {} succeeded, {} gave up",
+            args.name, c.received, c.logical, c.sent, c.retries, c.succeeded, c.gave_up
+        );
+        EXIT_PASS
+    })
 }
 
 fn validate(paths: &[PathBuf]) -> u8 {
@@ -444,9 +556,8 @@ impl Interrupts {
         Ok(Interrupts {})
     }
 
-    /// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and
-    /// cancels the run.
-    async fn wait(mut self, abort: CancellationToken) {
+    /// Resolves on Ctrl-C or SIGTERM.
+    async fn received(mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.interrupt.recv() => {}
@@ -454,6 +565,12 @@ impl Interrupts {
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
+    }
+
+    /// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and
+    /// cancels the run.
+    async fn wait(self, abort: CancellationToken) {
+        self.received().await;
         eprintln!("interrupted: stopping, the report will be written and marked aborted");
         abort.cancel();
     }

@@ -194,3 +194,77 @@ policies:
     assert!(ledger.reconciled);
     eprintln!("leaf attempts per logical request: measured {measured:.4}, formula {expected:.4}");
 }
+
+/// `harness relay` runs one tier as its own process, in front of a fault-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_relay_runs_one_tier_as_its_own_process() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let script =
+        fault_server::Script::from_yaml_str("faults: [ { name: down, respond: { status: 503 } } ]")
+            .expect("a script");
+    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
+        .await
+        .expect("a fault-server");
+    let dir = common::scratch("relay-process");
+    let policy = dir.join("backend.yaml");
+    std::fs::write(&policy, "max_attempts: 4\nbackoff: { fixed: 5ms }\n").expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "backend",
+            "--to",
+        ])
+        .arg(server.url())
+        .arg("--policy")
+        .arg(&policy)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start harness relay");
+    // Its first line says where it listens.
+    let stderr = child.stderr.take().expect("stderr");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stderr).read_line(&mut line).expect("a line");
+        line
+    })
+    .await
+    .expect("read");
+    // `relay `backend` on http://127.0.0.1:PORT → http://… (…)`
+    let url = line
+        .split(" on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|u| u.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let answer = reqwest::Client::new()
+        .get(format!("{url}/items/1"))
+        .header("x-request-id", "one-1")
+        .header("x-chaos-attempt", "1")
+        .send()
+        .await
+        .expect("an answer");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(
+        answer
+            .headers()
+            .get("x-chaos-no-retry")
+            .map(|v| v.as_bytes()),
+        Some(&b"1"[..]),
+        "a tier that gave up says so"
+    );
+    let ledger = server.ledger();
+    assert_eq!(
+        (ledger.attempts, ledger.logical),
+        (4, 1),
+        "the tier's 4 attempts"
+    );
+    server.shutdown().await;
+}

@@ -102,6 +102,53 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// Reads a policy file (a plan's policy on its own: `preset`, `import`, the keys; no name
+/// needed), for a relay tier run as its own process.
+pub fn load_policy(path: &Path) -> Result<chaos_policy::Policy, PlanError> {
+    let whole = |message: String, hint: &str| PlanError {
+        file: path.to_owned(),
+        line: None,
+        column: None,
+        message,
+        hint: Some(hint.into()),
+    };
+    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PLAN_BYTES)
+        .map_err(|e| whole(format!("cannot read the policy: {e}"), "check the path"))?
+        .ok_or_else(|| {
+            whole(
+                format!("the policy is larger than {} KiB", MAX_PLAN_BYTES / 1024),
+                "a policy is a few lines of YAML",
+            )
+        })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        whole(
+            "the policy is not UTF-8 text".to_owned(),
+            "save it as UTF-8",
+        )
+    })?;
+    fault_server::yaml_guard::check_depth(&text, fault_server::yaml_guard::MAX_DEPTH).map_err(
+        |deep| PlanError {
+            file: path.to_owned(),
+            line: Some(deep.line),
+            column: Some(deep.column),
+            message: format!("nested {} levels deep (at most {})", deep.depth, deep.max),
+            hint: Some("a policy nests a few levels".into()),
+        },
+    )?;
+    let spec: spec::PolicySpec = serde_yaml::from_str(&text).map_err(|e| yaml_error(path, &e))?;
+    let dir = path.parent().unwrap_or(Path::new(""));
+    policy::single(spec, dir).map_err(|f| {
+        let at = locate(&text, &f.path);
+        PlanError {
+            file: path.to_owned(),
+            line: at.map(|(l, _)| l),
+            column: at.map(|(_, c)| c),
+            message: f.message,
+            hint: f.hint,
+        }
+    })
+}
+
 const DEFAULT_SEED: u64 = 1;
 const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 

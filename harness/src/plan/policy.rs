@@ -86,6 +86,19 @@ pub(super) fn resolve(
     })
 }
 
+/// A policy on its own (a relay tier's file): no name needed, no tiers.
+pub(super) fn single(mut spec: PolicySpec, dir: &Path) -> Result<Policy, Found> {
+    if !spec.tiers.is_empty() {
+        return Err(found(vec![Seg::Key("tiers")], "a relay's policy has no `tiers`")
+            .hint("the relay forwards to one next hop (`--to`); chain relays by pointing each at the next"));
+    }
+    if spec.name.is_empty() {
+        spec.name = "relay".to_owned();
+    }
+    let (named, _) = policy(&[], spec, dir)?;
+    Ok(named.policy)
+}
+
 /// Letters, digits, `-`, `_`, `.`: safe in a header, a file name and a request id.
 fn is_token(name: &str) -> bool {
     !name.is_empty()

@@ -411,7 +411,7 @@ fn describe(policy: &NamedPolicy) -> String {
 }
 
 /// A policy in a line: attempts, backoff, timeout, budget, breaker.
-pub(super) fn describe_policy(policy: &chaos_policy::Policy) -> String {
+pub fn describe_policy(policy: &chaos_policy::Policy) -> String {
     let c = policy.config();
     let mut parts = vec![format!("{} attempts", c.max_attempts)];
     parts.push(describe_backoff(&c.backoff));

@@ -11,8 +11,8 @@ mod tests;
 mod write;
 
 pub use build::{
-    DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, offered_quantile_ms, peak_1s,
-    reconciliation, recovery_s,
+    DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, describe_policy,
+    offered_quantile_ms, peak_1s, reconciliation, recovery_s,
 };
 pub use html::render as html;
 pub use junit::render as junit;
