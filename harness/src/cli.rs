@@ -215,6 +215,7 @@ fn relay(args: RelayArgs) -> u8 {
             policy,
             seed: args.seed,
             listen: args.listen,
+            script: None,
         })
         .await
         {

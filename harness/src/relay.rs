@@ -37,6 +37,10 @@ use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use fault_server::Script;
+use fault_server::script::{Decision, FaultAction, FaultResponse, RequestFacts};
+use fault_server::seed::request_seed;
+
 use crate::attempt::{classify, parse_retry_after};
 
 /// The marker of an answer from a tier that gave up.
@@ -61,6 +65,9 @@ pub struct RelayConfig {
     pub seed: u64,
     /// Where to listen (127.0.0.1:0 by default).
     pub listen: SocketAddr,
+    /// The fault phases this tier injects itself (a plan's `tier:` phases): statuses
+    /// and delays, chosen as the fault-server chooses them.
+    pub script: Option<Script>,
 }
 
 /// What one hop received, sent and gave up: the tier's ledger.
@@ -77,6 +84,9 @@ pub struct HopCounts {
     pub gave_up: u64,
     /// Answers from the next hop that carried `x-chaos-no-retry`.
     pub no_retry_received: u64,
+    /// Requests this tier answered with a fault of its own, without forwarding.
+    #[serde(default)]
+    pub faulted: u64,
     /// Attempts sent in each second since the tier started.
     pub sent_per_second: Vec<u64>,
 }
@@ -90,6 +100,7 @@ struct Counters {
     succeeded: AtomicU64,
     gave_up: AtomicU64,
     no_retry_received: AtomicU64,
+    faulted: AtomicU64,
     in_flight: AtomicU64,
     /// Attempts sent per second since the start, up to a day (a longer run is counted in
     /// its totals, not here).
@@ -110,6 +121,7 @@ impl Counters {
             succeeded: load(&self.succeeded),
             gave_up: load(&self.gave_up),
             no_retry_received: load(&self.no_retry_received),
+            faulted: load(&self.faulted),
             sent_per_second: lock(&self.per_second).clone(),
         }
     }
@@ -134,6 +146,7 @@ struct Shared {
     http: reqwest::Client,
     start: Instant,
     seed: u64,
+    script: Option<Script>,
     counts: Counters,
 }
 
@@ -201,6 +214,7 @@ impl Relay {
             http,
             start: Instant::now(),
             seed: config.seed,
+            script: config.script.filter(|s| s.phase_count() > 0),
             counts: Counters::default(),
         });
         let app = axum::Router::new()
@@ -309,6 +323,46 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
     };
     let id = text("x-request-id").unwrap_or("");
+    if let Some(script) = &shared.script {
+        // Decided as the fault-server decides: per (seed, id, attempt, the chain above),
+        // sticky phases per logical request.
+        let mut rng = ChaCha8Rng::seed_from_u64(
+            request_seed(shared.seed, id, upstream_attempt.unwrap_or(0))
+                ^ fault_server::seed::splitmix64(fault_server::seed::fnv1a([chain.as_bytes()])),
+        );
+        // The facts borrow the headers as a `dyn` lookup: decide before any await.
+        let decision = {
+            let facts = RequestFacts {
+                method: parts.method.as_str(),
+                path: parts.uri.path(),
+                attempt: upstream_attempt,
+                headers,
+                sticky_seed: (!id.is_empty()).then(|| request_seed(shared.seed, id, 0)),
+            };
+            script.select(&facts, shared.now(), &mut rng)
+        };
+        if let Decision::Fault { phase, fault } = decision {
+            match fault.action {
+                FaultAction::Delay(d) => tokio::time::sleep(d).await,
+                FaultAction::Status(response) => {
+                    counts.faulted.fetch_add(1, Ordering::Relaxed);
+                    return injected(
+                        &shared.name,
+                        script.phase_name(phase).unwrap_or("?"),
+                        &response,
+                    );
+                }
+                // The plan allows statuses and delays only at a tier.
+                _ => {
+                    counts.faulted.fetch_add(1, Ordering::Relaxed);
+                    return problem(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!("tier `{}` cannot inject this fault", shared.name),
+                    );
+                }
+            }
+        }
+    }
     let request = chaos_policy::Request {
         method: Method::parse(parts.method.as_str()),
         idempotency_key: headers.contains_key("idempotency-key"),
@@ -498,6 +552,34 @@ fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response 
         if let Some(reason) = reason {
             headers.insert("x-chaos-gave-up", HeaderValue::from_static(reason.name()));
         }
+    }
+    response
+}
+
+/// A status fault of the tier's own, as the fault-server writes one.
+fn injected(tier: &str, phase: &str, fault: &FaultResponse) -> Response {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let body = fault.body.clone().unwrap_or_else(|| {
+        serde_json::json!({ "error": "injected fault", "status": fault.status, "phase": phase, "tier": tier })
+            .to_string()
+    });
+    let mut response = (status, [("content-type", "application/json")], body).into_response();
+    let headers = response.headers_mut();
+    if let Some(secs) = fault.retry_after_secs()
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        headers.insert("retry-after", v);
+    }
+    for (name, value) in &fault.headers {
+        if let (Ok(name), Ok(value)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(phase) {
+        headers.insert("x-chaos-fault", v);
     }
     response
 }

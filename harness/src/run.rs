@@ -151,6 +151,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
                 policy: tier.policy.clone(),
                 seed: plan.seed,
                 listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                script: tier_script(plan, &tier.tier),
             })
             .await
             {
@@ -262,6 +263,31 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             generated_at,
         },
     ))
+}
+
+/// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.
+fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
+    let faults: Vec<_> = plan
+        .script
+        .faults
+        .iter()
+        .filter(|p| p.tier.as_deref() == Some(tier))
+        .cloned()
+        .map(|mut p| {
+            p.tier = None;
+            p
+        })
+        .collect();
+    if faults.is_empty() {
+        return None;
+    }
+    // The plan was checked as a whole: its tier phases resolve.
+    Script::from_spec(fault_server::ScriptSpec {
+        seed: Some(plan.seed),
+        server: None,
+        faults,
+    })
+    .ok()
 }
 
 fn select<'a>(plan: &'a Plan, names: &[String]) -> Result<Vec<&'a NamedPolicy>, RunError> {

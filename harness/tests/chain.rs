@@ -268,3 +268,63 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
     );
     server.shutdown().await;
 }
+
+/// A fault phase with `tier:` is injected by that relay tier, not by the leaf.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_can_inject_its_own_faults() {
+    let report = run(r#"
+name: tier-fault
+seed: 3
+duration: 1s
+drain: 3s
+tiers: [api, backend]
+load:
+  rate: 20
+  arrivals: uniform
+  requests: [ { name: read, path: "/items/{n}" } ]
+faults:
+  - { name: api-sheds, tier: api, respond: { status: 503, retry_after: 1s } }
+policies:
+  - { name: three, max_attempts: 3, backoff: none }
+gates: [ client_server_agree ]
+"#)
+    .await;
+    let p = policy(&report, "three");
+    let ledger = p.ledger.as_ref().expect("a ledger");
+    assert_eq!(p.attempts, 3 * p.logical, "every attempt refused at api");
+    assert_eq!(p.tiers[0].received, p.attempts);
+    assert_eq!(p.tiers[0].sent, 0, "api answered itself");
+    assert_eq!(
+        (p.tiers[1].received, ledger.attempts),
+        (0, 0),
+        "nothing got past api"
+    );
+    assert_eq!(p.outcomes.get("503"), Some(&p.attempts));
+    assert!(ledger.reconciled, "{:?}", p.gates);
+}
+
+#[test]
+fn a_tier_fault_must_name_a_tier_and_be_a_status_or_a_delay() {
+    let base = "duration: 1s\ntiers: [api]\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n";
+    let err = |faults: &str| {
+        harness::plan::parse(std::path::Path::new("t.yaml"), &format!("{base}{faults}"))
+            .expect_err("invalid")
+            .to_string()
+    };
+    let unknown = err("faults: [ { tier: web, respond: { status: 503 } } ]\n");
+    assert!(
+        unknown.contains("names no tier") && unknown.contains("api"),
+        "{unknown}"
+    );
+    let reset = err("faults: [ { tier: api, respond: { fault: reset } } ]\n");
+    assert!(reset.contains("cannot inject `reset`"), "{reset}");
+    assert!(
+        harness::plan::parse(
+            std::path::Path::new("t.yaml"),
+            &format!(
+                "{base}faults: [ {{ tier: api, respond: {{ fault: delay, delay: 5ms }} }} ]\n"
+            )
+        )
+        .is_ok()
+    );
+}

@@ -65,7 +65,11 @@ impl Script {
                 }
                 names.push(name);
             }
-            phases.push(resolve_phase(index, phase)?);
+            let resolved = resolve_phase(index, phase)?;
+            // A relay tier's phase is checked here like any other, and run there.
+            if phase.tier.is_none() {
+                phases.push(resolved);
+            }
         }
         let capacity = spec.server.as_ref().map(resolve_capacity).transpose()?;
         Ok(Script {

@@ -83,6 +83,10 @@ pub struct PhaseSpec {
     pub sticky: Option<bool>,
     /// What to do: one entry, or several picked by relative `weight`.
     pub respond: OneOrMany<RespondSpec>,
+    /// A relay tier of a call chain (the harness's `tiers:`) that injects this phase
+    /// instead of the fault-server; the fault-server itself skips such a phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
 }
 
 /// Which requests a phase applies to. Every given criterion must hold.

@@ -200,6 +200,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     }
     let fault_window = fault_window(&script, duration);
     let tiers = tiers(spec.tiers)?;
+    tier_faults(&script, &tiers)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     let policy::Resolved {
         policies,
@@ -245,6 +246,43 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         text_hash: 0,
     };
     Ok((plan, sources))
+}
+
+/// The fault phases a relay tier injects (`tier:`) name a tier of the plan and answer
+/// with a status or a delay: the other kinds act on a TCP connection, which only the
+/// fault-server's own accept loop controls.
+fn tier_faults(script: &ScriptSpec, tiers: &[String]) -> Result<(), Found> {
+    use fault_server::FaultKind;
+    use locate::Seg::{Index, Key};
+    for (i, phase) in script.faults.iter().enumerate() {
+        let Some(tier) = &phase.tier else {
+            continue;
+        };
+        if !tiers.contains(tier) {
+            return Err(found(
+                vec![Key("faults"), Index(i), Key("tier")],
+                format!("fault phase `tier: {tier}` names no tier of the plan"),
+            )
+            .hint(if tiers.is_empty() {
+                "list the relay tiers at the top level: `tiers: [api, backend]`".to_owned()
+            } else {
+                format!("the plan's tiers: {}", tiers.join(", "))
+            }));
+        }
+        for entry in &phase.respond.0 {
+            let kind = entry.fault.unwrap_or(FaultKind::Status);
+            if !matches!(kind, FaultKind::Status | FaultKind::Delay)
+                || entry.processed == Some(true)
+            {
+                return Err(found(
+                    vec![Key("faults"), Index(i), Key("respond")],
+                    format!("relay tier `{tier}` cannot inject `{}`{}", kind.name(), if entry.processed == Some(true) { " with `processed: true`" } else { "" }),
+                )
+                .hint("a relay tier answers with a status or waits (`delay`); resets, closes, truncations and hangs act on a connection: script them at the fault-server (no `tier:`)"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The plan's relay tiers: names that can go into a report and a header, each once.

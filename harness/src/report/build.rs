@@ -241,11 +241,15 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         // agree with the next; the logical requests are the client's, end to end.
         let reconciled = match tiers.first() {
             None => agree.agrees(l.attempts, l.logical),
+            // A tier may answer a request itself (its own fault, an open breaker): the
+            // leaf sees at most the client's logical requests, and some whenever the last
+            // tier sent anything.
             Some(first) => {
                 agree.attempts.contains(&first.received)
                     && agree.logical.contains(&first.logical)
                     && tier_reports.iter().all(|t| t.agrees)
-                    && agree.logical.contains(&l.logical)
+                    && l.logical <= *agree.logical.end()
+                    && (l.logical > 0) == tiers.last().is_some_and(|t| t.sent > 0)
             }
         };
         LedgerView {
