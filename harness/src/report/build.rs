@@ -168,6 +168,7 @@ fn tier_reports(
                 succeeded: t.succeeded,
                 gave_up: t.gave_up,
                 no_retry_received: t.no_retry_received,
+                faulted: t.faulted,
                 amplification: ratio(t.sent, r.logical),
                 agrees: next.is_none_or(|n| n == t.sent),
                 sent_per_second: t.sent_per_second.clone(),

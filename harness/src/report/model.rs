@@ -145,6 +145,9 @@ pub struct TierReport {
     pub gave_up: u64,
     /// Answers from the next hop marked `x-chaos-no-retry`.
     pub no_retry_received: u64,
+    /// Requests it answered with a fault of its own (`tier:` phases), not forwarded.
+    #[serde(default)]
+    pub faulted: u64,
     /// Attempts sent per logical request of the client.
     pub amplification: f64,
     /// The next hop received exactly what this one sent.
