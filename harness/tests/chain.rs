@@ -328,3 +328,66 @@ fn a_tier_fault_must_name_a_tier_and_be_a_status_or_a_delay() {
         .is_ok()
     );
 }
+
+/// A tier ends its retries by the caller's deadline (`x-chaos-deadline-ms`): in front of a
+/// leaf that hangs 300 ms and then closes, a tier that would try 5 times (no timeout of
+/// its own) stops when the caller's 100 ms are up, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_honours_the_callers_deadline() {
+    use harness::relay::{Relay, RelayConfig};
+
+    let script = fault_server::Script::from_yaml_str(
+        "faults: [ { name: hangs, respond: { fault: timeout, hold: 300ms } } ]",
+    )
+    .expect("a script");
+    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
+        .await
+        .expect("a fault-server");
+    let policy = harness::policy::Policy::new(harness::policy::PolicyConfig {
+        max_attempts: 5,
+        backoff: harness::policy::Backoff::none(),
+        retry_on: harness::policy::RetryOn::new(vec![harness::policy::RetryCondition::Any]),
+        ..harness::policy::PolicyConfig::default()
+    })
+    .expect("a policy");
+    let relay = Relay::start(RelayConfig {
+        name: "backend".into(),
+        next: server.url(),
+        policy,
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+    })
+    .await
+    .expect("a relay");
+    let ask = |deadline: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .get(format!("{}/items/1", relay.url()))
+            .header("x-request-id", "d-1")
+            .header("x-chaos-attempt", "1");
+        if let Some(ms) = deadline {
+            request = request.header("x-chaos-deadline-ms", ms);
+        }
+        request.send()
+    };
+    let answer = ask(Some("100")).await.expect("an answer");
+    assert_eq!(
+        answer.status().as_u16(),
+        504,
+        "its attempt timed out at the deadline"
+    );
+    assert_eq!(
+        answer
+            .headers()
+            .get("x-chaos-gave-up")
+            .map(|v| v.as_bytes()),
+        Some(&b"deadline"[..])
+    );
+    assert_eq!(relay.counts().sent, 1, "one attempt in 100 ms, not five");
+    // Without a deadline the same tier tries five times (300 ms each).
+    let answer = ask(None).await.expect("an answer");
+    assert_eq!(answer.status().as_u16(), 503);
+    assert_eq!(relay.counts().sent, 6);
+    relay.shutdown().await;
+    server.shutdown().await;
+}
