@@ -158,6 +158,20 @@ pub fn execute(cli: Cli) -> u8 {
     }
 }
 
+/// The async runtime, or why it cannot start (said on stderr).
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 fn relay(args: RelayArgs) -> u8 {
     let host = reqwest::Url::parse(&args.to)
         .ok()
@@ -183,22 +197,10 @@ fn relay(args: RelayArgs) -> u8 {
                 return EXIT_INVALID;
             }
         },
-        None => crate::policy::Policy::new(crate::policy::PolicyConfig {
-            max_attempts: 1,
-            backoff: crate::policy::Backoff::none(),
-            ..crate::policy::PolicyConfig::default()
-        })
-        .expect("one attempt without backoff is a valid policy"),
+        None => plan::forward_once(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+    let Some(runtime) = runtime() else {
+        return EXIT_CANNOT_RUN;
     };
     runtime.block_on(async move {
         let signals = match Interrupts::install() {
@@ -340,15 +342,8 @@ fn chaos(args: ChaosArgs) -> u8 {
         otlp,
     } = args;
     let (path, out) = (path.as_path(), out.as_deref());
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+    let Some(runtime) = runtime() else {
+        return EXIT_CANNOT_RUN;
     };
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report
     // marked aborted, however early it comes.

@@ -140,23 +140,15 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 ),
             }
         }
-        GateKind::Check(Check::ClientServerAgree) if !r.tiers.is_empty() => match &r.ledger {
-            Some(l) => GateResult {
+        GateKind::Check(Check::ClientServerAgree) => match &r.ledger {
+            // Behind relay tiers: every hop, the last one's attempts against the leaf's.
+            Some(l) if !r.tiers.is_empty() => GateResult {
                 name,
                 pass: l.reconciled,
                 measured: Some(l.attempts as f64),
                 limit: r.tiers.last().map(|t| t.sent as f64),
                 detail: hop_detail(r, l.attempts),
             },
-            None => GateResult {
-                name,
-                pass: false,
-                measured: None,
-                limit: None,
-                detail: "cannot be checked without a fault-server ledger".to_owned(),
-            },
-        },
-        GateKind::Check(Check::ClientServerAgree) => match &r.ledger {
             Some(l) => GateResult {
                 name,
                 pass: l.reconciled,

@@ -516,35 +516,24 @@ fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response 
             }
             response
         }
-        Some(Answer { outcome, .. }) => {
-            let status = if matches!(outcome, Outcome::AttemptTimeout | Outcome::ConnectTimeout) {
-                StatusCode::GATEWAY_TIMEOUT
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            problem(
-                status,
-                &format!(
-                    "tier `{}` gave up: its last attempt ended in {outcome}",
-                    shared.name
-                ),
-            )
-        }
-        None => {
-            let status = if reason == Some(GiveUp::Deadline) {
-                StatusCode::GATEWAY_TIMEOUT
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            problem(
-                status,
-                &format!(
-                    "tier `{}` sent nothing: {}",
-                    shared.name,
-                    reason.map_or("no attempt", GiveUp::name)
-                ),
-            )
-        }
+        Some(Answer { outcome, .. }) => problem(
+            gave_up_status(matches!(
+                outcome,
+                Outcome::AttemptTimeout | Outcome::ConnectTimeout
+            )),
+            &format!(
+                "tier `{}` gave up: its last attempt ended in {outcome}",
+                shared.name
+            ),
+        ),
+        None => problem(
+            gave_up_status(reason == Some(GiveUp::Deadline)),
+            &format!(
+                "tier `{}` sent nothing: {}",
+                shared.name,
+                reason.map_or("no attempt", GiveUp::name)
+            ),
+        ),
     };
     if gave_up {
         let headers = response.headers_mut();
@@ -554,6 +543,15 @@ fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response 
         }
     }
     response
+}
+
+/// A gateway's answer when it got none it could pass on: 504 when time ran out.
+fn gave_up_status(timed_out: bool) -> StatusCode {
+    if timed_out {
+        StatusCode::GATEWAY_TIMEOUT
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
 }
 
 /// A status fault of the tier's own, as the fault-server writes one.

@@ -3,16 +3,8 @@
 
 mod common;
 
-use common::run;
-use harness::report::{PolicyReport, Report};
-
-fn policy<'a>(report: &'a Report, name: &str) -> &'a PolicyReport {
-    report
-        .policies
-        .iter()
-        .find(|p| p.name == name)
-        .unwrap_or_else(|| panic!("no policy {name}"))
-}
+use common::{policy, run};
+use harness::report::PolicyReport;
 
 /// A chain of two relay tiers in front of a leaf that fails every attempt (a total
 /// outage, 503), no budgets, no backoff: `policies` is the plan's policy list.

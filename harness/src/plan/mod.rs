@@ -29,6 +29,7 @@ pub use model::{
     Arrivals, Check, Gate, GateKind, Load, Metric, NamedPolicy, Plan, RequestKind, Segment, Target,
     TierKind, TierPolicy,
 };
+pub use policy::forward_once;
 use spec::PlanSpec;
 pub use target::is_loopback_host;
 
@@ -38,6 +39,23 @@ pub use target::is_loopback_host;
 pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
 
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
+    let text = read_yaml(
+        path,
+        "plan",
+        "check the path; `ls plans/` lists the shipped plans",
+        "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
+    )?;
+    parse(path, &text)
+}
+
+/// A YAML file's text, bounded in size and checked to be UTF-8: `what` names it
+/// (`plan`, `policy`) in errors.
+fn read_yaml(
+    path: &Path,
+    what: &str,
+    unreadable_hint: &str,
+    too_large_hint: &str,
+) -> Result<String, PlanError> {
     let whole = |message: String, hint: &str| PlanError {
         file: path.to_owned(),
         line: None,
@@ -45,34 +63,39 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
         message,
         hint: Some(hint.into()),
     };
-    let cannot_read = |e: std::io::Error| {
-        whole(
-            format!("cannot read the plan: {e}"),
-            "check the path; `ls plans/` lists the shipped plans",
-        )
-    };
     let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PLAN_BYTES)
-        .map_err(cannot_read)?
+        .map_err(|e| whole(format!("cannot read the {what}: {e}"), unreadable_hint))?
         .ok_or_else(|| {
             whole(
-                format!("the plan is larger than {} KiB", MAX_PLAN_BYTES / 1024),
-                "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
+                format!("the {what} is larger than {} KiB", MAX_PLAN_BYTES / 1024),
+                too_large_hint,
             )
         })?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         whole(
             format!(
-                "the plan is not UTF-8 text (byte {})",
+                "the {what} is not UTF-8 text (byte {})",
                 e.utf8_error().valid_up_to()
             ),
-            "save the plan as UTF-8",
+            &format!("save the {what} as UTF-8"),
         )
-    })?;
-    parse(path, &text)
+    })
 }
 
-/// Resolves a plan from its text; `path` names it in errors and reports.
-pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
+/// A problem found after parsing, at the line and column of the part it names.
+fn located(path: &Path, text: &str, f: Found) -> PlanError {
+    let at = locate(text, &f.path);
+    PlanError {
+        file: path.to_owned(),
+        line: at.map(|(l, _)| l),
+        column: at.map(|(_, c)| c),
+        message: f.message,
+        hint: f.hint,
+    }
+}
+
+/// Refuses YAML nested deeper than the guard allows, before the parser sees it.
+fn check_depth(path: &Path, text: &str) -> Result<(), PlanError> {
     fault_server::yaml_guard::check_depth(text, fault_server::yaml_guard::MAX_DEPTH).map_err(
         |deep| PlanError {
             file: path.to_owned(),
@@ -81,18 +104,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
             message: format!("nested {} levels deep (at most {})", deep.depth, deep.max),
             hint: Some("a plan nests a few levels; this looks generated or corrupted".into()),
         },
-    )?;
+    )
+}
+
+/// Resolves a plan from its text; `path` names it in errors and reports.
+pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
+    check_depth(path, text)?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
-    let (mut plan, sources) = resolve(path, spec).map_err(|f| {
-        let at = locate(text, &f.path);
-        PlanError {
-            file: path.to_owned(),
-            line: at.map(|(l, _)| l),
-            column: at.map(|(_, c)| c),
-            message: f.message,
-            hint: f.hint,
-        }
-    })?;
+    let (mut plan, sources) = resolve(path, spec).map_err(|f| located(path, text, f))?;
     // The imported files are part of the experiment: a changed config, a changed digest.
     plan.text_hash = fault_server::seed::fnv1a(
         std::iter::once(text)
@@ -105,48 +124,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
 /// Reads a policy file (a plan's policy on its own: `preset`, `import`, the keys; no name
 /// needed), for a relay tier run as its own process.
 pub fn load_policy(path: &Path) -> Result<chaos_policy::Policy, PlanError> {
-    let whole = |message: String, hint: &str| PlanError {
-        file: path.to_owned(),
-        line: None,
-        column: None,
-        message,
-        hint: Some(hint.into()),
-    };
-    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PLAN_BYTES)
-        .map_err(|e| whole(format!("cannot read the policy: {e}"), "check the path"))?
-        .ok_or_else(|| {
-            whole(
-                format!("the policy is larger than {} KiB", MAX_PLAN_BYTES / 1024),
-                "a policy is a few lines of YAML",
-            )
-        })?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        whole(
-            "the policy is not UTF-8 text".to_owned(),
-            "save it as UTF-8",
-        )
-    })?;
-    fault_server::yaml_guard::check_depth(&text, fault_server::yaml_guard::MAX_DEPTH).map_err(
-        |deep| PlanError {
-            file: path.to_owned(),
-            line: Some(deep.line),
-            column: Some(deep.column),
-            message: format!("nested {} levels deep (at most {})", deep.depth, deep.max),
-            hint: Some("a policy nests a few levels".into()),
-        },
+    let text = read_yaml(
+        path,
+        "policy",
+        "check the path",
+        "a policy is a few lines of YAML",
     )?;
+    check_depth(path, &text)?;
     let spec: spec::PolicySpec = serde_yaml::from_str(&text).map_err(|e| yaml_error(path, &e))?;
     let dir = path.parent().unwrap_or(Path::new(""));
-    policy::single(spec, dir).map_err(|f| {
-        let at = locate(&text, &f.path);
-        PlanError {
-            file: path.to_owned(),
-            line: at.map(|(l, _)| l),
-            column: at.map(|(_, c)| c),
-            message: f.message,
-            hint: f.hint,
-        }
-    })
+    policy::single(spec, dir).map_err(|f| located(path, &text, f))
 }
 
 const DEFAULT_SEED: u64 = 1;

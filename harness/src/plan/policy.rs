@@ -64,14 +64,7 @@ pub(super) fn resolve(
         let tier_specs = std::mem::take(&mut p.tiers);
         let base = vec![Key("policies"), Index(i)];
         let (mut policy, imported) = policy(&base, p, dir)?;
-        if let Some((import_warnings, texts)) = imported {
-            warnings.extend(
-                import_warnings
-                    .into_iter()
-                    .map(|w| format!("policy `{name}` (import): {w}")),
-            );
-            sources.extend(texts);
-        }
+        note_import(&name, imported, &mut warnings, &mut sources);
         let (tier_policies, tier_warnings, tier_sources) =
             tier_policies(&base, &policy, tier_specs, tiers, dir)?;
         warnings.extend(tier_warnings);
@@ -110,6 +103,23 @@ fn is_token(name: &str) -> bool {
 
 /// What an import could not model, and the text of the files it read.
 type ImportedBy = Option<(Vec<String>, Vec<String>)>;
+
+/// Keeps what policy `name`'s import could not model (as warnings) and the files it read.
+fn note_import(
+    name: &str,
+    imported: ImportedBy,
+    warnings: &mut Vec<String>,
+    sources: &mut Vec<String>,
+) {
+    if let Some((import_warnings, texts)) = imported {
+        warnings.extend(
+            import_warnings
+                .into_iter()
+                .map(|w| format!("policy `{name}` (import): {w}")),
+        );
+        sources.extend(texts);
+    }
+}
 
 /// The tiers' policies, what their imports could not model, and the imported files' text.
 type TiersResolved = (Vec<TierPolicy>, Vec<String>, Vec<String>);
@@ -171,14 +181,7 @@ fn tier_policies(
                 spec.name = format!("{}@{tier}", variant.name);
                 let name = spec.name.clone();
                 let (named, imported) = policy(&at(tier), *spec, dir)?;
-                if let Some((import_warnings, texts)) = imported {
-                    warnings.extend(
-                        import_warnings
-                            .into_iter()
-                            .map(|w| format!("policy `{name}` (import): {w}")),
-                    );
-                    sources.extend(texts);
-                }
+                note_import(&name, imported, &mut warnings, &mut sources);
                 (TierKind::Own, named.policy)
             }
         };
@@ -192,7 +195,7 @@ fn tier_policies(
 }
 
 /// A tier that forwards once and never retries.
-fn forward_once() -> Policy {
+pub fn forward_once() -> Policy {
     Policy::new(PolicyConfig {
         max_attempts: 1,
         backoff: Backoff::none(),

@@ -67,3 +67,15 @@ pub async fn run(yaml: &str) -> harness::report::Report {
         .await
         .unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// A policy's part of a report, by name.
+pub fn policy<'a>(
+    report: &'a harness::report::Report,
+    name: &str,
+) -> &'a harness::report::PolicyReport {
+    report
+        .policies
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no policy {name}"))
+}
