@@ -234,7 +234,16 @@ pub fn render(report: &Report) -> String {
         .map(|p| p.series.len())
         .max()
         .unwrap_or(0);
-    let _ = write!(out, "<h2>Attempts reaching the server per second</h2>");
+    if report.policies.iter().any(|p| !p.tiers.is_empty()) {
+        // Behind relay tiers the client's attempts reach the first tier; each policy's
+        // section charts every hop.
+        let _ = write!(
+            out,
+            "<h2>Attempts the client sent per second</h2><p>Behind relay tiers: each policy's call-chain chart below shows every hop.</p>"
+        );
+    } else {
+        let _ = write!(out, "<h2>Attempts reaching the server per second</h2>");
+    }
     let palette = [
         "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d35400",
     ];
