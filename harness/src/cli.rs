@@ -119,7 +119,7 @@ pub struct RelayArgs {
     /// Seeds the jitter of each request, with its id.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Forward to a host outside loopback. Load and faults are for machines you own.
+    /// Listen, or forward, outside loopback. Load and faults are for machines you own.
     #[arg(long)]
     pub allow_remote: bool,
 }
@@ -182,6 +182,13 @@ fn relay(args: RelayArgs) -> u8 {
         eprintln!("  hint: e.g. --to http://127.0.0.1:8080");
         return EXIT_INVALID;
     };
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        eprintln!("error: --listen {} is not on loopback", args.listen);
+        eprintln!(
+            "  hint: a tier forwards whatever reaches it; pass --allow-remote to listen there anyway"
+        );
+        return EXIT_INVALID;
+    }
     if !plan::is_loopback_host(&host) && !args.allow_remote {
         eprintln!("error: --to {} is not on loopback", args.to);
         eprintln!(

@@ -14,12 +14,15 @@
 //!   fault-server's per-attempt draws stay independent behind a chain;
 //! - `x-chaos-deadline-ms`: how long the caller will wait for this attempt; the tier's
 //!   session ends by then (the nearer of it and its policy's own deadline);
-//! - `traceparent`, `x-chaos-policy`, `Idempotency-Key`, the body and its content type.
+//! - every end-to-end header (`traceparent`, `Idempotency-Key`, a request kind's own) and
+//!   the body, both ways; never the fault-server's control API.
 //!
 //! A tier that gives up answers with the last status it got (a 503 when its attempts
-//! ended without one, a 504 when they timed out) and `x-chaos-no-retry: 1`, the SRE
-//! book's "overloaded; don't retry": a caller whose policy has `honor_no_retry` does not
-//! retry it, so only the tier next to the failure retries.
+//! ended without one, a 504 when they timed out) and, when it could have retried or was
+//! told not to, `x-chaos-no-retry: 1`, the SRE book's "overloaded; don't retry": a caller
+//! whose policy has `honor_no_retry` does not retry it, so only the tier next to the
+//! failure retries. Each request runs to its end on a task of its own, whether or not
+//! its caller is still waiting, as a real service's would.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +90,9 @@ pub struct HopCounts {
     /// Requests this tier answered with a fault of its own, without forwarding.
     #[serde(default)]
     pub faulted: u64,
+    /// Attempts sent that failed to connect: the next hop never received them.
+    #[serde(default)]
+    pub unsent: u64,
     /// Attempts sent in each second since the tier started.
     pub sent_per_second: Vec<u64>,
 }
@@ -101,6 +107,7 @@ struct Counters {
     gave_up: AtomicU64,
     no_retry_received: AtomicU64,
     faulted: AtomicU64,
+    unsent: AtomicU64,
     in_flight: AtomicU64,
     /// Attempts sent per second since the start, up to a day (a longer run is counted in
     /// its totals, not here).
@@ -122,6 +129,7 @@ impl Counters {
             gave_up: load(&self.gave_up),
             no_retry_received: load(&self.no_retry_received),
             faulted: load(&self.faulted),
+            unsent: load(&self.unsent),
             sent_per_second: lock(&self.per_second).clone(),
         }
     }
@@ -267,7 +275,13 @@ impl Relay {
         self.stop.cancel();
         // Graceful shutdown waits for open connections; a client that keeps one open
         // must not keep the tier up.
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(2), self.task)
+            .await
+            .is_err()
+        {
+            abort.abort();
+        }
     }
 }
 
@@ -283,18 +297,88 @@ impl Drop for InFlight<'_> {
 /// What the next hop answered.
 struct Answer {
     outcome: Outcome,
-    retry_after: Option<HeaderValue>,
+    /// The answer's headers, passed upstream but for hop-by-hop ones.
+    headers: HeaderMap,
     no_retry: bool,
-    content_type: Option<HeaderValue>,
     body: Bytes,
 }
 
+impl Answer {
+    fn failed(outcome: Outcome) -> Answer {
+        Answer {
+            outcome,
+            headers: HeaderMap::new(),
+            no_retry: false,
+            body: Bytes::new(),
+        }
+    }
+}
+
+/// Headers that belong to one connection, or that a tier sets itself for the next hop:
+/// never copied across a hop.
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+            | "x-chaos-attempt"
+            | UPSTREAM_ATTEMPTS
+            | DEADLINE_MS
+            | NO_RETRY
+            | "x-chaos-gave-up"
+    )
+}
+
+/// A request arrives: answered by the tier's own fault, or forwarded through its policy.
+/// The work runs on a task of its own, as a real service's does: a caller that hangs up
+/// (its timeout, the end of a run) does not cut a session short, so the tier's breaker
+/// and budget always hear how each attempt ended, and every request is counted to its
+/// end.
 async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let received = Instant::now();
+    let (parts, body) = request.into_parts();
+    if parts.uri.path().starts_with("/__chaos/") {
+        // The fault-server's control API is for the harness, on its own address: a tier
+        // must not open it to whoever can reach the tier.
+        return problem(
+            StatusCode::NOT_FOUND,
+            &format!("tier `{}` does not forward the control API", shared.name),
+        );
+    }
     let counts = &shared.counts;
     counts.in_flight.fetch_add(1, Ordering::Relaxed);
-    let _flight = InFlight(counts);
     counts.received.fetch_add(1, Ordering::Relaxed);
-    let (parts, body) = request.into_parts();
+    let task = tokio::spawn(serve(Arc::clone(&shared), parts, body, received));
+    match task.await {
+        Ok(response) => response,
+        Err(_) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("tier `{}`: the request's task failed", shared.name),
+        ),
+    }
+}
+
+/// The least a tier keeps back from its caller's deadline, so that its answer (a 504
+/// marked `x-chaos-no-retry`) arrives before the caller's own timer fires.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(10);
+
+async fn serve(
+    shared: Arc<Shared>,
+    parts: axum::http::request::Parts,
+    body: Body,
+    received: Instant,
+) -> Response {
+    let counts = &shared.counts;
+    let _flight = InFlight(counts);
     let headers = &parts.headers;
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let upstream_attempt: Option<u32> = text("x-chaos-attempt").and_then(|a| a.trim().parse().ok());
@@ -313,6 +397,7 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
         Err(_) => {
+            counts.gave_up.fetch_add(1, Ordering::Relaxed);
             return problem(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!(
@@ -323,12 +408,21 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
     };
     let id = text("x-request-id").unwrap_or("");
+    // Requests without an id (another load tool in front of a standalone tier) each get
+    // draws of their own.
+    let anonymous = if id.is_empty() {
+        counts.received.load(Ordering::Relaxed)
+    } else {
+        0
+    };
     if let Some(script) = &shared.script {
         // Decided as the fault-server decides: per (seed, id, attempt, the chain above),
         // sticky phases per logical request.
         let mut rng = ChaCha8Rng::seed_from_u64(
             request_seed(shared.seed, id, upstream_attempt.unwrap_or(0))
-                ^ fault_server::seed::splitmix64(fault_server::seed::fnv1a([chain.as_bytes()])),
+                ^ fault_server::seed::splitmix64(
+                    fault_server::seed::fnv1a([chain.as_bytes()]) ^ anonymous,
+                ),
         );
         // The facts borrow the headers as a `dyn` lookup: decide before any await.
         let decision = {
@@ -368,8 +462,14 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         idempotency_key: headers.contains_key("idempotency-key"),
     };
     let mut rng = ChaCha8Rng::seed_from_u64(fault_server::seed::splitmix64(
-        shared.seed ^ fault_server::seed::fnv1a([id.as_bytes(), chain.as_bytes()]),
+        shared.seed ^ fault_server::seed::fnv1a([id.as_bytes(), chain.as_bytes()]) ^ anonymous,
     ));
+    // The caller's deadline counts from when it sent the request: what the body, a delay
+    // fault and a margin for the answer's way back took is gone already.
+    let limit = limit.map(|l| {
+        let margin = DEADLINE_MARGIN.max(l / 20);
+        l.saturating_sub(received.elapsed() + margin)
+    });
     let (mut session, mut action) = {
         let mut client = lock(&shared.client);
         let now = shared.now();
@@ -384,6 +484,9 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
                     counts.retries.fetch_add(1, Ordering::Relaxed);
                 }
                 let answer = forward(&shared, &parts, &body, attempt.get(), timeout, &chain).await;
+                if answer.outcome.proves_unsent() {
+                    counts.unsent.fetch_add(1, Ordering::Relaxed);
+                }
                 if answer.no_retry {
                     counts.no_retry_received.fetch_add(1, Ordering::Relaxed);
                 }
@@ -395,8 +498,8 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
                         now,
                         answer.outcome,
                         answer
-                            .retry_after
-                            .as_ref()
+                            .headers
+                            .get("retry-after")
                             .and_then(|v| v.to_str().ok())
                             .and_then(parse_retry_after),
                         answer.no_retry,
@@ -433,15 +536,10 @@ async fn forward(
         .http
         .request(method, target)
         .header("x-chaos-attempt", attempt.to_string());
-    for name in [
-        "x-request-id",
-        "x-chaos-policy",
-        "idempotency-key",
-        "traceparent",
-        "content-type",
-    ] {
-        if let Some(value) = parts.headers.get(name) {
-            request = request.header(name, value.as_bytes());
+    // End to end: the request kind's own headers, x-request-id, traceparent, ...
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name.as_str()) {
+            request = request.header(name.as_str(), value.as_bytes());
         }
     }
     if !chain.is_empty() {
@@ -455,65 +553,67 @@ async fn forward(
     if !body.is_empty() {
         request = request.body(body.clone());
     }
-    let failed = |outcome| Answer {
-        outcome,
-        retry_after: None,
-        no_retry: false,
-        content_type: None,
-        body: Bytes::new(),
-    };
     match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
-            let retry_after = response.headers().get("retry-after").cloned();
             let no_retry = response.headers().contains_key(NO_RETRY);
-            let content_type = response.headers().get("content-type").cloned();
+            let mut headers = HeaderMap::new();
+            for (name, value) in response.headers() {
+                if !hop_by_hop(name.as_str()) {
+                    headers.append(name.clone(), value.clone());
+                }
+            }
             match response.bytes().await {
                 Ok(body) => Answer {
                     outcome: Outcome::Status(status),
-                    retry_after,
+                    headers,
                     no_retry,
-                    content_type,
                     body,
                 },
-                Err(e) if e.is_timeout() => failed(Outcome::AttemptTimeout),
-                Err(_) => failed(Outcome::TruncatedBody),
+                Err(e) if e.is_timeout() => Answer::failed(Outcome::AttemptTimeout),
+                Err(_) => Answer::failed(Outcome::TruncatedBody),
             }
         }
-        Err(e) => failed(classify(&e)),
+        Err(e) => Answer::failed(classify(&e)),
     }
 }
 
-/// The answer upstream: what the next hop finally said, or why the tier gave up.
+/// The answer upstream: what the next hop finally said, or why the tier gave up. A tier
+/// that gave up when it could have retried (or heard "don't retry" from below) says
+/// `x-chaos-no-retry: 1`; one that only forwards once passes on what it got.
 fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response {
     let counts = &shared.counts;
-    let (reason, gave_up) = match verdict {
+    let retries = lock(&shared.client).policy().config().max_attempts > 1;
+    let below_said_stop = last.as_ref().is_some_and(|a| a.no_retry);
+    let (reason, mark) = match verdict {
         Verdict::Succeeded { .. } => {
             counts.succeeded.fetch_add(1, Ordering::Relaxed);
             (None, false)
         }
         Verdict::GaveUp { reason, .. } => {
             counts.gave_up.fetch_add(1, Ordering::Relaxed);
-            (Some(reason), true)
+            let mark = match reason {
+                GiveUp::MaxAttempts => retries || below_said_stop,
+                GiveUp::Permanent => below_said_stop,
+                GiveUp::BudgetExhausted
+                | GiveUp::BreakerOpen
+                | GiveUp::NonIdempotent
+                | GiveUp::Deadline
+                | GiveUp::NoRetry => true,
+            };
+            (Some(reason), mark)
         }
     };
     let mut response = match last {
         Some(Answer {
             outcome: Outcome::Status(code),
-            retry_after,
-            content_type,
+            headers,
             body,
             ..
         }) => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
-            let headers: &mut HeaderMap = response.headers_mut();
-            if let Some(v) = content_type {
-                headers.insert("content-type", v);
-            }
-            if let Some(v) = retry_after {
-                headers.insert("retry-after", v);
-            }
+            *response.headers_mut() = headers;
             response
         }
         Some(Answer { outcome, .. }) => problem(
@@ -535,12 +635,15 @@ fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response 
             ),
         ),
     };
-    if gave_up {
-        let headers = response.headers_mut();
-        headers.insert(NO_RETRY, HeaderValue::from_static("1"));
-        if let Some(reason) = reason {
-            headers.insert("x-chaos-gave-up", HeaderValue::from_static(reason.name()));
-        }
+    if mark {
+        response
+            .headers_mut()
+            .insert(NO_RETRY, HeaderValue::from_static("1"));
+    }
+    if let Some(reason) = reason {
+        response
+            .headers_mut()
+            .insert("x-chaos-gave-up", HeaderValue::from_static(reason.name()));
     }
     response
 }

@@ -383,3 +383,95 @@ async fn a_tier_honours_the_callers_deadline() {
     relay.shutdown().await;
     server.shutdown().await;
 }
+
+/// The one-tier rule holds when attempts time out too: each tier keeps back a margin of
+/// its caller's deadline, so its 504 marked `x-chaos-no-retry` arrives before the
+/// caller's own timer fires, and nobody above the backend retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_tier_rule_holds_when_attempts_time_out() {
+    let report = run(r#"
+name: hanging-leaf
+seed: 3
+duration: 1s
+drain: 5s
+tiers: [api, backend]
+load:
+  rate: 10
+  arrivals: uniform
+  requests: [ { name: read, path: "/items/{n}" } ]
+faults:
+  - { name: hangs, respond: { fault: timeout, hold: 5s } }
+policies:
+  - name: one-tier
+    max_attempts: 3
+    attempt_timeout: 600ms
+    backoff: none
+    honor_no_retry: true
+    tiers:
+      api: same
+      backend: { max_attempts: 3, attempt_timeout: 200ms, backoff: none }
+gates: [ retries_at_one_tier ]
+"#)
+    .await;
+    let p = policy(&report, "one-tier");
+    assert_eq!((p.retries, p.tiers[0].retries), (0, 0), "{:?}", p.tiers);
+    assert_eq!(p.give_ups.get("no_retry"), Some(&p.logical));
+    assert_eq!(p.tiers[0].no_retry_received, p.logical);
+    assert!(p.tiers[1].retries > 0, "the backend retried");
+    assert!(p.gates.iter().all(|g| g.pass), "{:?}", p.gates);
+}
+
+/// A tier that only forwards once is no reason for its callers to stop retrying: it
+/// passes on what it got, unmarked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_once_tier_does_not_stop_its_callers_retries() {
+    let report = run(&total_outage(
+        "  - { name: client-retries, max_attempts: 3, backoff: none, honor_no_retry: true }",
+    ))
+    .await;
+    let p = policy(&report, "client-retries");
+    check_chain(p, 3);
+    assert_eq!(p.retries, 2 * p.logical);
+    assert_eq!(p.tiers[0].no_retry_received, 0);
+}
+
+/// A tier does not open the fault-server's control API to whoever can reach the tier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_does_not_forward_the_control_api() {
+    use harness::relay::{Relay, RelayConfig};
+
+    let server = fault_server::start(fault_server::ServerConfig::default())
+        .await
+        .expect("a fault-server");
+    let relay = Relay::start(RelayConfig {
+        name: "api".into(),
+        next: server.url(),
+        policy: harness::plan::forward_once(),
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+    })
+    .await
+    .expect("a relay");
+    let client = reqwest::Client::new();
+    let reset = client
+        .post(format!("{}/__chaos/reset", relay.url()))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(reset.status().as_u16(), 404);
+    let ok = client
+        .get(format!("{}/items/1", relay.url()))
+        .header("x-tenant", "blue")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(
+        ok.status().as_u16(),
+        200,
+        "an ordinary request goes through"
+    );
+    assert_eq!(relay.counts().sent, 1);
+    relay.shutdown().await;
+    server.shutdown().await;
+}

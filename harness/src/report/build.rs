@@ -131,11 +131,6 @@ pub fn peak_1s(series: &[Second]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The range of ledger counts that agrees with what the client sent: every attempt that
-/// left the process, except those that failed to connect (the server cannot have seen
-/// them); attempts abandoned on the wire at the run's end may not have been read yet.
-/// The same holds of logical requests: those with an attempt that reached the server, and
-/// perhaps those whose only such attempt was abandoned.
 /// Each relay tier's row: what it received from the hop above and sent to the next, its
 /// amplification over the client's logical requests, and whether the next hop received
 /// exactly what it sent (the next tier's count, or the leaf's ledger).
@@ -170,13 +165,19 @@ fn tier_reports(
                 no_retry_received: t.no_retry_received,
                 faulted: t.faulted,
                 amplification: ratio(t.sent, r.logical),
-                agrees: next.is_none_or(|n| n == t.sent),
+                // An attempt that failed to connect never reached the next hop.
+                agrees: next.is_none_or(|n| n == t.sent - t.unsent.min(t.sent)),
                 sent_per_second: t.sent_per_second.clone(),
             }
         })
         .collect()
 }
 
+/// The range of ledger counts that agrees with what the client sent: every attempt that
+/// left the process, except those that failed to connect (the server cannot have seen
+/// them); attempts abandoned on the wire at the run's end may not have been read yet.
+/// The same holds of logical requests: those with an attempt that reached the server, and
+/// perhaps those whose only such attempt was abandoned.
 pub fn reconciliation(r: &Recorder) -> Reconciliation {
     let unsent = [Outcome::ConnectRefused, Outcome::ConnectTimeout]
         .iter()
@@ -247,7 +248,9 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             // tier sent anything.
             Some(first) => {
                 agree.attempts.contains(&first.received)
-                    && agree.logical.contains(&first.logical)
+                    // A tier counts a first attempt as a logical request: one whose first
+                    // attempt failed to connect reached it as a retry.
+                    && first.logical <= *agree.logical.end()
                     && tier_reports.iter().all(|t| t.agrees)
                     && l.logical <= *agree.logical.end()
                     && (l.logical > 0) == tiers.last().is_some_and(|t| t.sent > 0)

@@ -174,6 +174,14 @@ pub struct HopRow {
 }
 
 impl PolicyReport {
+    /// Attempts the client sent that the next hop may not have received: those that
+    /// failed to connect, and those abandoned on the wire at the end.
+    fn cut_or_unsent(&self) -> u64 {
+        self.ledger
+            .as_ref()
+            .map_or(0, |l| l.client_unsent + l.client_abandoned)
+    }
+
     /// The chain hop by hop, client first and leaf last; empty without relay tiers.
     pub fn hops(&self) -> Vec<HopRow> {
         let Some(first) = self.tiers.first() else {
@@ -188,7 +196,12 @@ impl PolicyReport {
             retries: Some(self.retries),
             gave_up: Some(self.failed),
             amplification: Some(self.amplification.client),
-            agrees: Some(first.received == self.attempts),
+            // The client's own range: attempts that failed to connect or were abandoned at
+            // the end may not have reached the first tier.
+            agrees: Some(
+                first.received <= self.attempts
+                    && first.received + self.cut_or_unsent() >= self.attempts,
+            ),
         }];
         rows.extend(self.tiers.iter().map(|t| HopRow {
             hop: t.name.clone(),

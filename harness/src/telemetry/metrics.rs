@@ -183,8 +183,9 @@ impl Meters {
                     c.succeeded,
                     &[policy(p), KeyValue::new("chaos.verdict", "succeeded")],
                 );
+                // `failed` counts the unfinished too: each request under one verdict.
                 o.observe(
-                    c.failed,
+                    c.failed.saturating_sub(c.unfinished),
                     &[policy(p), KeyValue::new("chaos.verdict", "gave_up")],
                 );
                 o.observe(
