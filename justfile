@@ -45,9 +45,8 @@ bench-server:
 bench-policy:
     cargo bench -p chaos-policy --bench session
 
-# The docker compose stack: fault-server, harness (plans/compose.yaml), OpenTelemetry
-# collector and Jaeger (docs/docker.md). Jaeger's UI is on http://localhost:16686; reports
-# land in reports/compose/. The harness runs as you, so its reports are yours.
+# Reports land in reports/compose/, written as you (your uid and gid are passed in).
+# Start the compose stack (fault-server, harness, collector, Jaeger UI on :16686; docs/docker.md).
 up:
     CHAOS_UID="$(id -u)" CHAOS_GID="$(id -g)" docker compose up --build
 
