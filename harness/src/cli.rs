@@ -225,6 +225,7 @@ fn relay(args: RelayArgs) -> u8 {
             seed: args.seed,
             listen: args.listen,
             script: None,
+            tracing: None,
         })
         .await
         {

@@ -14,8 +14,10 @@
 //!   fault-server's per-attempt draws stay independent behind a chain;
 //! - `x-chaos-deadline-ms`: how long the caller will wait for this attempt; the tier's
 //!   session ends by then (the nearer of it and its policy's own deadline);
-//! - every end-to-end header (`traceparent`, `Idempotency-Key`, a request kind's own) and
-//!   the body, both ways; never the fault-server's control API.
+//! - `traceparent`: the tier's own CLIENT span when the run is traced
+//!   ([`crate::telemetry::tier`]), else the caller's, unchanged;
+//! - every end-to-end header (`Idempotency-Key`, a request kind's own) and the body, both
+//!   ways; never the fault-server's control API.
 //!
 //! A tier that gives up answers with the last status it got (a 503 when its attempts
 //! ended without one, a 504 when they timed out) and, when it could have retried or was
@@ -45,6 +47,7 @@ use fault_server::script::{Decision, FaultAction, FaultResponse, RequestFacts};
 use fault_server::seed::request_seed;
 
 use crate::attempt::{classify, parse_retry_after};
+use crate::telemetry::tier::{TierSpan, TierTracing};
 
 /// The marker of an answer from a tier that gave up.
 pub const NO_RETRY: &str = "x-chaos-no-retry";
@@ -71,6 +74,8 @@ pub struct RelayConfig {
     /// The fault phases this tier injects itself (a plan's `tier:` phases): statuses
     /// and delays, chosen as the fault-server chooses them.
     pub script: Option<Script>,
+    /// Where its spans go, when the run is traced.
+    pub tracing: Option<Arc<TierTracing>>,
 }
 
 /// What one hop received, sent and gave up: the tier's ledger.
@@ -155,6 +160,7 @@ struct Shared {
     start: Instant,
     seed: u64,
     script: Option<Script>,
+    tracing: Option<Arc<TierTracing>>,
     counts: Counters,
 }
 
@@ -223,6 +229,7 @@ impl Relay {
             start: Instant::now(),
             seed: config.seed,
             script: config.script.filter(|s| s.phase_count() > 0),
+            tracing: config.tracing,
             counts: Counters::default(),
         });
         let app = axum::Router::new()
@@ -408,6 +415,15 @@ async fn serve(
         }
     };
     let id = text("x-request-id").unwrap_or("");
+    let mut span = shared.tracing.as_ref().and_then(|t| {
+        TierSpan::begin(
+            t,
+            text("traceparent"),
+            &shared.name,
+            parts.method.as_str(),
+            parts.uri.path(),
+        )
+    });
     // Requests without an id (another load tool in front of a standalone tier) each get
     // draws of their own.
     let anonymous = if id.is_empty() {
@@ -440,6 +456,9 @@ async fn serve(
                 FaultAction::Delay(d) => tokio::time::sleep(d).await,
                 FaultAction::Status(response) => {
                     counts.faulted.fetch_add(1, Ordering::Relaxed);
+                    if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                        span.end(t, response.status, None);
+                    }
                     return injected(
                         &shared.name,
                         script.phase_name(phase).unwrap_or("?"),
@@ -483,7 +502,25 @@ async fn serve(
                 if attempt.is_retry() {
                     counts.retries.fetch_add(1, Ordering::Relaxed);
                 }
-                let answer = forward(&shared, &parts, &body, attempt.get(), timeout, &chain).await;
+                let traceparent = match (&shared.tracing, &mut span) {
+                    (Some(t), Some(span)) => Some(span.forward(t, attempt.get())),
+                    _ => None,
+                };
+                let answer = forward(
+                    &shared,
+                    &parts,
+                    &body,
+                    Hop {
+                        attempt: attempt.get(),
+                        timeout,
+                        chain: &chain,
+                        traceparent: traceparent.as_deref(),
+                    },
+                )
+                .await;
+                if let Some(span) = &mut span {
+                    span.answered(answer.outcome);
+                }
                 if answer.outcome.proves_unsent() {
                     counts.unsent.fetch_add(1, Ordering::Relaxed);
                 }
@@ -512,19 +549,42 @@ async fn serve(
                 sleep_until(shared.start + until).await;
                 action = lock(&shared.client).on_timer(&mut session, shared.now());
             }
-            Action::Done(verdict) => return respond(&shared, verdict, last),
+            Action::Done(verdict) => {
+                let response = respond(&shared, verdict, last);
+                if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                    let gave_up = match verdict {
+                        Verdict::GaveUp { reason, .. } => Some(reason.name()),
+                        Verdict::Succeeded { .. } => None,
+                    };
+                    span.end(t, response.status().as_u16(), gave_up);
+                }
+                return response;
+            }
         }
     }
+}
+
+/// What one forwarded attempt carries besides the request.
+struct Hop<'a> {
+    attempt: u32,
+    timeout: Option<Duration>,
+    chain: &'a str,
+    /// The tier's own CLIENT span as the next hop's parent, when the tier traces.
+    traceparent: Option<&'a str>,
 }
 
 async fn forward(
     shared: &Shared,
     parts: &axum::http::request::Parts,
     body: &Bytes,
-    attempt: u32,
-    timeout: Option<Duration>,
-    chain: &str,
+    hop: Hop<'_>,
 ) -> Answer {
+    let Hop {
+        attempt,
+        timeout,
+        chain,
+        traceparent,
+    } = hop;
     let target = format!(
         "{}{}",
         shared.next,
@@ -538,9 +598,14 @@ async fn forward(
         .header("x-chaos-attempt", attempt.to_string());
     // End to end: the request kind's own headers, x-request-id, traceparent, ...
     for (name, value) in &parts.headers {
-        if !hop_by_hop(name.as_str()) {
+        // With a span of its own, the tier is the next hop's parent.
+        let replaced = traceparent.is_some() && name == "traceparent";
+        if !hop_by_hop(name.as_str()) && !replaced {
             request = request.header(name.as_str(), value.as_bytes());
         }
+    }
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
     }
     if !chain.is_empty() {
         request = request.header(UPSTREAM_ATTEMPTS, chain);

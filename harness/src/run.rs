@@ -152,6 +152,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
                 seed: plan.seed,
                 listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
                 script: tier_script(plan, &tier.tier),
+                tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
             })
             .await
             {

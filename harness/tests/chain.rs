@@ -349,6 +349,7 @@ async fn a_tier_honours_the_callers_deadline() {
         seed: 1,
         listen: "127.0.0.1:0".parse().expect("an address"),
         script: None,
+        tracing: None,
     })
     .await
     .expect("a relay");
@@ -450,6 +451,7 @@ async fn a_tier_does_not_forward_the_control_api() {
         seed: 1,
         listen: "127.0.0.1:0".parse().expect("an address"),
         script: None,
+        tracing: None,
     })
     .await
     .expect("a relay");

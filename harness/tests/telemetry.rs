@@ -408,3 +408,77 @@ async fn a_collector_that_is_not_there_changes_nothing_but_one_warning() {
         "the loss is counted"
     );
 }
+
+/// Behind a relay tier the trace goes on through it: the tier's SERVER span under the
+/// client's attempt, its own CLIENT spans under that, and the fault-server's under those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_goes_through_every_hop_of_a_chain() {
+    let receiver = Receiver::start().await;
+    let dir = scratch("telemetry-chain");
+    let plan = r#"
+name: traced-chain
+seed: 5
+duration: 1s
+drain: 3s
+tiers: [api]
+load:
+  rate: 30
+  arrivals: uniform
+  requests: [ { name: read, method: GET, path: "/items/{n}" } ]
+faults:
+  - { name: flaky, probability: 0.5, respond: { status: 503 } }
+policies:
+  - { name: both, max_attempts: 2, backoff: none, tiers: { api: same } }
+"#;
+    let (out, report) = chaos(&dir, plan, Some(receiver.endpoint())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let tier = &policy(&report, "both")["tiers"][0];
+    let hop = |service: &str, kind: i32| -> Vec<&Got> {
+        spans
+            .iter()
+            .filter(|s| s.service == service && s.kind() == kind)
+            .collect()
+    };
+    let ids = |v: &[&Got]| -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+        v.iter()
+            .map(|s| (s.span.trace_id.clone(), s.span.span_id.clone()))
+            .collect()
+    };
+    let client_attempts = hop("chaos-harness", CLIENT);
+    let tier_in = hop("chaos-relay", SERVER);
+    let tier_out = hop("chaos-relay", CLIENT);
+    let leaf = hop("fault-server", SERVER);
+    assert_eq!(
+        tier_in.len() as u64,
+        tier["received"].as_u64().expect("received")
+    );
+    assert_eq!(tier_out.len() as u64, tier["sent"].as_u64().expect("sent"));
+    assert_eq!(leaf.len() as u64, tier["sent"].as_u64().expect("sent"));
+    let parents = |children: &[&Got], parents: &[&Got], what: &str| {
+        let known = ids(parents);
+        for c in children {
+            assert!(
+                known.contains(&(c.span.trace_id.clone(), c.span.parent_span_id.clone())),
+                "{what}: a span whose parent is not there"
+            );
+        }
+    };
+    parents(
+        &tier_in,
+        &client_attempts,
+        "the tier's SERVER spans under the client's attempts",
+    );
+    parents(
+        &tier_out,
+        &tier_in,
+        "the tier's attempts under its SERVER span",
+    );
+    parents(
+        &leaf,
+        &tier_out,
+        "the leaf's spans under the tier's attempts",
+    );
+    assert!(tier_in.iter().all(|s| s.str("chaos.tier") == Some("api")));
+    assert_eq!(report["telemetry"]["spans_dropped"], 0);
+}

@@ -14,6 +14,7 @@
 //! [`FLUSH_TIMEOUT`].
 
 pub mod metrics;
+pub mod tier;
 pub mod trace;
 
 use std::sync::Arc;
@@ -34,6 +35,9 @@ pub const SERVICE_NAME: &str = "chaos-harness";
 
 /// The service name of the embedded fault-server's spans.
 pub const SERVER_SERVICE_NAME: &str = "fault-server";
+
+/// The service name of the relay tiers' spans (each span says its tier: `chaos.tier`).
+pub const TIER_SERVICE_NAME: &str = "chaos-relay";
 
 /// Why telemetry could not be set up (exit code 2: the settings are wrong).
 #[derive(Debug, thiserror::Error)]
@@ -56,8 +60,8 @@ pub struct TelemetryView {
     pub traces: u64,
     pub traces_forced: u64,
     /// Spans accepted by the collector, and spans lost (a full queue, a failed export,
-    /// or still queued when the final flush ran out of time): the harness's and the
-    /// embedded fault-server's together.
+    /// or still queued when the final flush ran out of time): the harness's, its relay
+    /// tiers' and the embedded fault-server's together.
     pub spans_exported: u64,
     pub spans_dropped: u64,
 }
@@ -90,6 +94,7 @@ pub struct Telemetry {
     ratio: f64,
     client: SpanSink,
     server: Arc<ServerTracing>,
+    tiers: Arc<tier::TierTracing>,
     meters: Meters,
     ids: Ids,
     warn: Warn,
@@ -136,6 +141,7 @@ impl Telemetry {
         let warn = Warn::new(say);
         let client = SpanSink::new(&config, &config.service_name, "chaos-harness", warn.clone())?;
         let server = SpanSink::new(&config, SERVER_SERVICE_NAME, "fault-server", warn.clone())?;
+        let tiers = SpanSink::new(&config, TIER_SERVICE_NAME, "chaos-relay", warn.clone())?;
         let meters = Meters::new(meter_provider(&config, &config.service_name, warn.clone())?);
         Ok(Some(Telemetry {
             ratio,
@@ -143,6 +149,7 @@ impl Telemetry {
             // The embedded server follows the client's decisions (`traceparent`); it
             // starts no trace of its own.
             server: Arc::new(ServerTracing::new(server, 0.0)),
+            tiers: Arc::new(tier::TierTracing::new(tiers)),
             meters,
             ids: Ids::new(),
             warn,
@@ -162,6 +169,11 @@ impl Telemetry {
 
     pub fn ratio(&self) -> f64 {
         self.ratio
+    }
+
+    /// The tracing of the relay tiers.
+    pub fn tier_tracing(&self) -> Arc<tier::TierTracing> {
+        Arc::clone(&self.tiers)
     }
 
     /// The tracing of the embedded fault-server.
@@ -227,10 +239,12 @@ impl Telemetry {
         let counts = std::thread::scope(|s| {
             let metrics = s.spawn(|| self.meters.shutdown(FLUSH_TIMEOUT));
             let server = s.spawn(|| self.server.shutdown(FLUSH_TIMEOUT));
+            let tiers = s.spawn(|| self.tiers.shutdown(FLUSH_TIMEOUT));
             let client = self.client.shutdown(FLUSH_TIMEOUT);
             let server = server.join().unwrap_or_default();
+            let tiers = tiers.join().unwrap_or_default();
             let _ = metrics.join();
-            client + server
+            client + server + tiers
         });
         TelemetryView {
             endpoint: self.config.traces_endpoint.clone(),

@@ -1,0 +1,209 @@
+//! A relay tier's side of a trace: a SERVER span for each request the tier received, in
+//! the trace of the attempt that sent it, and a CLIENT span beneath it for each attempt
+//! the tier forwarded, whose id the next hop receives as its parent in `traceparent`.
+//!
+//! A tier follows its caller's decision (the `traceparent`'s sampled flag): a request the
+//! client exports, the tier exports too. Unsampled spans are not held, as the
+//! fault-server's are: a trace forced at the client for a violation shows the tiers'
+//! spans from the violating attempt on.
+
+use std::borrow::Cow;
+use std::time::SystemTime;
+
+use chaos_policy::Outcome;
+use fault_server::otel::{Ids, SpanSink, TraceParent};
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+
+/// Where the tiers' spans go.
+#[derive(Debug)]
+pub struct TierTracing {
+    sink: SpanSink,
+    ids: Ids,
+}
+
+impl TierTracing {
+    pub fn new(sink: SpanSink) -> TierTracing {
+        TierTracing {
+            sink,
+            ids: Ids::new(),
+        }
+    }
+
+    pub(super) fn shutdown(&self, timeout: std::time::Duration) -> fault_server::otel::SpanCounts {
+        self.sink.shutdown(timeout)
+    }
+}
+
+#[derive(Debug)]
+struct Forwarded {
+    span_id: u64,
+    number: u32,
+    start: SystemTime,
+    end: Option<SystemTime>,
+    outcome: Option<Outcome>,
+}
+
+/// One request at a tier, while the tier works on it.
+#[derive(Debug)]
+pub struct TierSpan {
+    trace_id: u128,
+    span_id: u64,
+    parent_id: u64,
+    sampled: bool,
+    tier: String,
+    method: String,
+    path: String,
+    start: SystemTime,
+    forwarded: Vec<Forwarded>,
+}
+
+impl TierSpan {
+    /// The span of a request that carried a valid `traceparent` (`None` otherwise).
+    pub fn begin(
+        tracing: &TierTracing,
+        traceparent: Option<&str>,
+        tier: &str,
+        method: &str,
+        path: &str,
+    ) -> Option<TierSpan> {
+        let parent = traceparent.and_then(TraceParent::parse)?;
+        Some(TierSpan {
+            trace_id: parent.trace_id,
+            span_id: tracing.ids.span_id(),
+            parent_id: parent.parent_id,
+            sampled: parent.sampled,
+            tier: tier.to_owned(),
+            method: method.to_owned(),
+            path: path.to_owned(),
+            start: SystemTime::now(),
+            forwarded: Vec::new(),
+        })
+    }
+
+    /// An attempt goes to the next hop: the `traceparent` it carries.
+    pub fn forward(&mut self, tracing: &TierTracing, number: u32) -> String {
+        let span_id = tracing.ids.span_id();
+        self.forwarded.push(Forwarded {
+            span_id,
+            number,
+            start: SystemTime::now(),
+            end: None,
+            outcome: None,
+        });
+        TraceParent {
+            trace_id: self.trace_id,
+            parent_id: span_id,
+            sampled: self.sampled,
+        }
+        .format()
+    }
+
+    /// The attempt in flight ended.
+    pub fn answered(&mut self, outcome: Outcome) {
+        if let Some(f) = self.forwarded.last_mut() {
+            f.end = Some(SystemTime::now());
+            f.outcome = Some(outcome);
+        }
+    }
+
+    /// The tier answered `status`; `gave_up` says why it stopped, if it did.
+    pub fn end(self, tracing: &TierTracing, status: u16, gave_up: Option<&'static str>) {
+        if !self.sampled {
+            return;
+        }
+        let end = SystemTime::now();
+        let scope = tracing.sink.scope().clone();
+        let context = |span_id: u64| {
+            SpanContext::new(
+                TraceId::from(self.trace_id),
+                SpanId::from(span_id),
+                TraceFlags::SAMPLED,
+                false,
+                TraceState::default(),
+            )
+        };
+        let mut attributes = vec![
+            KeyValue::new("chaos.tier", self.tier.clone()),
+            KeyValue::new("http.request.method", self.method.clone()),
+            KeyValue::new("url.path", self.path.clone()),
+            KeyValue::new("http.response.status_code", i64::from(status)),
+            KeyValue::new("chaos.attempts", self.forwarded.len() as i64),
+        ];
+        if let Some(reason) = gave_up {
+            attributes.push(KeyValue::new("chaos.give_up", reason));
+        }
+        let server_status = if status >= 500 {
+            attributes.push(KeyValue::new("error.type", status.to_string()));
+            Status::error(status.to_string())
+        } else {
+            Status::Unset
+        };
+        let mut spans = vec![SpanData {
+            span_context: context(self.span_id),
+            parent_span_id: SpanId::from(self.parent_id),
+            parent_span_is_remote: true,
+            span_kind: SpanKind::Server,
+            name: Cow::Owned(format!("{} {}", self.tier, self.method)),
+            start_time: self.start,
+            end_time: end.max(self.start),
+            attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: server_status,
+            instrumentation_scope: scope.clone(),
+        }];
+        for f in self.forwarded {
+            let mut attributes = vec![
+                KeyValue::new("chaos.tier", self.tier.clone()),
+                KeyValue::new("http.request.method", self.method.clone()),
+                KeyValue::new("url.path", self.path.clone()),
+                KeyValue::new("chaos.attempt", i64::from(f.number)),
+            ];
+            if f.number > 1 {
+                attributes.push(KeyValue::new(
+                    "http.request.resend_count",
+                    i64::from(f.number - 1),
+                ));
+            }
+            let status = match f.outcome {
+                Some(Outcome::Status(code)) => {
+                    attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
+                    if code >= 400 {
+                        attributes.push(KeyValue::new("error.type", code.to_string()));
+                        Status::error(code.to_string())
+                    } else {
+                        Status::Unset
+                    }
+                }
+                Some(other) => {
+                    attributes.push(KeyValue::new("error.type", other.kind()));
+                    Status::error(other.kind())
+                }
+                None => Status::error("abandoned"),
+            };
+            spans.push(SpanData {
+                span_context: context(f.span_id),
+                parent_span_id: SpanId::from(self.span_id),
+                parent_span_is_remote: false,
+                span_kind: SpanKind::Client,
+                name: Cow::Owned(format!("{} {}", self.method, self.path)),
+                start_time: f.start,
+                end_time: f.end.unwrap_or(end).max(f.start),
+                attributes,
+                dropped_attributes_count: 0,
+                events: SpanEvents::default(),
+                links: SpanLinks::default(),
+                status,
+                instrumentation_scope: scope.clone(),
+            });
+        }
+        for span in spans {
+            tracing.sink.submit(span);
+        }
+    }
+}
