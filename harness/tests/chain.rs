@@ -326,8 +326,6 @@ fn a_tier_fault_must_name_a_tier_and_be_a_status_or_a_delay() {
 /// its own) stops when the caller's 100 ms are up, and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tier_honours_the_callers_deadline() {
-    use harness::relay::{Relay, RelayConfig};
-
     let script = fault_server::Script::from_yaml_str(
         "faults: [ { name: hangs, respond: { fault: timeout, hold: 300ms } } ]",
     )
@@ -342,17 +340,7 @@ async fn a_tier_honours_the_callers_deadline() {
         ..harness::policy::PolicyConfig::default()
     })
     .expect("a policy");
-    let relay = Relay::start(RelayConfig {
-        name: "backend".into(),
-        next: server.url(),
-        policy,
-        seed: 1,
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        script: None,
-        tracing: None,
-    })
-    .await
-    .expect("a relay");
+    let relay = relay("backend", &server, policy).await;
     let ask = |deadline: Option<&str>| {
         let mut request = reqwest::Client::new()
             .get(format!("{}/items/1", relay.url()))
@@ -439,22 +427,10 @@ async fn a_forward_once_tier_does_not_stop_its_callers_retries() {
 /// A tier does not open the fault-server's control API to whoever can reach the tier.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tier_does_not_forward_the_control_api() {
-    use harness::relay::{Relay, RelayConfig};
-
     let server = fault_server::start(fault_server::ServerConfig::default())
         .await
         .expect("a fault-server");
-    let relay = Relay::start(RelayConfig {
-        name: "api".into(),
-        next: server.url(),
-        policy: harness::plan::forward_once(),
-        seed: 1,
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        script: None,
-        tracing: None,
-    })
-    .await
-    .expect("a relay");
+    let relay = relay("api", &server, harness::plan::forward_once()).await;
     let client = reqwest::Client::new();
     let reset = client
         .post(format!("{}/__chaos/reset", relay.url()))
@@ -476,4 +452,23 @@ async fn a_tier_does_not_forward_the_control_api() {
     assert_eq!(relay.counts().sent, 1);
     relay.shutdown().await;
     server.shutdown().await;
+}
+
+/// A relay tier on 127.0.0.1:0 in front of `server`, without faults or tracing.
+async fn relay(
+    name: &str,
+    server: &fault_server::ServerHandle,
+    policy: harness::policy::Policy,
+) -> harness::relay::Relay {
+    harness::relay::Relay::start(harness::relay::RelayConfig {
+        name: name.into(),
+        next: server.url(),
+        policy,
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+        tracing: None,
+    })
+    .await
+    .expect("a relay")
 }

@@ -18,6 +18,8 @@ use opentelemetry::trace::{
 };
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
 
+use super::trace::{answered, client_span};
+
 /// Where the tiers' spans go.
 #[derive(Debug)]
 pub struct TierTracing {
@@ -164,43 +166,16 @@ impl TierSpan {
                 KeyValue::new("url.path", self.path.clone()),
                 KeyValue::new("chaos.attempt", i64::from(f.number)),
             ];
-            if f.number > 1 {
-                attributes.push(KeyValue::new(
-                    "http.request.resend_count",
-                    i64::from(f.number - 1),
-                ));
-            }
-            let status = match f.outcome {
-                Some(Outcome::Status(code)) => {
-                    attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
-                    if code >= 400 {
-                        attributes.push(KeyValue::new("error.type", code.to_string()));
-                        Status::error(code.to_string())
-                    } else {
-                        Status::Unset
-                    }
-                }
-                Some(other) => {
-                    attributes.push(KeyValue::new("error.type", other.kind()));
-                    Status::error(other.kind())
-                }
-                None => Status::error("abandoned"),
-            };
-            spans.push(SpanData {
-                span_context: context(f.span_id),
-                parent_span_id: SpanId::from(self.span_id),
-                parent_span_is_remote: false,
-                span_kind: SpanKind::Client,
-                name: Cow::Owned(format!("{} {}", self.method, self.path)),
-                start_time: f.start,
-                end_time: f.end.unwrap_or(end).max(f.start),
+            let status = answered(f.number, f.outcome, &mut attributes);
+            spans.push(client_span(
+                context(f.span_id),
+                self.span_id,
+                Cow::Owned(format!("{} {}", self.method, self.path)),
+                (f.start, f.end.unwrap_or(end)),
                 attributes,
-                dropped_attributes_count: 0,
-                events: SpanEvents::default(),
-                links: SpanLinks::default(),
                 status,
-                instrumentation_scope: scope.clone(),
-            });
+                &scope,
+            ));
         }
         for span in spans {
             tracing.sink.submit(span);

@@ -284,52 +284,83 @@ impl LogicalTrace {
                 KeyValue::new("chaos.policy", about.policy.clone()),
                 KeyValue::new("chaos.request_id", about.request_id.clone()),
             ];
-            if a.number > 1 {
-                attributes.push(KeyValue::new(
-                    "http.request.resend_count",
-                    i64::from(a.number - 1),
-                ));
-            }
             for v in &a.violations {
                 attributes.push(KeyValue::new("chaos.violation", v.name()));
             }
-            let mut status = Status::Unset;
-            match a.outcome {
-                Some(Outcome::Status(code)) => {
-                    attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
-                    if code >= 400 {
-                        // For a client, every 4xx and 5xx is an error.
-                        attributes.push(KeyValue::new("error.type", code.to_string()));
-                        status = Status::error(code.to_string());
-                    }
-                }
-                Some(other) => {
-                    attributes.push(KeyValue::new("error.type", other.kind()));
-                    status = Status::error(other.kind());
-                }
-                None => {
-                    attributes.push(KeyValue::new("error.type", "abandoned"));
-                    status = Status::error("abandoned: the run ended before the answer");
-                }
-            }
-            let end = a.end.unwrap_or(end).max(a.start);
-            spans.push(SpanData {
-                span_context: context(a.span_id),
-                parent_span_id: SpanId::from(self.root_id),
-                parent_span_is_remote: false,
-                span_kind: SpanKind::Client,
-                name: name.clone(),
-                start_time: a.start,
-                end_time: end,
+            let status = answered(a.number, a.outcome, &mut attributes);
+            spans.push(client_span(
+                context(a.span_id),
+                self.root_id,
+                name.clone(),
+                (a.start, a.end.unwrap_or(end)),
                 attributes,
-                dropped_attributes_count: 0,
-                events: SpanEvents::default(),
-                links: SpanLinks::default(),
                 status,
-                instrumentation_scope: scope.clone(),
-            });
+                scope,
+            ));
         }
         spans
+    }
+}
+
+/// What an attempt's number and outcome say on its CLIENT span: `resend_count` on a
+/// retry, the status code or `error.type`, and the span's status (for a client, every
+/// 4xx and 5xx is an error).
+pub(super) fn answered(
+    number: u32,
+    outcome: Option<Outcome>,
+    attributes: &mut Vec<KeyValue>,
+) -> Status {
+    if number > 1 {
+        attributes.push(KeyValue::new(
+            "http.request.resend_count",
+            i64::from(number - 1),
+        ));
+    }
+    match outcome {
+        Some(Outcome::Status(code)) => {
+            attributes.push(KeyValue::new("http.response.status_code", i64::from(code)));
+            if code >= 400 {
+                attributes.push(KeyValue::new("error.type", code.to_string()));
+                Status::error(code.to_string())
+            } else {
+                Status::Unset
+            }
+        }
+        Some(other) => {
+            attributes.push(KeyValue::new("error.type", other.kind()));
+            Status::error(other.kind())
+        }
+        None => {
+            attributes.push(KeyValue::new("error.type", "abandoned"));
+            Status::error("abandoned: no answer before the run ended")
+        }
+    }
+}
+
+/// A CLIENT span of one attempt under `parent`, over `(start, end)`.
+pub(super) fn client_span(
+    context: SpanContext,
+    parent: u64,
+    name: Cow<'static, str>,
+    (start, end): (SystemTime, SystemTime),
+    attributes: Vec<KeyValue>,
+    status: Status,
+    scope: &InstrumentationScope,
+) -> SpanData {
+    SpanData {
+        span_context: context,
+        parent_span_id: SpanId::from(parent),
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Client,
+        name,
+        start_time: start,
+        end_time: end.max(start),
+        attributes,
+        dropped_attributes_count: 0,
+        events: SpanEvents::default(),
+        links: SpanLinks::default(),
+        status,
+        instrumentation_scope: scope.clone(),
     }
 }
 
