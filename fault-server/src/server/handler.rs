@@ -35,10 +35,12 @@ use rand_core::SeedableRng;
 use serde::Serialize;
 
 use super::body::read_body;
+use super::flight::InFlight;
+use super::kept::{Kept, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
-use crate::otel::{ServerSpan, TRACEPARENT};
+use crate::otel::TRACEPARENT;
 use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use crate::seed::{fnv1a, request_seed, splitmix64};
 
@@ -64,74 +66,6 @@ impl HeaderLookup for HeaderMap {
         self.get(name)
             .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
-}
-
-/// Counts a request in flight and makes sure every request ends with exactly one
-/// recorded outcome (`abandoned` when its future is dropped before one). With tracing on,
-/// it carries the request's span and ends it when the request ends.
-struct InFlight {
-    shared: Arc<Shared>,
-    done: bool,
-    span: Option<ServerSpan>,
-}
-
-impl InFlight {
-    fn new(shared: &Arc<Shared>) -> InFlight {
-        shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight {
-            shared: Arc::clone(shared),
-            done: false,
-            span: None,
-        }
-    }
-
-    fn outcome(&mut self, outcome: Outcome) {
-        if !self.done {
-            self.done = true;
-            self.shared.ledger.record_outcome(outcome);
-            if let Some(span) = &mut self.span {
-                annotate(span, outcome);
-            }
-        }
-    }
-
-    /// Adds to the span, when there is one.
-    fn span(&mut self, note: impl FnOnce(&mut ServerSpan)) {
-        if let Some(span) = &mut self.span {
-            note(span);
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.outcome(Outcome::Abandoned);
-        if let (Some(tracing), Some(span)) = (&self.shared.tracing, self.span.take()) {
-            tracing.end(span);
-        }
-        self.shared
-            .metrics
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// What the outcome says on the span: the status, or why there was none.
-fn annotate(span: &mut ServerSpan, outcome: Outcome) {
-    match outcome {
-        Outcome::Served => span.status(200),
-        Outcome::Status(status) => span.status(status),
-        Outcome::KeyInFlight => span.status(409),
-        Outcome::KeyMismatch => span.status(422),
-        Outcome::Reset => span.error("reset"),
-        Outcome::Close => span.error("closed"),
-        Outcome::Truncate => span.error("truncated"),
-        Outcome::Timeout => span.error("timeout"),
-        Outcome::Abandoned => span.error("abandoned"),
-        // The status is set where it is known.
-        Outcome::Replayed | Outcome::Rejected | Outcome::BadHeader | Outcome::BadRequest => {}
-    }
-    span.set("chaos.server.outcome", outcome.fixed_label());
 }
 
 /// Releases an idempotency key if its request is abandoned before executing.
@@ -681,74 +615,6 @@ fn replay(stored: &StoredResponse) -> Response {
         Body::from(stored.body.clone()),
     )
         .into_response()
-}
-
-/// The request headers the ledger keeps, checked by [`kept_headers`].
-struct Kept {
-    request_id: Option<String>,
-    policy: Option<String>,
-    key: Option<String>,
-}
-
-/// Why a request was refused before the script saw it.
-#[derive(Debug, thiserror::Error)]
-enum BadHeader {
-    /// Longer than the ledger keeps (431, RFC 6585: the body names the field).
-    #[error("{name} is {len} bytes long; at most {max} are accepted")]
-    TooLong {
-        name: &'static str,
-        len: usize,
-        max: usize,
-    },
-    /// Not UTF-8 (400): the ledger keeps text, and a lossy reading could merge two ids.
-    #[error("{name} is not UTF-8 text")]
-    NotUtf8 { name: &'static str },
-    /// An empty `Idempotency-Key` (400): a key names a request, "" names none.
-    #[error("{name} is empty")]
-    Empty { name: &'static str },
-}
-
-impl BadHeader {
-    fn status(&self) -> StatusCode {
-        match self {
-            BadHeader::TooLong { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            BadHeader::NotUtf8 { .. } | BadHeader::Empty { .. } => StatusCode::BAD_REQUEST,
-        }
-    }
-}
-
-/// Reads the headers the ledger keeps: each at most `max` bytes of UTF-8 text, and a key
-/// not empty.
-fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
-    let read = |name: &'static str| {
-        let Some(value) = headers.get(name) else {
-            return Ok(None);
-        };
-        if value.len() > max {
-            return Err(BadHeader::TooLong {
-                name,
-                len: value.len(),
-                max,
-            });
-        }
-        match std::str::from_utf8(value.as_bytes()) {
-            Ok(text) => Ok(Some(text.to_string())),
-            Err(_) => Err(BadHeader::NotUtf8 { name }),
-        }
-    };
-    let key = match read(IDEMPOTENCY_KEY)? {
-        Some(key) if key.is_empty() => {
-            return Err(BadHeader::Empty {
-                name: IDEMPOTENCY_KEY,
-            });
-        }
-        key => key,
-    };
-    Ok(Kept {
-        request_id: read(REQUEST_ID)?,
-        policy: read(POLICY)?,
-        key,
-    })
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response {

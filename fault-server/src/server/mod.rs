@@ -20,7 +20,9 @@ mod body;
 mod config;
 mod conn;
 mod control;
+mod flight;
 mod handler;
+mod kept;
 mod socket;
 mod state;
 

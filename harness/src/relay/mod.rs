@@ -31,11 +31,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use chaos_policy::{Action, Client, GiveUp, Method, Outcome, Policy, Verdict};
+use axum::http::StatusCode;
+use axum::response::Response;
+use chaos_policy::{Action, Client, Method, Policy, Verdict};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -43,11 +43,17 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use fault_server::Script;
-use fault_server::script::{Decision, FaultAction, FaultResponse, RequestFacts};
+use fault_server::script::{Decision, FaultAction, RequestFacts};
 use fault_server::seed::request_seed;
 
-use crate::attempt::{classify, parse_retry_after};
+use crate::attempt::parse_retry_after;
 use crate::telemetry::tier::{TierSpan, TierTracing};
+
+mod answer;
+mod forward;
+
+use answer::{injected, problem, respond};
+use forward::{Answer, Hop, forward};
 
 /// The marker of an answer from a tier that gave up.
 pub const NO_RETRY: &str = "x-chaos-no-retry";
@@ -301,50 +307,6 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// What the next hop answered.
-struct Answer {
-    outcome: Outcome,
-    /// The answer's headers, passed upstream but for hop-by-hop ones.
-    headers: HeaderMap,
-    no_retry: bool,
-    body: Bytes,
-}
-
-impl Answer {
-    fn failed(outcome: Outcome) -> Answer {
-        Answer {
-            outcome,
-            headers: HeaderMap::new(),
-            no_retry: false,
-            body: Bytes::new(),
-        }
-    }
-}
-
-/// Headers that belong to one connection, or that a tier sets itself for the next hop:
-/// never copied across a hop.
-fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-            | "x-chaos-attempt"
-            | UPSTREAM_ATTEMPTS
-            | DEADLINE_MS
-            | NO_RETRY
-            | "x-chaos-gave-up"
-    )
-}
-
 /// A request arrives: answered by the tier's own fault, or forwarded through its policy.
 /// The work runs on a task of its own, as a real service's does: a caller that hangs up
 /// (its timeout, the end of a run) does not cut a session short, so the tier's breaker
@@ -562,195 +524,4 @@ async fn serve(
             }
         }
     }
-}
-
-/// What one forwarded attempt carries besides the request.
-struct Hop<'a> {
-    attempt: u32,
-    timeout: Option<Duration>,
-    chain: &'a str,
-    /// The tier's own CLIENT span as the next hop's parent, when the tier traces.
-    traceparent: Option<&'a str>,
-}
-
-async fn forward(
-    shared: &Shared,
-    parts: &axum::http::request::Parts,
-    body: &Bytes,
-    hop: Hop<'_>,
-) -> Answer {
-    let Hop {
-        attempt,
-        timeout,
-        chain,
-        traceparent,
-    } = hop;
-    let target = format!(
-        "{}{}",
-        shared.next,
-        parts.uri.path_and_query().map_or("/", |p| p.as_str())
-    );
-    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes())
-        .unwrap_or(reqwest::Method::GET);
-    let mut request = shared
-        .http
-        .request(method, target)
-        .header("x-chaos-attempt", attempt.to_string());
-    // End to end: the request kind's own headers, x-request-id, traceparent, ...
-    for (name, value) in &parts.headers {
-        // With a span of its own, the tier is the next hop's parent.
-        let replaced = traceparent.is_some() && name == "traceparent";
-        if !hop_by_hop(name.as_str()) && !replaced {
-            request = request.header(name.as_str(), value.as_bytes());
-        }
-    }
-    if let Some(traceparent) = traceparent {
-        request = request.header("traceparent", traceparent);
-    }
-    if !chain.is_empty() {
-        request = request.header(UPSTREAM_ATTEMPTS, chain);
-    }
-    if let Some(timeout) = timeout {
-        request = request
-            .timeout(timeout)
-            .header(DEADLINE_MS, timeout.as_millis().max(1).to_string());
-    }
-    if !body.is_empty() {
-        request = request.body(body.clone());
-    }
-    match request.send().await {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            let no_retry = response.headers().contains_key(NO_RETRY);
-            let mut headers = HeaderMap::new();
-            for (name, value) in response.headers() {
-                if !hop_by_hop(name.as_str()) {
-                    headers.append(name.clone(), value.clone());
-                }
-            }
-            match response.bytes().await {
-                Ok(body) => Answer {
-                    outcome: Outcome::Status(status),
-                    headers,
-                    no_retry,
-                    body,
-                },
-                Err(e) if e.is_timeout() => Answer::failed(Outcome::AttemptTimeout),
-                Err(_) => Answer::failed(Outcome::TruncatedBody),
-            }
-        }
-        Err(e) => Answer::failed(classify(&e)),
-    }
-}
-
-/// The answer upstream: what the next hop finally said, or why the tier gave up. A tier
-/// that gave up when it could have retried (or heard "don't retry" from below) says
-/// `x-chaos-no-retry: 1`; one that only forwards once passes on what it got.
-fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response {
-    let counts = &shared.counts;
-    let retries = lock(&shared.client).policy().config().max_attempts > 1;
-    let below_said_stop = last.as_ref().is_some_and(|a| a.no_retry);
-    let (reason, mark) = match verdict {
-        Verdict::Succeeded { .. } => {
-            counts.succeeded.fetch_add(1, Ordering::Relaxed);
-            (None, false)
-        }
-        Verdict::GaveUp { reason, .. } => {
-            counts.gave_up.fetch_add(1, Ordering::Relaxed);
-            let mark = match reason {
-                GiveUp::MaxAttempts => retries || below_said_stop,
-                GiveUp::Permanent => below_said_stop,
-                GiveUp::BudgetExhausted
-                | GiveUp::BreakerOpen
-                | GiveUp::NonIdempotent
-                | GiveUp::Deadline
-                | GiveUp::NoRetry => true,
-            };
-            (Some(reason), mark)
-        }
-    };
-    let mut response = match last {
-        Some(Answer {
-            outcome: Outcome::Status(code),
-            headers,
-            body,
-            ..
-        }) => {
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY);
-            *response.headers_mut() = headers;
-            response
-        }
-        Some(Answer { outcome, .. }) => problem(
-            gave_up_status(matches!(
-                outcome,
-                Outcome::AttemptTimeout | Outcome::ConnectTimeout
-            )),
-            &format!(
-                "tier `{}` gave up: its last attempt ended in {outcome}",
-                shared.name
-            ),
-        ),
-        None => problem(
-            gave_up_status(reason == Some(GiveUp::Deadline)),
-            &format!(
-                "tier `{}` sent nothing: {}",
-                shared.name,
-                reason.map_or("no attempt", GiveUp::name)
-            ),
-        ),
-    };
-    if mark {
-        response
-            .headers_mut()
-            .insert(NO_RETRY, HeaderValue::from_static("1"));
-    }
-    if let Some(reason) = reason {
-        response
-            .headers_mut()
-            .insert("x-chaos-gave-up", HeaderValue::from_static(reason.name()));
-    }
-    response
-}
-
-/// A gateway's answer when it got none it could pass on: 504 when time ran out.
-fn gave_up_status(timed_out: bool) -> StatusCode {
-    if timed_out {
-        StatusCode::GATEWAY_TIMEOUT
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    }
-}
-
-/// A status fault of the tier's own, as the fault-server writes one.
-fn injected(tier: &str, phase: &str, fault: &FaultResponse) -> Response {
-    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let body = fault.body.clone().unwrap_or_else(|| {
-        serde_json::json!({ "error": "injected fault", "status": fault.status, "phase": phase, "tier": tier })
-            .to_string()
-    });
-    let mut response = (status, [("content-type", "application/json")], body).into_response();
-    let headers = response.headers_mut();
-    if let Some(secs) = fault.retry_after_secs()
-        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
-    {
-        headers.insert("retry-after", v);
-    }
-    for (name, value) in &fault.headers {
-        if let (Ok(name), Ok(value)) = (
-            axum::http::HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value),
-        ) {
-            headers.insert(name, value);
-        }
-    }
-    if let Ok(v) = HeaderValue::from_str(phase) {
-        headers.insert("x-chaos-fault", v);
-    }
-    response
-}
-
-fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
-    (status, [("content-type", "application/json")], body).into_response()
 }

@@ -1,0 +1,77 @@
+//! A request in flight: counted while it runs, ending with exactly one outcome in the
+//! ledger, and carrying its SERVER span (when tracing is on) to that end.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::state::Shared;
+use crate::ledger::Outcome;
+use crate::otel::ServerSpan;
+
+/// Counts a request in flight and makes sure every request ends with exactly one
+/// recorded outcome (`abandoned` when its future is dropped before one). With tracing on,
+/// it carries the request's span and ends it when the request ends.
+pub(super) struct InFlight {
+    shared: Arc<Shared>,
+    done: bool,
+    pub(super) span: Option<ServerSpan>,
+}
+
+impl InFlight {
+    pub(super) fn new(shared: &Arc<Shared>) -> InFlight {
+        shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            shared: Arc::clone(shared),
+            done: false,
+            span: None,
+        }
+    }
+
+    pub(super) fn outcome(&mut self, outcome: Outcome) {
+        if !self.done {
+            self.done = true;
+            self.shared.ledger.record_outcome(outcome);
+            if let Some(span) = &mut self.span {
+                annotate(span, outcome);
+            }
+        }
+    }
+
+    /// Adds to the span, when there is one.
+    pub(super) fn span(&mut self, note: impl FnOnce(&mut ServerSpan)) {
+        if let Some(span) = &mut self.span {
+            note(span);
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.outcome(Outcome::Abandoned);
+        if let (Some(tracing), Some(span)) = (&self.shared.tracing, self.span.take()) {
+            tracing.end(span);
+        }
+        self.shared
+            .metrics
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the outcome says on the span: the status, or why there was none.
+fn annotate(span: &mut ServerSpan, outcome: Outcome) {
+    match outcome {
+        Outcome::Served => span.status(200),
+        Outcome::Status(status) => span.status(status),
+        Outcome::KeyInFlight => span.status(409),
+        Outcome::KeyMismatch => span.status(422),
+        Outcome::Reset => span.error("reset"),
+        Outcome::Close => span.error("closed"),
+        Outcome::Truncate => span.error("truncated"),
+        Outcome::Timeout => span.error("timeout"),
+        Outcome::Abandoned => span.error("abandoned"),
+        // The status is set where it is known.
+        Outcome::Replayed | Outcome::Rejected | Outcome::BadHeader | Outcome::BadRequest => {}
+    }
+    span.set("chaos.server.outcome", outcome.fixed_label());
+}

@@ -1,0 +1,134 @@
+//! One attempt to the next hop: the request as it came, with the tier's own attempt
+//! number, the chain above it and the caller's deadline, and the answer as it went.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use chaos_policy::Outcome;
+
+use super::{DEADLINE_MS, NO_RETRY, Shared, UPSTREAM_ATTEMPTS};
+use crate::attempt::classify;
+
+/// What the next hop answered.
+pub(super) struct Answer {
+    pub(super) outcome: Outcome,
+    /// The answer's headers, passed upstream but for hop-by-hop ones.
+    pub(super) headers: HeaderMap,
+    pub(super) no_retry: bool,
+    pub(super) body: Bytes,
+}
+
+impl Answer {
+    fn failed(outcome: Outcome) -> Answer {
+        Answer {
+            outcome,
+            headers: HeaderMap::new(),
+            no_retry: false,
+            body: Bytes::new(),
+        }
+    }
+}
+
+/// Headers that belong to one connection, or that a tier sets itself for the next hop:
+/// never copied across a hop.
+pub(super) fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+            | "x-chaos-attempt"
+            | UPSTREAM_ATTEMPTS
+            | DEADLINE_MS
+            | NO_RETRY
+            | "x-chaos-gave-up"
+    )
+}
+
+/// What one forwarded attempt carries besides the request.
+pub(super) struct Hop<'a> {
+    pub(super) attempt: u32,
+    pub(super) timeout: Option<Duration>,
+    pub(super) chain: &'a str,
+    /// The tier's own CLIENT span as the next hop's parent, when the tier traces.
+    pub(super) traceparent: Option<&'a str>,
+}
+
+pub(super) async fn forward(
+    shared: &Shared,
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+    hop: Hop<'_>,
+) -> Answer {
+    let Hop {
+        attempt,
+        timeout,
+        chain,
+        traceparent,
+    } = hop;
+    let target = format!(
+        "{}{}",
+        shared.next,
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes())
+        .unwrap_or(reqwest::Method::GET);
+    let mut request = shared
+        .http
+        .request(method, target)
+        .header("x-chaos-attempt", attempt.to_string());
+    // End to end: the request kind's own headers, x-request-id, traceparent, ...
+    for (name, value) in &parts.headers {
+        // With a span of its own, the tier is the next hop's parent.
+        let replaced = traceparent.is_some() && name == "traceparent";
+        if !hop_by_hop(name.as_str()) && !replaced {
+            request = request.header(name.as_str(), value.as_bytes());
+        }
+    }
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    if !chain.is_empty() {
+        request = request.header(UPSTREAM_ATTEMPTS, chain);
+    }
+    if let Some(timeout) = timeout {
+        request = request
+            .timeout(timeout)
+            .header(DEADLINE_MS, timeout.as_millis().max(1).to_string());
+    }
+    if !body.is_empty() {
+        request = request.body(body.clone());
+    }
+    match request.send().await {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let no_retry = response.headers().contains_key(NO_RETRY);
+            let mut headers = HeaderMap::new();
+            for (name, value) in response.headers() {
+                if !hop_by_hop(name.as_str()) {
+                    headers.append(name.clone(), value.clone());
+                }
+            }
+            match response.bytes().await {
+                Ok(body) => Answer {
+                    outcome: Outcome::Status(status),
+                    headers,
+                    no_retry,
+                    body,
+                },
+                Err(e) if e.is_timeout() => Answer::failed(Outcome::AttemptTimeout),
+                Err(_) => Answer::failed(Outcome::TruncatedBody),
+            }
+        }
+        Err(e) => Answer::failed(classify(&e)),
+    }
+}
