@@ -444,7 +444,8 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     let (mut session, mut action) = {
         let mut client = lock(&shared.client);
         let now = shared.now();
-        let before = client.breaker_state(now);
+        // Read only for a trace: an untraced request pays nothing for it.
+        let before = trace.as_ref().and_then(|_| client.breaker_state(now));
         let (session, action) = client.start(kind.policy_request(), now);
         if let (Some(trace), Some(t)) = (&mut trace, traced) {
             note(trace, t, &client, before, &session, &action);
@@ -535,23 +536,16 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                         &duration_attributes(t, kind, answer.outcome),
                     );
                 }
-                action = {
-                    let mut client = lock(&shared.client);
-                    let now = shared.now();
-                    let before = client.breaker_state(now);
-                    let action = client.on_answer(
-                        &mut session,
+                action = decide(&shared, &mut trace, &mut session, |client, session, now| {
+                    client.on_answer(
+                        session,
                         now,
                         answer.outcome,
                         answer.retry_after,
                         answer.no_retry,
                         &mut rng,
-                    );
-                    if let (Some(trace), Some(t)) = (&mut trace, traced) {
-                        note(trace, t, &client, before, &session, &action);
-                    }
-                    action
-                };
+                    )
+                });
             }
             Action::Wait { until } => {
                 tokio::select! {
@@ -563,16 +557,9 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     }
                     () = sleep_until(shared.start + until) => {}
                 }
-                action = {
-                    let mut client = lock(&shared.client);
-                    let now = shared.now();
-                    let before = client.breaker_state(now);
-                    let action = client.on_timer(&mut session, now);
-                    if let (Some(trace), Some(t)) = (&mut trace, traced) {
-                        note(trace, t, &client, before, &session, &action);
-                    }
-                    action
-                };
+                action = decide(&shared, &mut trace, &mut session, |client, session, now| {
+                    client.on_timer(session, now)
+                });
             }
             Action::Done(verdict) => {
                 let end = shared.now();
@@ -587,6 +574,25 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
             }
         }
     }
+}
+
+/// One decision of the client for `session`, under the client's lock and at the time read
+/// there; a traced request notes what was decided.
+fn decide(
+    shared: &Shared,
+    trace: &mut Option<LogicalTrace>,
+    session: &mut Session,
+    decision: impl FnOnce(&mut Client, &mut Session, Duration) -> Action,
+) -> Action {
+    let mut client = lock(&shared.client);
+    let now = shared.now();
+    // Read only for a trace: an untraced request pays nothing for it.
+    let before = trace.as_ref().and_then(|_| client.breaker_state(now));
+    let action = decision(&mut client, session, now);
+    if let (Some(trace), Some(traced)) = (trace, &shared.telemetry) {
+        note(trace, traced, &client, before, session, &action);
+    }
+    action
 }
 
 /// What the policy just decided, on the trace: a breaker that changed state, the wait
