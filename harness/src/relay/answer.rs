@@ -8,14 +8,13 @@ use chaos_policy::{GiveUp, Outcome, Verdict};
 use fault_server::script::FaultResponse;
 
 use super::forward::Answer;
-use super::{NO_RETRY, Ordering, Shared, lock};
+use super::{NO_RETRY, Ordering, Shared};
 
 /// The answer upstream: what the next hop finally said, or why the tier gave up. A tier
 /// that gave up when it could have retried (or heard "don't retry" from below) says
 /// `x-chaos-no-retry: 1`; one that only forwards once passes on what it got.
 pub(super) fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -> Response {
     let counts = &shared.counts;
-    let retries = lock(&shared.client).policy().config().max_attempts > 1;
     let below_said_stop = last.as_ref().is_some_and(|a| a.no_retry);
     let (reason, mark) = match verdict {
         Verdict::Succeeded { .. } => {
@@ -25,7 +24,7 @@ pub(super) fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -
         Verdict::GaveUp { reason, .. } => {
             counts.gave_up.fetch_add(1, Ordering::Relaxed);
             let mark = match reason {
-                GiveUp::MaxAttempts => retries || below_said_stop,
+                GiveUp::MaxAttempts => shared.retries || below_said_stop,
                 GiveUp::Permanent => below_said_stop,
                 GiveUp::BudgetExhausted
                 | GiveUp::BreakerOpen

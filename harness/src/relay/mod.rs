@@ -162,6 +162,9 @@ struct Shared {
     name: String,
     next: String,
     client: Mutex<Client>,
+    /// The tier's policy allows retries (more than one attempt): its give-ups say "don't
+    /// retry" upstream.
+    retries: bool,
     http: reqwest::Client,
     start: Instant,
     seed: u64,
@@ -230,6 +233,7 @@ impl Relay {
         let shared = Arc::new(Shared {
             name: config.name,
             next: config.next.trim_end_matches('/').to_owned(),
+            retries: config.policy.config().max_attempts > 1,
             client: Mutex::new(Client::new(config.policy)),
             http,
             start: Instant::now(),
