@@ -20,17 +20,69 @@ use std::time::Duration;
 
 use chaos_policy::{Attempt, Outcome, ResetPhase};
 
+use reqwest::header::{HeaderName, HeaderValue};
+
 use crate::plan::RequestKind;
+
+/// What every attempt of one request kind shares, built once per run rather than once
+/// per attempt: the method, the URL when the path has no `{n}` (parsing a URL is a
+/// good part of what a request costs the client), and the header values that never
+/// change.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    method: reqwest::Method,
+    /// The base URL and the path, joined: the path itself when it has a `{n}`.
+    url: String,
+    /// `url`, parsed, when it is fixed and well formed.
+    parsed: Option<reqwest::Url>,
+    policy: HeaderValue,
+    /// The kind's own headers, with names and values parsed; one that does not parse is
+    /// left to the HTTP client to refuse, as it would be without preparation.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    raw_headers: Vec<(String, String)>,
+    body: Option<String>,
+    idempotency_key: bool,
+}
+
+impl Prepared {
+    pub fn new(base_url: &str, kind: &RequestKind, policy: &str) -> Prepared {
+        let url = format!("{base_url}{}", kind.path);
+        let parsed = (!kind.path.contains("{n}"))
+            .then(|| reqwest::Url::parse(&url).ok())
+            .flatten();
+        let mut headers = Vec::new();
+        let mut raw_headers = Vec::new();
+        for (name, value) in &kind.headers {
+            match (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                (Ok(name), Ok(value)) => headers.push((name, value)),
+                _ => raw_headers.push((name.clone(), value.clone())),
+            }
+        }
+        Prepared {
+            method: reqwest::Method::from_bytes(kind.method.as_bytes())
+                .unwrap_or(reqwest::Method::GET),
+            url,
+            parsed,
+            policy: HeaderValue::from_str(policy)
+                .unwrap_or_else(|_| HeaderValue::from_static("(invalid)")),
+            headers,
+            raw_headers,
+            body: kind.body.clone(),
+            idempotency_key: kind.idempotency_key,
+        }
+    }
+}
 
 /// What the engine needs to send one attempt of a logical request.
 #[derive(Debug, Clone, Copy)]
 pub struct AttemptSpec<'a> {
-    pub base_url: &'a str,
-    pub kind: &'a RequestKind,
+    pub kind: &'a Prepared,
     pub id: &'a str,
     pub n: u64,
     pub attempt: Attempt,
-    pub policy: &'a str,
     pub timeout: Option<Duration>,
     /// The W3C `traceparent` to send, when the run is traced.
     pub traceparent: Option<&'a str>,
@@ -153,27 +205,48 @@ pub fn path_of(kind: &RequestKind, n: u64) -> String {
     kind.path.replace("{n}", &n.to_string())
 }
 
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const ATTEMPT: HeaderName = HeaderName::from_static("x-chaos-attempt");
+const POLICY: HeaderName = HeaderName::from_static("x-chaos-policy");
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
 pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
-    let url = format!("{}{}", spec.base_url, path_of(spec.kind, spec.n));
-    let method =
-        reqwest::Method::from_bytes(spec.kind.method.as_bytes()).unwrap_or(reqwest::Method::GET);
-    let mut request = client
-        .request(method, url)
-        .header("x-request-id", spec.id)
-        .header("x-chaos-attempt", spec.attempt.get().to_string())
-        .header("x-chaos-policy", spec.policy);
-    if spec.kind.idempotency_key {
-        request = request.header("idempotency-key", spec.id);
+    let kind = spec.kind;
+    let request = match &kind.parsed {
+        Some(url) => client.request(kind.method.clone(), url.clone()),
+        None => client.request(
+            kind.method.clone(),
+            kind.url.replace("{n}", &spec.n.to_string()),
+        ),
+    };
+    let mut headers = reqwest::header::HeaderMap::with_capacity(8);
+    match HeaderValue::from_str(spec.id) {
+        Ok(id) => {
+            if kind.idempotency_key {
+                headers.insert(IDEMPOTENCY_KEY, id.clone());
+            }
+            headers.insert(REQUEST_ID, id);
+        }
+        // Ids are the policy's name and a number, and the plan refuses a name that cannot
+        // be sent in a header: this attempt could not be built, so it never left.
+        Err(_) => return unsendable(),
     }
-    if let Some(traceparent) = spec.traceparent {
-        request = request.header("traceparent", traceparent);
+    headers.insert(ATTEMPT, HeaderValue::from(spec.attempt.get()));
+    headers.insert(POLICY, kind.policy.clone());
+    if let Some(traceparent) = spec.traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
+        headers.insert(TRACEPARENT, traceparent);
     }
-    for (name, value) in &spec.kind.headers {
+    for (name, value) in &kind.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    let mut request = request.headers(headers);
+    for (name, value) in &kind.raw_headers {
         request = request.header(name.as_str(), value.as_str());
     }
-    if let Some(body) = &spec.kind.body {
+    if let Some(body) = &kind.body {
         request = request
-            .header("content-type", "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.clone());
     }
     if let Some(timeout) = spec.timeout {
@@ -226,6 +299,16 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
             duplicate: false,
             no_retry: false,
         },
+    }
+}
+
+/// An attempt that could not be built: it never left the process.
+fn unsendable() -> Answer {
+    Answer {
+        outcome: Outcome::ConnectRefused,
+        retry_after: None,
+        duplicate: false,
+        no_retry: false,
     }
 }
 

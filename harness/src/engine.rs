@@ -19,8 +19,7 @@
 //!
 //! [`Session`]: chaos_policy::Session
 
-use std::pin::pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -94,11 +93,18 @@ impl std::fmt::Debug for EngineConfig<'_> {
 
 struct Shared {
     client: Mutex<Client>,
+    /// The run's counts, as of the last fold of `shards` into it.
     recorder: Mutex<Recorder>,
+    /// Where requests record their events: one recorder per worker thread (a thread takes
+    /// the one at its place in [`SHARD`]), so a request's bookkeeping takes a lock no other
+    /// thread wants. Folded into `recorder` once a second and at the end.
+    shards: Box<[Mutex<Recorder>]>,
     in_flight: AtomicU32,
     start: Instant,
     base_url: String,
     policy: String,
+    /// The plan's request kinds, ready to send.
+    kinds: Vec<attempt::Prepared>,
     http: reqwest::Client,
     plan: Arc<Plan>,
     seed: u64,
@@ -126,6 +132,17 @@ impl Traced {
     }
 }
 
+/// How many recorders requests spread over: more than the threads that record (the
+/// runtime's workers and the dispatcher) on this kind of machine, so each has its own.
+const SHARDS: usize = 8;
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's place among a run's recorders.
+    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A task that panicked mid-decision leaves consistent counters behind: keep going.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -134,6 +151,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    /// Records on this thread's recorder.
+    fn record<R>(&self, event: impl FnOnce(&mut Recorder) -> R) -> R {
+        let shard = SHARD.with(|i| *i) % self.shards.len();
+        event(&mut lock(&self.shards[shard]))
+    }
+
+    /// The run's counts so far: every thread's recorder folded into one.
+    fn merged(&self) -> MutexGuard<'_, Recorder> {
+        let mut merged = lock(&self.recorder);
+        for shard in &self.shards {
+            merged.absorb(&mut lock(shard));
+        }
+        merged
     }
 
     /// Watches for a target that refuses every connection: an outcome that proves the
@@ -199,8 +231,17 @@ where
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
         recorder: Mutex::new(Recorder::new(plan.fault_window)),
+        shards: (0..SHARDS)
+            .map(|_| Mutex::new(Recorder::new(plan.fault_window)))
+            .collect(),
         in_flight: AtomicU32::new(0),
         start,
+        kinds: plan
+            .load
+            .requests
+            .iter()
+            .map(|kind| attempt::Prepared::new(&config.base_url, kind, &config.policy.name))
+            .collect(),
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http: config.http,
@@ -265,7 +306,7 @@ where
     let _ = sampler.await;
 
     let elapsed = shared.now();
-    let recorder = std::mem::take(&mut *lock(&shared.recorder));
+    let recorder = std::mem::take(&mut *shared.merged());
     let client = lock(&shared.client);
     if let Some(traced) = &shared.telemetry {
         let now = client.clock().max(elapsed);
@@ -304,6 +345,13 @@ fn panic_message(e: tokio::task::JoinError) -> String {
     }
 }
 
+/// The shortest time between two wake-ups of the dispatcher. Waking for every arrival
+/// costs a sleep, a context switch and a worker's wake-up each; above 5,000 req/s,
+/// arrivals come closer than this, and handing over those that fell due together costs
+/// about a tenth less CPU (docs/benchmarks.md) for at most this much more lag, which the
+/// report's `arrival_lag_ms` counts like any other.
+const WAKE_GAP: Duration = Duration::from_micros(200);
+
 /// The open-loop dispatcher: sleeps until each arrival is due and hands it to a task, or
 /// counts it as dropped when `max_in_flight` requests are already running. Returns whether
 /// it was halted (the user aborted, or the target is gone).
@@ -311,6 +359,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 /// It runs on a thread of its own because tokio's timer wheel has a resolution of one
 /// millisecond and rounds every sleep up, which alone makes the median arrival almost a
 /// millisecond late; a thread sleeping on the OS timer wakes within tens of microseconds.
+/// It wakes at most once per [`WAKE_GAP`] and then hands over every arrival that is due.
 fn dispatch(
     shared: &Arc<Shared>,
     arrivals: impl Iterator<Item = Arrival>,
@@ -322,24 +371,31 @@ fn dispatch(
     const POLL: Duration = Duration::from_millis(50);
     let start = shared.start.into_std();
     let max_in_flight = shared.plan.load.max_in_flight;
-    for arrival in arrivals {
-        let due = start + arrival.at;
+    let mut arrivals = arrivals.peekable();
+    let mut woke: Option<std::time::Instant> = None;
+    while let Some(next) = arrivals.peek() {
+        let due = start + next.at;
+        let wake = woke.map_or(due, |woke| due.max(woke + WAKE_GAP));
         loop {
             if shared.halt.is_cancelled() {
                 return true;
             }
             let now = std::time::Instant::now();
-            if now >= due {
+            if now >= wake {
                 break;
             }
-            std::thread::sleep((due - now).min(POLL));
+            std::thread::sleep((wake - now).min(POLL));
         }
-        if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
-            lock(&shared.recorder).dropped(arrival.at);
-            continue;
+        let now = std::time::Instant::now();
+        woke = Some(now);
+        while let Some(arrival) = arrivals.next_if(|a| start + a.at <= now) {
+            if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
+                shared.record(|r| r.dropped(arrival.at));
+                continue;
+            }
+            shared.in_flight.fetch_add(1, Ordering::Relaxed);
+            tasks.spawn_on(drive(Arc::clone(shared), arrival, stop.clone()), handle);
         }
-        shared.in_flight.fetch_add(1, Ordering::Relaxed);
-        tasks.spawn_on(drive(Arc::clone(shared), arrival, stop.clone()), handle);
     }
     false
 }
@@ -368,7 +424,7 @@ async fn sample_every_second(
                 client.breaker_trips(),
             )
         };
-        let mut recorder = lock(&shared.recorder);
+        let mut recorder = shared.merged();
         // The row of the second that is ending, even if this wake-up came late.
         recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
         if let Some(traced) = &shared.telemetry {
@@ -400,13 +456,13 @@ struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        let mut recorder = lock(&self.shared.recorder);
-        if !self.done {
-            let ran = self.shared.now().saturating_sub(self.scheduled);
-            recorder.unfinished(self.scheduled, ran);
-        }
-        recorder.reached(self.reached);
-        drop(recorder);
+        let ran = (!self.done).then(|| self.shared.now().saturating_sub(self.scheduled));
+        self.shared.record(|recorder| {
+            if let Some(ran) = ran {
+                recorder.unfinished(self.scheduled, ran);
+            }
+            recorder.reached(self.reached);
+        });
         self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -423,7 +479,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     let mut rng = request_rng(shared.seed, arrival.index);
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let lag = shared.now().saturating_sub(arrival.at);
-    lock(&shared.recorder).arrived(arrival.at, lag);
+    shared.record(|r| r.arrived(arrival.at, lag));
     let traced = shared.telemetry.as_ref();
     let mut trace = traced.map(|t| {
         t.telemetry.begin(
@@ -467,12 +523,10 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     _ => None,
                 };
                 let spec = AttemptSpec {
-                    base_url: &shared.base_url,
-                    kind,
+                    kind: &shared.kinds[arrival.kind],
                     id: &id,
                     n: arrival.n,
                     attempt,
-                    policy: &shared.policy,
                     timeout,
                     traceparent: traceparent.as_deref(),
                     propagate_deadline: !shared.plan.tiers.is_empty(),
@@ -486,21 +540,24 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                         session.violations(),
                     );
                 };
-                let mut send = pin!(attempt::tracked(attempt::send(&shared.http, spec)));
+                // Boxed: the send is most of a request's state, and a task's whole state is
+                // moved when it is spawned; a request that never sends never pays for it.
+                let mut send = Box::pin(attempt::tracked(attempt::send(&shared.http, spec)));
                 let answer = tokio::select! {
                     biased;
                     answer = &mut send => answer,
                     () = stop.cancelled() => {
                         let left = attempt::left_process(send.as_mut());
-                        {
-                            let mut recorder = lock(&shared.recorder);
+                        shared.record(|recorder| {
                             if left {
-                                record_sent(&mut recorder);
+                                record_sent(recorder);
                                 recorder.abandoned += 1;
-                                running.reached = running.reached.max(Reached::Maybe);
                             } else {
                                 recorder.cut();
                             }
+                        });
+                        if left {
+                            running.reached = running.reached.max(Reached::Maybe);
                         }
                         if let (Some(mut trace), Some(t)) = (trace.take(), traced) {
                             let now = t.wall(shared.now());
@@ -520,15 +577,14 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     running.reached = Reached::Yes;
                 }
                 shared.watch_target(answer.outcome, now);
-                {
-                    let mut recorder = lock(&shared.recorder);
-                    record_sent(&mut recorder);
+                shared.record(|recorder| {
+                    record_sent(recorder);
                     recorder.attempt_done(
                         answer.outcome,
                         now.saturating_sub(sent),
                         attempt.is_retry(),
                     );
-                }
+                });
                 if let (Some(trace), Some(t)) = (&mut trace, traced) {
                     trace.answer(t.wall(now), answer.outcome, answer.duplicate);
                     t.telemetry.meters().attempt(
@@ -564,7 +620,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
             Action::Done(verdict) => {
                 let end = shared.now();
                 let latency = end.saturating_sub(arrival.at);
-                lock(&shared.recorder).finished(arrival.at, latency, &verdict);
+                shared.record(|r| r.finished(arrival.at, latency, &verdict));
                 running.done = true;
                 if let (Some(trace), Some(t)) = (trace.take(), traced) {
                     t.telemetry

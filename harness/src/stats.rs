@@ -348,6 +348,81 @@ impl Recorder {
         s.unfinished += 1;
     }
 
+    /// Adds everything `other` counted to this recorder and empties `other` (keeping its
+    /// allocations), so a recorder per worker thread can be folded into the run's one. The
+    /// result is exactly what one recorder fed every event would hold (histograms merge
+    /// exactly), but for which ids a [`Sampled`] keeps as examples.
+    pub fn absorb(&mut self, other: &mut Recorder) {
+        for (mine, theirs) in [
+            (&mut self.latency, &mut other.latency),
+            (&mut self.attempt_latency, &mut other.attempt_latency),
+            (&mut self.lag, &mut other.lag),
+        ] {
+            // Same bounds on both sides: adding cannot fail.
+            let _ = mine.add(&*theirs);
+            theirs.reset();
+        }
+        if self.series.len() < other.series.len() {
+            self.series.resize(other.series.len(), Second::default());
+        }
+        for (mine, theirs) in self.series.iter_mut().zip(other.series.drain(..)) {
+            mine.offered += theirs.offered;
+            mine.scheduled_attempts += theirs.scheduled_attempts;
+            mine.unfinished += theirs.unfinished;
+            mine.dropped += theirs.dropped;
+            mine.attempts += theirs.attempts;
+            mine.retries += theirs.retries;
+            mine.succeeded += theirs.succeeded;
+            mine.failed += theirs.failed;
+        }
+        for (mine, theirs) in [
+            (&mut self.logical, &mut other.logical),
+            (&mut self.dropped, &mut other.dropped),
+            (&mut self.succeeded, &mut other.succeeded),
+            (&mut self.failed, &mut other.failed),
+            (&mut self.unfinished, &mut other.unfinished),
+            (&mut self.cut, &mut other.cut),
+            (&mut self.abandoned, &mut other.abandoned),
+            (&mut self.attempts, &mut other.attempts),
+            (&mut self.reached.0, &mut other.reached.0),
+            (&mut self.reached.1, &mut other.reached.1),
+            (&mut self.retries, &mut other.retries),
+        ] {
+            *mine += std::mem::take(theirs);
+        }
+        for (mine, theirs) in [
+            (&mut self.outcomes, &mut other.outcomes),
+            (&mut self.retry_outcomes, &mut other.retry_outcomes),
+        ] {
+            for (outcome, n) in std::mem::take(theirs) {
+                *mine.entry(outcome).or_insert(0) += n;
+            }
+        }
+        for (reason, n) in &mut other.give_ups {
+            *self.give_ups.entry(*reason).or_insert(0) += std::mem::take(n);
+        }
+        for (mine, theirs) in [
+            (&mut self.retried_permanent, &mut other.retried_permanent),
+            (
+                &mut self.retried_non_idempotent,
+                &mut other.retried_non_idempotent,
+            ),
+        ] {
+            mine.count += std::mem::take(&mut theirs.count);
+            for id in theirs.examples.drain(..) {
+                if mine.examples.len() < SAMPLE_IDS && !mine.examples.contains(&id) {
+                    mine.examples.push(id);
+                }
+            }
+        }
+        self.last_send = self.last_send.max(std::mem::take(&mut other.last_send));
+        if let (Some(mine), Some(theirs)) = (&mut self.waves, &mut other.waves) {
+            for (m, t) in mine.buckets.iter_mut().zip(&mut theirs.buckets) {
+                *m += std::mem::take(t);
+            }
+        }
+    }
+
     pub fn sample_state(
         &mut self,
         at: Duration,
@@ -375,7 +450,7 @@ mod tests {
 
     use chaos_policy::{GiveUp, Outcome, Verdict, Violation};
 
-    use super::{MAX_WAVE_BUCKETS, Recorder, SAMPLE_IDS, synchrony};
+    use super::{MAX_WAVE_BUCKETS, Reached, Recorder, SAMPLE_IDS, synchrony};
 
     #[test]
     fn counts_land_in_their_seconds_and_samples_stay_bounded() {
@@ -429,6 +504,108 @@ mod tests {
         assert!(
             r.latency.max() >= 9_000_000,
             "a cut-off request still counts its latency"
+        );
+    }
+
+    /// Feeds one recorder a fixed mix of events, as a worker would.
+    fn feed(r: &mut Recorder, salt: u64) {
+        for i in 0..50u64 {
+            let at = ms((i * 97 + salt * 31) % 4000);
+            r.arrived(at, ms(i % 3));
+            r.sent(
+                at,
+                at,
+                i % 4 == 1,
+                &format!("id{salt}-{i}"),
+                (i % 7 == 0)
+                    .then_some(Violation::RetriedPermanent)
+                    .into_iter(),
+            );
+            r.attempt_done(
+                Outcome::Status(if i % 5 == 0 { 503 } else { 200 }),
+                ms(i),
+                i % 4 == 1,
+            );
+            if i % 9 == 0 {
+                r.dropped(at);
+            }
+            if i % 11 == 0 {
+                r.unfinished(at, ms(i * 10));
+            } else {
+                let verdict = if i % 5 == 0 {
+                    Verdict::GaveUp {
+                        reason: GiveUp::BudgetExhausted,
+                        attempts: 1,
+                        last: None,
+                    }
+                } else {
+                    Verdict::Succeeded { attempts: 1 }
+                };
+                r.finished(at, ms(i + salt), &verdict);
+            }
+            r.reached(if i % 3 == 0 {
+                Reached::Maybe
+            } else {
+                Reached::Yes
+            });
+        }
+        r.cut();
+        r.abandoned += salt;
+    }
+
+    #[test]
+    fn absorbing_recorders_counts_what_one_recorder_would() {
+        let window = Some((ms(1000), ms(3000)));
+        let mut one = Recorder::new(window);
+        let mut merged = Recorder::new(window);
+        for salt in 0..3 {
+            feed(&mut one, salt);
+            let mut shard = Recorder::new(window);
+            feed(&mut shard, salt);
+            merged.absorb(&mut shard);
+            let mut empty = Recorder::new(window);
+            empty.abandoned = shard.abandoned;
+            assert_eq!(
+                format!("{shard:?}"),
+                format!("{empty:?}"),
+                "an absorbed recorder is left empty"
+            );
+        }
+        assert_eq!(merged.latency, one.latency);
+        assert_eq!(merged.attempt_latency, one.attempt_latency);
+        assert_eq!(merged.lag, one.lag);
+        assert_eq!(merged.series, one.series);
+        assert_eq!(merged.outcomes, one.outcomes);
+        assert_eq!(merged.retry_outcomes, one.retry_outcomes);
+        assert_eq!(merged.give_ups, one.give_ups);
+        assert_eq!(merged.retried_permanent, one.retried_permanent);
+        assert_eq!(merged.waves, one.waves);
+        assert_eq!(merged.last_send, one.last_send);
+        assert_eq!(
+            (
+                merged.logical,
+                merged.dropped,
+                merged.succeeded,
+                merged.failed,
+                merged.unfinished,
+                merged.cut,
+                merged.abandoned,
+                merged.attempts,
+                merged.reached,
+                merged.retries,
+            ),
+            (
+                one.logical,
+                one.dropped,
+                one.succeeded,
+                one.failed,
+                one.unfinished,
+                one.cut,
+                one.abandoned,
+                one.attempts,
+                one.reached,
+                one.retries,
+            )
         );
     }
 

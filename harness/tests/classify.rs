@@ -26,15 +26,12 @@ fn kind() -> RequestKind {
 /// What one attempt to `addr` produces, with an attempt timeout of 300 ms.
 async fn outcome(addr: SocketAddr) -> Outcome {
     let client = attempt::http_client(1).expect("client");
-    let base = format!("http://{addr}");
-    let kind = kind();
+    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
     let spec = AttemptSpec {
-        base_url: &base,
         kind: &kind,
         id: "t-0000001",
         n: 1,
         attempt: Attempt::FIRST,
-        policy: "t",
         timeout: Some(Duration::from_millis(300)),
         traceparent: None,
         propagate_deadline: false,
@@ -167,17 +164,14 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
     })
     .await;
     let client = attempt::http_client(1).expect("client");
-    let base = format!("http://{addr}");
-    let kind = kind();
+    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
     let answer = attempt::send(
         &client,
         AttemptSpec {
-            base_url: &base,
             kind: &kind,
             id: "t-0000002",
             n: 1,
             attempt: Attempt::FIRST,
-            policy: "t",
             timeout: None,
             traceparent: None,
             propagate_deadline: false,
