@@ -4,6 +4,10 @@
 //! `cargo run --release -p fault-server --example hello -- 127.0.0.1:18081`
 
 use axum::Router;
+
+// The fault-server's allocator, so the comparison measures the server, not the allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use axum::routing::get;
 
 #[tokio::main]

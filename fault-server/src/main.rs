@@ -18,6 +18,11 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use clap::Parser;
+
+// mimalloc, as in the harness: it is cheaper on allocations freed on another thread than
+// made them. bench/server.sh gives the hello world it is measured against the same.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
 use fault_server::{Script, ServerConfig, StartError, format_duration, parse_duration, start};
 
