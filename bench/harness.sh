@@ -2,23 +2,37 @@
 # The harness's load engine against oha and hey, at the same fixed rate, against the same
 # faultless fault-server, in one run on this machine. For each tool: CPU seconds (user +
 # system) per 100k requests, the rate it achieved, and (for the harness) how late arrivals
-# were dispatched. The design's goal: the harness holds its rate within 1%, schedules each
-# arrival within 1 ms (p99), and costs no more CPU per request than oha or hey.
+# were dispatched. The goals (issue 12): the harness costs no more CPU per request than
+# oha, and sustains 40,000 req/s with arrival lag p99 <= 1 ms and nothing dropped.
 #
-#   bench/harness.sh                     # RATE=2000 DURATION=20
-#   RATE=5000 DURATION=30 bench/harness.sh
+#   bench/harness.sh                     # RATE=5000 DURATION=15, then the ceiling
+#   RATE=2000 DURATION=30 CEILING="" bench/harness.sh
+#   SOAK=1 bench/harness.sh              # memory: RSS after 1 and 10 minutes at 2,000 req/s
 #
-# A second harness row, `traced`, runs the same plan with full tracing into
-# bench/otlp-sink.py (a stand-in collector), so the cost of telemetry is measured too.
+# Rows besides the plain harness:
+# - `retrying`: a policy with three attempts and jittered backoff against a route that
+#   answers 503 half of the time, so the policy core's retry path is in the loop; its
+#   CPU is per 100k logical requests, and the attempts they took are printed beside it;
+# - `traced`: the plain plan with full tracing into bench/otlp-sink.py (a stand-in
+#   collector), so the cost of telemetry is measured too.
+# Then the ceiling: the plain plan at each rate of CEILING for CEILING_DURATION seconds,
+# up to the first that misses (lag p99 > 1 ms, or anything dropped), and the highest that
+# met it.
 #
 # Installs what is missing: hey and GNU time from Debian, oha with `cargo install`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-RATE=${RATE:-2000}
-DURATION=${DURATION:-20}
+RATE=${RATE:-5000}
+DURATION=${DURATION:-15}
 CONNECTIONS=${CONNECTIONS:-50}
 PORT=${PORT:-18090}
+FLAKY_PORT=${FLAKY_PORT:-18092}
+CEILING=${CEILING-5000 10000 15000 20000 30000 40000}
+CEILING_DURATION=${CEILING_DURATION:-10}
+SOAK=${SOAK:-}
+SOAK_RATE=${SOAK_RATE:-2000}
+SOAK_MINUTES=${SOAK_MINUTES:-10}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 OUT=${OUT:-$TARGET_DIR/bench-harness}
 mkdir -p "$OUT"
@@ -41,15 +55,24 @@ fi
 echo "building (release)…" >&2
 cargo build --release --quiet -p fault-server -p harness
 
-SERVER_PID=""
-cleanup() { [ -n "$SERVER_PID" ] && kill "$SERVER_PID" 2>/dev/null; wait 2>/dev/null || true; }
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+}
 trap cleanup EXIT
+wait_for_port() {
+    for _ in $(seq 1 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "nothing listens on 127.0.0.1:$1" >&2
+    return 1
+}
 "$TARGET_DIR/release/fault-server" --listen "127.0.0.1:$PORT" 2>/dev/null &
 SERVER_PID=$!
-for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
-    sleep 0.05
-done
+PIDS+=("$SERVER_PID")
+wait_for_port "$PORT"
 
 URL="http://127.0.0.1:$PORT/items/1"
 
@@ -60,18 +83,50 @@ cpu_of() {
     awk '{ printf "%.3f", $1 + $2 }' "$log.time"
 }
 
-cat >"$OUT/plan.yaml" <<PLAN
+# The plain plan: no retries, one route, uniform arrivals at $1 req/s for $2 seconds.
+plan() {
+    cat <<PLAN
 name: bench
-duration: ${DURATION}s
+duration: ${2}s
 drain: 2s
 target: { url: "http://127.0.0.1:$PORT" }
 load:
-  rate: $RATE
+  rate: $1
   arrivals: uniform
   max_in_flight: 100000
   requests: [ { name: read, path: /items/1 } ]
 policies: [ { name: no-retry, max_attempts: 1 } ]
 PLAN
+}
+plan "$RATE" "$DURATION" >"$OUT/plan.yaml"
+
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+if [ -n "$SOAK" ]; then
+    plan "$SOAK_RATE" $((SOAK_MINUTES * 60)) >"$OUT/soak.yaml"
+    echo "soak: $SOAK_RATE req/s for $SOAK_MINUTES minutes; RSS sampled every minute" >&2
+    "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-soak" "$OUT/soak.yaml" >/dev/null 2>"$OUT/soak.err" &
+    HARNESS_PID=$!
+    PIDS+=("$HARNESS_PID")
+    printf "%-8s %14s %14s\n" minute "harness RSS" "server RSS"
+    first_h=0 first_s=0 last_h=0 last_s=0
+    for minute in $(seq 1 "$SOAK_MINUTES"); do
+        sleep 60
+        last_h=$(rss_kb "$HARNESS_PID")
+        last_s=$(rss_kb "$SERVER_PID")
+        if [ "$minute" -eq 1 ]; then first_h=$last_h first_s=$last_s; fi
+        printf "%-8s %11s kB %11s kB\n" "$minute" "$last_h" "$last_s"
+    done
+    wait "$HARNESS_PID" || true
+    python3 - "$OUT/report-soak/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"][0]
+print(f"logical {p['logical']}, dropped {p['dropped']}, lag p99 {p['arrival_lag_ms']['p99']} ms")
+PY
+    awk -v h1="$first_h" -v s1="$first_s" -v h="$last_h" -v s="$last_s" -v m="$SOAK_MINUTES" 'BEGIN {
+        printf "RSS after %d minutes over RSS after 1: harness %.3f, fault-server %.3f (goal <= 1.1)\n", m, h / h1, s / s1 }'
+    exit 0
+fi
 
 echo "harness: $RATE req/s for ${DURATION}s" >&2
 h_cpu=$(cpu_of "$OUT/harness" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report" "$OUT/plan.yaml")
@@ -79,6 +134,42 @@ read -r h_logical h_lag_p50 h_lag_p99 h_p50 h_p99 < <(python3 - "$OUT/report/rep
 import json, sys
 p = json.load(open(sys.argv[1]))["policies"][0]
 print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"])
+PY
+)
+
+# A retrying policy against a route that fails half of the time (on a second
+# fault-server, which the harness scripts with the plan's faults): first attempts, backoff
+# draws, retries and give-ups all go through the policy core.
+"$TARGET_DIR/release/fault-server" --listen "127.0.0.1:$FLAKY_PORT" 2>/dev/null &
+PIDS+=($!)
+wait_for_port "$FLAKY_PORT"
+cat >"$OUT/retrying.yaml" <<PLAN
+name: bench-retrying
+duration: ${DURATION}s
+drain: 2s
+target: { url: "http://127.0.0.1:$FLAKY_PORT" }
+load:
+  rate: $RATE
+  arrivals: uniform
+  max_in_flight: 100000
+  requests: [ { name: read, path: /flaky/1 } ]
+faults:
+  - name: flaky
+    match: { path: /flaky }
+    probability: 0.5
+    respond: [ { status: 503 } ]
+policies:
+  - name: retrying
+    max_attempts: 3
+    attempt_timeout: 1s
+    backoff: { exponential: { base: 5ms, multiplier: 2, cap: 50ms }, jitter: full }
+PLAN
+echo "harness, retrying policy against a flaky route: $RATE req/s for ${DURATION}s" >&2
+r_cpu=$(cpu_of "$OUT/retrying" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-retrying" "$OUT/retrying.yaml")
+read -r r_logical r_lag_p50 r_lag_p99 r_p50 r_p99 r_attempts r_success < <(python3 - "$OUT/report-retrying/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"][0]
+print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"], p["attempts"], p["success_rate"])
 PY
 )
 
@@ -130,9 +221,41 @@ echo
 echo "target $RATE req/s for ${DURATION}s, $CONNECTIONS connections for oha/hey, $(nproc) cores, faultless fault-server"
 printf "%-8s %10s %12s %10s %9s %9s %9s %9s\n" tool "cpu-s/100k" "achieved/s" "rate err" "p50 ms" "p99 ms" "lag p50" "lag p99"
 row harness "$h_cpu" "$h_logical" "$h_p50" "$h_p99" "$h_lag_p50" "$h_lag_p99"
+row retrying "$r_cpu" "$r_logical" "$r_p50" "$r_p99" "$r_lag_p50" "$r_lag_p99"
 row traced "$t_cpu" "$t_logical" "$t_p50" "$t_p99" "$t_lag_p50" "$t_lag_p99"
 row oha "$o_cpu" "$o_count" "$o_p50" "$o_p99" "–" "–"
 row hey "$y_cpu" "$y_count" "$y_p50" "$y_p99" "–" "–"
 echo
+awk -v a="$r_attempts" -v l="$r_logical" -v s="$r_success" -v cpu="$r_cpu" 'BEGIN {
+    printf "retrying: %d attempts for %d logical requests (%.2f each), success rate %.3f; %.2f cpu-s per 100k attempts\n", a, l, a / l, s, cpu / a * 100000 }'
 echo "traced: the harness exporting every logical request as a trace ($t_spans spans exported, $t_dropped dropped) to bench/otlp-sink.py"
 awk -v a="$h_cpu" -v b="$t_cpu" 'BEGIN { printf "tracing costs %.2fx the CPU of the untraced run\n", b / a }'
+awk -v h="$h_cpu" -v hc="$h_logical" -v o="$o_cpu" -v oc="$o_count" 'BEGIN {
+    printf "harness over oha, cpu per request: %.2fx (goal <= 1)\n", (h / hc) / (o / oc) }'
+
+# The ceiling: the highest rate the harness holds with arrival lag p99 <= 1 ms and
+# nothing dropped, the fault-server sharing the machine.
+if [ -n "$CEILING" ]; then
+    echo
+    echo "ceiling: the plain plan for ${CEILING_DURATION}s at each rate, until one misses (lag p99 > 1 ms or drops)"
+    printf "%-8s %12s %9s %9s %9s %10s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k"
+    best=none
+    for rate in $CEILING; do
+        plan "$rate" "$CEILING_DURATION" >"$OUT/ceiling-$rate.yaml"
+        c_cpu=$(cpu_of "$OUT/ceiling-$rate" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-ceiling-$rate" "$OUT/ceiling-$rate.yaml")
+        read -r c_logical c_dropped c_lag_p50 c_lag_p99 < <(python3 - "$OUT/report-ceiling-$rate/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"][0]
+print(p["logical"], p["dropped"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"])
+PY
+)
+        awk -v r="$rate" -v l="$c_logical" -v d="$c_dropped" -v l50="$c_lag_p50" -v l99="$c_lag_p99" -v cpu="$c_cpu" -v s="$CEILING_DURATION" 'BEGIN {
+            printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f\n", r, l / s, d, l50, l99, cpu / l * 100000 }'
+        if awk -v d="$c_dropped" -v l99="$c_lag_p99" 'BEGIN { exit !(d == 0 && l99 <= 1.0) }'; then
+            best=$rate
+        else
+            break
+        fi
+    done
+    echo "highest rate with arrival lag p99 <= 1 ms and nothing dropped: $best req/s (goal: 40000)"
+fi
