@@ -358,9 +358,13 @@ impl Recorder {
             (&mut self.attempt_latency, &mut other.attempt_latency),
             (&mut self.lag, &mut other.lag),
         ] {
-            // Same bounds on both sides: adding cannot fail.
-            let _ = mine.add(&*theirs);
-            theirs.reset();
+            // An empty one is skipped: adding and resetting walk every bucket, and most
+            // of a run's recorders are idle in most seconds.
+            if !theirs.is_empty() {
+                // Same bounds on both sides: adding cannot fail.
+                let _ = mine.add(&*theirs);
+                theirs.reset();
+            }
         }
         if self.series.len() < other.series.len() {
             self.series.resize(other.series.len(), Second::default());
