@@ -23,7 +23,7 @@ pub(super) struct IdEntry {
 
 impl Inner {
     /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
-    fn track_id(&mut self, id: &str, now: Duration, side_effects: u32) {
+    fn track_id(&mut self, id: u64, now: Duration, side_effects: u32) {
         let generation = self.next_generation();
         let entry = IdEntry {
             generation,
@@ -61,9 +61,10 @@ impl Ledger {
         let mut inner = self.lock();
         let inner = &mut *inner;
         inner.attempts += 1;
-        let new_id = !inner.ids.contains_key(id);
+        let key = self.id_key(id);
+        let new_id = !inner.ids.contains_key(&key);
         if new_id {
-            inner.track_id(id, now, 0);
+            inner.track_id(key, now, 0);
             inner.logical += 1;
         }
         if let Some(policy) = who.policy {
@@ -85,12 +86,13 @@ impl Ledger {
         let number = inner.effects;
         let mut duplicate = false;
         if let Some(id) = who.request_id {
-            if let Some(entry) = inner.ids.get_mut(id) {
+            let key = self.id_key(id);
+            if let Some(entry) = inner.ids.get_mut(&key) {
                 entry.side_effects += 1;
                 duplicate = entry.side_effects > 1;
             } else {
                 // Evicted since it arrived (or never recorded): remember it again.
-                inner.track_id(id, now, 1);
+                inner.track_id(key, now, 1);
                 inner.expire_ids(now, &self.limits);
             }
             if duplicate {

@@ -109,10 +109,11 @@ impl Ledger {
                     fingerprint,
                     state: KeyState::InFlight,
                 };
-                let key = remember(
+                let key: Arc<str> = Arc::from(key);
+                remember(
                     &mut inner.key_order,
                     &mut inner.keys,
-                    key,
+                    Arc::clone(&key),
                     now,
                     generation,
                     entry,
