@@ -19,7 +19,7 @@
 //!
 //! [`Session`]: chaos_policy::Session
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -32,6 +32,12 @@ use rand_core::SeedableRng;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+mod dispatch;
+mod recorders;
+
+use dispatch::dispatch;
+use recorders::Recorders;
 
 use crate::attempt::{self, AttemptSpec};
 use crate::plan::{NamedPolicy, Plan, RequestKind};
@@ -93,12 +99,7 @@ impl std::fmt::Debug for EngineConfig<'_> {
 
 struct Shared {
     client: Mutex<Client>,
-    /// The run's counts, as of the last fold of `shards` into it.
-    recorder: Mutex<Recorder>,
-    /// Where requests record their events: one recorder per worker thread (a thread takes
-    /// the one at its place in [`SHARD`]), so a request's bookkeeping takes a lock no other
-    /// thread wants. Folded into `recorder` once a second and at the end.
-    shards: Box<[Mutex<Recorder>]>,
+    recorders: Recorders,
     in_flight: AtomicU32,
     start: Instant,
     base_url: String,
@@ -132,17 +133,6 @@ impl Traced {
     }
 }
 
-/// How many recorders requests spread over: more than the threads that record (the
-/// runtime's workers and the dispatcher) on this kind of machine, so each has its own.
-const SHARDS: usize = 8;
-
-static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// This thread's place among a run's recorders.
-    static SHARD: usize = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A task that panicked mid-decision leaves consistent counters behind: keep going.
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -151,21 +141,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
-    }
-
-    /// Records on this thread's recorder.
-    fn record<R>(&self, event: impl FnOnce(&mut Recorder) -> R) -> R {
-        let shard = SHARD.with(|i| *i) % self.shards.len();
-        event(&mut lock(&self.shards[shard]))
-    }
-
-    /// The run's counts so far: every thread's recorder folded into one.
-    fn merged(&self) -> MutexGuard<'_, Recorder> {
-        let mut merged = lock(&self.recorder);
-        for shard in &self.shards {
-            merged.absorb(&mut lock(shard));
-        }
-        merged
     }
 
     /// Watches for a target that refuses every connection: an outcome that proves the
@@ -230,10 +205,7 @@ where
     });
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
-        recorder: Mutex::new(Recorder::new(plan.fault_window)),
-        shards: (0..SHARDS)
-            .map(|_| Mutex::new(Recorder::new(plan.fault_window)))
-            .collect(),
+        recorders: Recorders::new(plan.fault_window),
         in_flight: AtomicU32::new(0),
         start,
         kinds: plan
@@ -306,7 +278,7 @@ where
     let _ = sampler.await;
 
     let elapsed = shared.now();
-    let recorder = std::mem::take(&mut *shared.merged());
+    let recorder = std::mem::take(&mut *shared.recorders.merged());
     let client = lock(&shared.client);
     if let Some(traced) = &shared.telemetry {
         let now = client.clock().max(elapsed);
@@ -345,61 +317,6 @@ fn panic_message(e: tokio::task::JoinError) -> String {
     }
 }
 
-/// The shortest time between two wake-ups of the dispatcher. Waking for every arrival
-/// costs a sleep, a context switch and a worker's wake-up each; above 5,000 req/s,
-/// arrivals come closer than this, and handing over those that fell due together costs
-/// about a tenth less CPU (docs/benchmarks.md) for at most this much more lag, which the
-/// report's `arrival_lag_ms` counts like any other.
-const WAKE_GAP: Duration = Duration::from_micros(200);
-
-/// The open-loop dispatcher: sleeps until each arrival is due and hands it to a task, or
-/// counts it as dropped when `max_in_flight` requests are already running. Returns whether
-/// it was halted (the user aborted, or the target is gone).
-///
-/// It runs on a thread of its own because tokio's timer wheel has a resolution of one
-/// millisecond and rounds every sleep up, which alone makes the median arrival almost a
-/// millisecond late; a thread sleeping on the OS timer wakes within tens of microseconds.
-/// It wakes at most once per [`WAKE_GAP`] and then hands over every arrival that is due.
-fn dispatch(
-    shared: &Arc<Shared>,
-    arrivals: impl Iterator<Item = Arrival>,
-    tasks: &TaskTracker,
-    stop: &CancellationToken,
-    handle: &tokio::runtime::Handle,
-) -> bool {
-    // The check interval for an abort while waiting for a distant arrival.
-    const POLL: Duration = Duration::from_millis(50);
-    let start = shared.start.into_std();
-    let max_in_flight = shared.plan.load.max_in_flight;
-    let mut arrivals = arrivals.peekable();
-    let mut woke: Option<std::time::Instant> = None;
-    while let Some(next) = arrivals.peek() {
-        let due = start + next.at;
-        let wake = woke.map_or(due, |woke| due.max(woke + WAKE_GAP));
-        loop {
-            if shared.halt.is_cancelled() {
-                return true;
-            }
-            let now = std::time::Instant::now();
-            if now >= wake {
-                break;
-            }
-            std::thread::sleep((wake - now).min(POLL));
-        }
-        let now = std::time::Instant::now();
-        woke = Some(now);
-        while let Some(arrival) = arrivals.next_if(|a| start + a.at <= now) {
-            if shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
-                shared.record(|r| r.dropped(arrival.at));
-                continue;
-            }
-            shared.in_flight.fetch_add(1, Ordering::Relaxed);
-            tasks.spawn_on(drive(Arc::clone(shared), arrival, stop.clone()), handle);
-        }
-    }
-    false
-}
-
 async fn sample_every_second(
     shared: Arc<Shared>,
     stop: CancellationToken,
@@ -424,7 +341,7 @@ async fn sample_every_second(
                 client.breaker_trips(),
             )
         };
-        let mut recorder = shared.merged();
+        let mut recorder = shared.recorders.merged();
         // The row of the second that is ending, even if this wake-up came late.
         recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
         if let Some(traced) = &shared.telemetry {
@@ -457,7 +374,7 @@ struct Running<'a> {
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         let ran = (!self.done).then(|| self.shared.now().saturating_sub(self.scheduled));
-        self.shared.record(|recorder| {
+        self.shared.recorders.record(|recorder| {
             if let Some(ran) = ran {
                 recorder.unfinished(self.scheduled, ran);
             }
@@ -479,7 +396,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     let mut rng = request_rng(shared.seed, arrival.index);
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let lag = shared.now().saturating_sub(arrival.at);
-    shared.record(|r| r.arrived(arrival.at, lag));
+    shared.recorders.record(|r| r.arrived(arrival.at, lag));
     let traced = shared.telemetry.as_ref();
     let mut trace = traced.map(|t| {
         t.telemetry.begin(
@@ -548,7 +465,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     answer = &mut send => answer,
                     () = stop.cancelled() => {
                         let left = attempt::left_process(send.as_mut());
-                        shared.record(|recorder| {
+                        shared.recorders.record(|recorder| {
                             if left {
                                 record_sent(recorder);
                                 recorder.abandoned += 1;
@@ -577,7 +494,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     running.reached = Reached::Yes;
                 }
                 shared.watch_target(answer.outcome, now);
-                shared.record(|recorder| {
+                shared.recorders.record(|recorder| {
                     record_sent(recorder);
                     recorder.attempt_done(
                         answer.outcome,
@@ -620,7 +537,9 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
             Action::Done(verdict) => {
                 let end = shared.now();
                 let latency = end.saturating_sub(arrival.at);
-                shared.record(|r| r.finished(arrival.at, latency, &verdict));
+                shared
+                    .recorders
+                    .record(|r| r.finished(arrival.at, latency, &verdict));
                 running.done = true;
                 if let (Some(trace), Some(t)) = (trace.take(), traced) {
                     t.telemetry
