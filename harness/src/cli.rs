@@ -47,6 +47,9 @@ pub struct Cli {
 pub enum Command {
     /// Run a plan: each policy in turn against a freshly reset fault-server; write a report.
     Chaos(ChaosArgs),
+    /// Run a plan in virtual time: the same policies, script and capacity model against a
+    /// modelled fault-server and network; the same report (`mode: simulated`) and gates.
+    Simulate(SimulateArgs),
     /// Compare a run with a baseline offline: exit 1 on a regression beyond tolerance.
     Compare {
         /// The baseline (`chaos-baseline/v1`, from `chaos --save-baseline`) or a report.json;
@@ -98,6 +101,35 @@ pub struct ChaosArgs {
     /// with neither, no telemetry (see docs/telemetry.md).
     #[arg(long, value_name = "ENDPOINT")]
     pub otlp: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// The plan file (see plans/README.md).
+    pub plan: PathBuf,
+    /// Simulate only this policy (repeat for several).
+    #[arg(long = "policy", value_name = "NAME")]
+    pub policies: Vec<String>,
+    /// Override the plan's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No summary table (the report is still written).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Compare each policy with this baseline too (as `chaos --baseline`).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Save this run's figures as a baseline to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save_baseline: Option<PathBuf>,
+    /// Run the plan once per value of a policy's key and write one comparison
+    /// (sweep.md, sweep.json, sweep.html): `--sweep jittered-budget.budget.ratio=0.05,0.1,0.2`
+    /// (POLICY.KEY; the policy may be left out when the plan or `--policy` leaves one).
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    pub sweep: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -153,6 +185,7 @@ pub fn execute(cli: Cli) -> u8 {
             EXIT_PASS
         }
         Command::Chaos(args) => chaos(args),
+        Command::Simulate(args) => simulate(args),
         Command::Compare { baseline, now } => compare(&baseline, &now),
         Command::Relay(args) => relay(args),
     }
@@ -446,7 +479,27 @@ fn chaos(args: ChaosArgs) -> u8 {
         eprintln!("{}", view.describe());
     }
     report.telemetry = telemetry_view;
-    if let Some((b, file)) = &against {
+    conclude(
+        report,
+        &plan,
+        against.as_ref(),
+        out,
+        quiet,
+        save_baseline.as_deref(),
+    )
+}
+
+/// Attaches the baseline comparison, writes the report (atomically; somewhere, whatever
+/// happens), prints the summary and says the verdict: the exit code of a run.
+fn conclude(
+    mut report: report::Report,
+    plan: &Plan,
+    against: Option<&(baseline::Baseline, String)>,
+    out: Option<&Path>,
+    quiet: bool,
+    save_baseline: Option<&Path>,
+) -> u8 {
+    if let Some((b, file)) = against {
         baseline::attach(&mut report, b, file, &plan.baseline);
     }
     let (stamp, _) = report::timestamp(SystemTime::now());
@@ -474,8 +527,8 @@ fn chaos(args: ChaosArgs) -> u8 {
         say_regressions(comparison);
     }
     let mut unsaved = false;
-    if let Some(file) = &save_baseline {
-        unsaved = !save(&report, &plan, file);
+    if let Some(file) = save_baseline {
+        unsaved = !save(&report, plan, file);
     }
     if let Some(e) = &report.error {
         eprintln!("error: {e}");
@@ -509,6 +562,61 @@ fn chaos(args: ChaosArgs) -> u8 {
     } else {
         EXIT_GATE_FAILED
     }
+}
+
+fn simulate(args: SimulateArgs) -> u8 {
+    let SimulateArgs {
+        plan: path,
+        policies,
+        seed,
+        out,
+        quiet,
+        baseline: baseline_file,
+        save_baseline,
+        sweep,
+    } = args;
+    if let Some(sweep) = sweep {
+        return crate::simulate::sweep::main(&path, &policies, seed, out.as_deref(), &sweep, quiet);
+    }
+    let mut plan = match plan::load(&path) {
+        Ok(plan) => plan,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if let Some(seed) = seed {
+        plan.seed = seed;
+        plan.script.seed = Some(seed);
+    }
+    let against = match &baseline_file {
+        Some(file) => match baseline::read(file) {
+            Ok(b) => Some((b, file.display().to_string())),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_INVALID;
+            }
+        },
+        None => None,
+    };
+    let (report, effort) = match crate::simulate::simulate(&plan, &policies) {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_INVALID;
+        }
+    };
+    if !quiet {
+        eprintln!("{}", effort.describe());
+    }
+    conclude(
+        report,
+        &plan,
+        against.as_ref(),
+        out.as_deref(),
+        quiet,
+        save_baseline.as_deref(),
+    )
 }
 
 /// Saves the run as a baseline, atomically; says why not when it cannot. A run that was

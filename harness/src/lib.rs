@@ -16,5 +16,6 @@ pub mod relay;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod simulate;
 pub mod stats;
 pub mod telemetry;

@@ -291,7 +291,10 @@ fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
     .ok()
 }
 
-fn select<'a>(plan: &'a Plan, names: &[String]) -> Result<Vec<&'a NamedPolicy>, RunError> {
+pub(crate) fn select<'a>(
+    plan: &'a Plan,
+    names: &[String],
+) -> Result<Vec<&'a NamedPolicy>, RunError> {
     if names.is_empty() {
         return Ok(plan.policies.iter().collect());
     }

@@ -26,8 +26,8 @@ pub use error::PlanError;
 use error::{Found, found, yaml_error};
 use locate::{Seg, locate};
 pub use model::{
-    Arrivals, Check, Gate, GateKind, Load, Metric, NamedPolicy, Plan, RequestKind, Segment, Target,
-    TierKind, TierPolicy,
+    Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Plan,
+    RequestKind, Segment, Target, TierKind, TierPolicy,
 };
 pub use policy::forward_once;
 use spec::PlanSpec;
@@ -230,6 +230,10 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         baseline,
         sampling_ratio,
         warnings,
+        network_latency: spec.network.and_then(|n| n.latency).map_or(
+            fault_server::Distribution::Fixed(model::DEFAULT_NETWORK_LATENCY),
+            Into::into,
+        ),
         text_hash: 0,
     };
     Ok((plan, sources))

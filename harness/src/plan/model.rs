@@ -10,6 +10,10 @@ use std::time::Duration;
 use chaos_policy::{Method, Policy, Preset};
 use fault_server::script::ScriptSpec;
 
+/// The one-way latency of a hop when a plan does not say: about half of what an attempt
+/// answered at once takes on loopback through the live engine's HTTP stack.
+pub const DEFAULT_NETWORK_LATENCY: Duration = Duration::from_micros(100);
+
 /// A plan that can run.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -38,6 +42,8 @@ pub struct Plan {
     pub sampling_ratio: Option<f64>,
     /// What the plan asks for that the harness cannot model (fields of imported configs).
     pub warnings: Vec<String>,
+    /// The one-way latency of each hop in a simulated run (`network.latency`).
+    pub network_latency: fault_server::Distribution,
     /// FNV-1a of the plan's text and of the files it imports: with the seed, what a
     /// baseline's digest is made of.
     pub text_hash: u64,

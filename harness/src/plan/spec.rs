@@ -54,6 +54,18 @@ pub struct PlanSpec {
     /// How the run's traces are sampled when telemetry is on.
     #[serde(default)]
     pub telemetry: Option<TelemetrySpec>,
+    /// The network `harness simulate` models (a live run has a real one).
+    #[serde(default)]
+    pub network: Option<NetworkSpec>,
+}
+
+/// `network: { latency: 100us }`: the one-way latency of each hop, as `harness simulate`
+/// draws it: a duration, `{ uniform: [low, high] }` or `{ lognormal: { p50, p99 } }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default)]
+    pub latency: Option<fault_server::dist::DistributionSpec>,
 }
 
 /// `telemetry: { sampling_ratio: 0.1 }`: the share of logical requests exported as traces

@@ -68,6 +68,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
         .collect();
     Report {
         schema: SCHEMA.to_owned(),
+        mode: "live".to_owned(),
         verdict: if pass { "pass" } else { "fail" }.to_owned(),
         aborted: ending.aborted,
         generated_at: ending.generated_at,

@@ -10,6 +10,10 @@ pub const SCHEMA: &str = "chaos-report/v1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema: String,
+    /// `live` (real sockets, real time) or `simulated` (`harness simulate`: the same plan
+    /// and policy core in virtual time, against a modelled fault-server).
+    #[serde(default = "live")]
+    pub mode: String,
     /// `pass` when every gate of every policy passed.
     pub verdict: String,
     /// The run was interrupted; the figures cover what ran.
@@ -34,6 +38,10 @@ pub struct Report {
     /// Where the run's traces and metrics went, and how many spans arrived (`--otlp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::telemetry::TelemetryView>,
+}
+
+fn live() -> String {
+    "live".to_owned()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,122 @@
+//! The simulator: a plan in virtual time, through the very policy code that runs live.
+//!
+//! `harness simulate PLAN` is the third shell around `chaos-policy` (after the live engine
+//! and the relay tier): a discrete-event loop on one thread ([`world`]) that drives each
+//! policy's [`chaos_policy::Client`] and one [`chaos_policy::Session`] per logical request,
+//! against a modelled fault-server ([`server`]) built from the fault-server's own pure
+//! parts (the script's selection, the capacity model, the ledger), over a modelled
+//! network ([`network`]). It fills the same `Recorder` and ledger a live run does, so the
+//! report, its gates, baselines and comparisons are the live ones; the report says
+//! `mode: simulated`.
+//!
+//! Deterministic: the same plan and seed give the same figures. Its memory is the
+//! requests in flight (and the ledger, bounded as live), not the run's length.
+
+mod network;
+mod queue;
+mod server;
+pub mod sweep;
+mod world;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use fault_server::script::Script;
+
+use crate::plan::{Plan, Target};
+use crate::report::{self, Ending, PolicyOutcome, Report};
+
+pub use world::{Simulated, run as run_policy, run_arrivals};
+
+/// Why a plan cannot be simulated (exit code 2: it is the plan's or the command's).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("no policy of the plan is named {0}")]
+    UnknownPolicy(String),
+    #[error(
+        "a black-box target (`fault_server: false`) cannot be simulated: nothing models what it does"
+    )]
+    BlackBox,
+    #[error(
+        "the plan's relay tiers ({0}) cannot be simulated yet: `harness simulate` models one client and the fault-server"
+    )]
+    Tiers(String),
+    #[error("the plan's fault script does not resolve: {0}")]
+    Script(String),
+}
+
+/// What a simulation took, besides its report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Effort {
+    /// Logical requests offered, over every policy.
+    pub logical: u64,
+    /// Events handled (arrivals, deliveries, service ends, timers).
+    pub events: u64,
+    /// Wall time.
+    pub wall: Duration,
+}
+
+impl Effort {
+    /// One line for the terminal.
+    pub fn describe(&self) -> String {
+        format!(
+            "simulated {} logical requests ({} events) in {:.3} s: {:.2} M logical requests per second",
+            self.logical,
+            self.events,
+            self.wall.as_secs_f64(),
+            self.rate() / 1e6
+        )
+    }
+
+    /// Logical requests simulated per second of wall time.
+    pub fn rate(&self) -> f64 {
+        self.logical as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Simulates every selected policy of `plan` (all when `policies` is empty) and builds
+/// the report.
+pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), SimError> {
+    let selected = crate::run::select(plan, policies).map_err(|e| match e {
+        crate::run::RunError::UnknownPolicy(name) => SimError::UnknownPolicy(name),
+        other => SimError::UnknownPolicy(other.to_string()),
+    })?;
+    if let Target::BlackBox { .. } = plan.target {
+        return Err(SimError::BlackBox);
+    }
+    if !plan.tiers.is_empty() {
+        return Err(SimError::Tiers(plan.tiers.join(" → ")));
+    }
+    let script =
+        Script::from_spec(plan.script.clone()).map_err(|e| SimError::Script(e.to_string()))?;
+    let started = Instant::now();
+    let mut effort = Effort::default();
+    let mut outcomes = Vec::new();
+    for policy in selected {
+        let Simulated {
+            run,
+            ledger,
+            events,
+        } = run_policy(plan, policy, &script);
+        effort.logical += run.recorder.offered();
+        effort.events += events;
+        outcomes.push(PolicyOutcome {
+            policy,
+            run,
+            ledger: Some(ledger),
+            tiers: Vec::new(),
+        });
+    }
+    effort.wall = started.elapsed();
+    let (_, generated_at) = report::timestamp(SystemTime::now());
+    let mut report = report::build(
+        plan,
+        outcomes,
+        Ending {
+            aborted: false,
+            error: None,
+            generated_at,
+        },
+    );
+    report.mode = "simulated".to_owned();
+    Ok((report, effort))
+}

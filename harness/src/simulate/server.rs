@@ -1,0 +1,517 @@
+//! The modelled fault-server: the live server's handler (`fault-server`'s
+//! `server/handler.rs`) step for step, in virtual time, over the same pure parts: the
+//! same [`Script::select`] with the same per-attempt seed, the same [`CapacityModel`],
+//! the same [`Ledger`]. Only the HTTP layer is gone: an answer is an [`Event::Answer`]
+//! one network hop later, a service time is an [`Event::Finish`].
+//!
+//! The order of events for one attempt, as in the live handler: the ledger records its
+//! arrival; the script decides; a fault other than `delay` acts at once (in front of the
+//! capacity model, with its side effect first when `processed`); anything else is served:
+//! the capacity model admits, queues or rejects it, an admitted request checks its
+//! idempotency key, holds its slot for the delay plus the service time, executes its side
+//! effect and answers 200. Serving is detached from the client, as live: a request whose
+//! client gave up keeps its place in the queue and still executes.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use chaos_policy::{Outcome, ResetPhase};
+use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
+use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
+use fault_server::ledger::{Outcome as Served, StoredResponse};
+use fault_server::script::{Decision, FaultAction, HeaderLookup, RequestFacts, Script};
+use fault_server::seed::{fnv1a, request_seed};
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+
+use super::network::Network;
+use super::queue::{Event, Queue, Reply, Sent, Step};
+use crate::plan::RequestKind;
+
+/// What the server needs of a request kind, computed once.
+struct Kind {
+    method: String,
+    /// The path, split at its `{n}` (if any).
+    path: (String, Option<String>),
+    side_effect: bool,
+    keyed: bool,
+    body: String,
+    headers: Vec<(String, String)>,
+}
+
+/// A request being served (or waiting for a slot).
+struct Job {
+    reply: Step,
+    index: u64,
+    kind: u32,
+    n: u64,
+    delay: Duration,
+    rng: Option<ChaCha8Rng>,
+    ticket: Option<Ticket>,
+    claim: Option<KeyClaim>,
+}
+
+pub(super) struct Server<'a> {
+    script: &'a Script,
+    seed: u64,
+    policy: &'a str,
+    kinds: Vec<Kind>,
+    limits: Option<CapacityLimits>,
+    model: Option<CapacityModel>,
+    ledger: Ledger,
+    jobs: Vec<Option<Job>>,
+    free: Vec<u32>,
+    queued: HashMap<Ticket, u32>,
+    hang_cap: Duration,
+    needs_rng: bool,
+    id: String,
+    path: String,
+}
+
+/// The headers a live attempt carries, as the script's matchers see them.
+struct Headers<'a> {
+    id: &'a str,
+    attempt: &'a str,
+    policy: &'a str,
+    kind: &'a Kind,
+}
+
+impl HeaderLookup for Headers<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        if is("x-request-id") {
+            Some(self.id)
+        } else if is("x-chaos-attempt") {
+            Some(self.attempt)
+        } else if is("x-chaos-policy") {
+            Some(self.policy)
+        } else if is("idempotency-key") {
+            self.kind.keyed.then_some(self.id)
+        } else if is("content-type") && !self.kind.body.is_empty() {
+            Some("application/json")
+        } else if is("accept") {
+            Some("*/*")
+        } else {
+            self.kind
+                .headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+}
+
+impl<'a> Server<'a> {
+    pub(super) fn new(
+        script: &'a Script,
+        seed: u64,
+        policy: &'a str,
+        kinds: &[RequestKind],
+    ) -> Self {
+        let limits = script.capacity().copied();
+        Server {
+            script,
+            seed,
+            policy,
+            kinds: kinds
+                .iter()
+                .map(|k| {
+                    let path = match k.path.split_once("{n}") {
+                        Some((a, b)) => (a.to_owned(), Some(b.to_owned())),
+                        None => (k.path.clone(), None),
+                    };
+                    Kind {
+                        side_effect: k.method == "POST" || k.method == "PATCH",
+                        method: k.method.clone(),
+                        path,
+                        keyed: k.idempotency_key,
+                        body: k.body.clone().unwrap_or_default(),
+                        headers: k
+                            .headers
+                            .iter()
+                            .map(|(n, v)| (n.clone(), v.clone()))
+                            .collect(),
+                    }
+                })
+                .collect(),
+            model: limits
+                .filter(|l| l.capacity.is_some())
+                .map(|l| CapacityModel::new(&l)),
+            needs_rng: script.phase_count() > 0
+                || limits.is_some_and(|l| !l.service_time.is_zero()),
+            limits,
+            ledger: Ledger::default(),
+            jobs: Vec::new(),
+            free: Vec::new(),
+            queued: HashMap::new(),
+            hang_cap: fault_server::DEFAULT_HANG_CAP,
+            id: String::new(),
+            path: String::new(),
+        }
+    }
+
+    pub(super) fn ledger(&self) -> LedgerSnapshot {
+        self.ledger.snapshot()
+    }
+
+    /// The request id the live engine sends for request `index` (`policy-0000042`).
+    fn write_id(&mut self, index: u64) {
+        self.id.clear();
+        let _ = write!(self.id, "{}-{index:07}", self.policy);
+    }
+
+    fn write_path(&mut self, kind: usize, n: u64) {
+        self.path.clear();
+        let (head, tail) = &self.kinds[kind].path;
+        self.path.push_str(head);
+        if let Some(tail) = tail {
+            let _ = write!(self.path, "{n}");
+            // A second `{n}` is replaced too, as `str::replace` does live.
+            self.path.push_str(&tail.replace("{n}", &n.to_string()));
+        }
+    }
+
+    fn answer(queue: &mut Queue, net: &mut Network, now: Duration, to: Step, reply: Reply) {
+        queue.push(now + net.hop(), Event::Answer { to, reply });
+    }
+
+    /// An attempt arrives at `now`.
+    pub(super) fn receive(
+        &mut self,
+        now: Duration,
+        sent: Sent,
+        queue: &mut Queue,
+        net: &mut Network,
+    ) {
+        self.write_id(sent.index);
+        let who = RequestIdentity {
+            request_id: Some(&self.id),
+            policy: Some(self.policy),
+        };
+        self.ledger.record_request(who, now);
+        let kind = sent.kind as usize;
+        let mut rng = self.needs_rng.then(|| {
+            ChaCha8Rng::seed_from_u64(request_seed(self.seed, &self.id, sent.attempt.get()))
+        });
+        let decision = match rng.as_mut() {
+            Some(rng) if self.script.phase_count() > 0 => {
+                self.write_path(kind, sent.n);
+                let mut digits = itoa_buf();
+                let attempt = format_u32(&mut digits, sent.attempt.get());
+                let headers = Headers {
+                    id: &self.id,
+                    attempt,
+                    policy: self.policy,
+                    kind: &self.kinds[kind],
+                };
+                self.script.select(
+                    &RequestFacts {
+                        method: &self.kinds[kind].method,
+                        path: &self.path,
+                        attempt: Some(sent.attempt.get()),
+                        headers: &headers,
+                        sticky_seed: Some(request_seed(self.seed, &self.id, 0)),
+                    },
+                    now,
+                    rng,
+                )
+            }
+            _ => Decision::Serve,
+        };
+        let mut delay = Duration::ZERO;
+        if let Decision::Fault { phase, fault } = decision {
+            let name = self.script.phase_name(phase).unwrap_or("?");
+            self.ledger.record_fault(fault.kind(), name);
+            if fault.processed {
+                // The work is done, then the answer is lost or replaced.
+                self.execute_now(kind, sent.n, now);
+            }
+            let (outcome, served, after) = match fault.action {
+                FaultAction::Delay(d) => {
+                    delay = d;
+                    (None, Served::Served, Duration::ZERO)
+                }
+                FaultAction::Status(response) => (
+                    Some(Reply {
+                        outcome: Outcome::Status(response.status),
+                        retry_after: response.retry_after_secs().map(Duration::from_secs),
+                    }),
+                    Served::Status(response.status),
+                    Duration::ZERO,
+                ),
+                FaultAction::Reset => (
+                    Some(bare(Outcome::Reset(ResetPhase::Unknown))),
+                    Served::Reset,
+                    Duration::ZERO,
+                ),
+                FaultAction::Close => (Some(bare(Outcome::Closed)), Served::Close, Duration::ZERO),
+                FaultAction::Truncate(_) => (
+                    Some(bare(Outcome::TruncatedBody)),
+                    Served::Truncate,
+                    Duration::ZERO,
+                ),
+                // Held, then closed: the client's attempt timeout usually ends it first.
+                FaultAction::Timeout { hold } => (
+                    Some(bare(Outcome::Closed)),
+                    Served::Timeout,
+                    hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
+                ),
+            };
+            if let Some(reply) = outcome {
+                self.ledger.record_outcome(served);
+                Self::answer(queue, net, now + after, sent.reply, reply);
+                return;
+            }
+        }
+        let job = Job {
+            reply: sent.reply,
+            index: sent.index,
+            kind: sent.kind,
+            n: sent.n,
+            delay,
+            rng,
+            ticket: None,
+            claim: None,
+        };
+        let Some(model) = &mut self.model else {
+            let job = self.insert(job);
+            self.run(Some(job), now, queue, net);
+            return;
+        };
+        match model.arrive(now) {
+            Admission::Serve(ticket) => {
+                let job = self.insert(Job {
+                    ticket: Some(ticket),
+                    ..job
+                });
+                self.run(Some(job), now, queue, net);
+            }
+            Admission::Queued(ticket) => {
+                let job = self.insert(Job {
+                    ticket: Some(ticket),
+                    ..job
+                });
+                self.queued.insert(ticket, job);
+            }
+            Admission::Rejected => {
+                let status = self.limits.map_or(503, |l| l.reject_status);
+                self.ledger.record_outcome(Served::Rejected);
+                Self::answer(queue, net, now, sent.reply, bare(Outcome::Status(status)));
+            }
+        }
+    }
+
+    fn insert(&mut self, job: Job) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.jobs[slot as usize] = Some(job);
+                slot
+            }
+            None => {
+                self.jobs.push(Some(job));
+                u32::try_from(self.jobs.len() - 1).expect("fewer than 2^32 jobs at once")
+            }
+        }
+    }
+
+    /// Starts `job`'s service at `now`, and every job that a slot freed at once lets
+    /// start after it.
+    fn run(&mut self, mut next: Option<u32>, now: Duration, queue: &mut Queue, net: &mut Network) {
+        while let Some(job) = next.take() {
+            next = self.start(job, now, queue, net);
+        }
+    }
+
+    /// Service starts: the idempotency key is checked, then the slot is held for the
+    /// delay plus the service time. Returns the job that starts because this one left at
+    /// once (a replay, a conflict).
+    fn start(
+        &mut self,
+        slot: u32,
+        now: Duration,
+        queue: &mut Queue,
+        net: &mut Network,
+    ) -> Option<u32> {
+        let job = self.jobs[slot as usize].as_mut()?;
+        let service = match (&self.limits, job.rng.as_mut()) {
+            (Some(limits), Some(rng)) => limits.service_time.sample(rng),
+            _ => Duration::ZERO,
+        } + job.delay;
+        let kind = &self.kinds[job.kind as usize];
+        if kind.side_effect && kind.keyed {
+            let (index, n, k) = (job.index, job.n, job.kind as usize);
+            let fingerprint = self.fingerprint(k, n);
+            self.write_id(index);
+            let who = RequestIdentity {
+                request_id: Some(&self.id),
+                policy: Some(self.policy),
+            };
+            let early = match self.ledger.begin_keyed(&self.id, fingerprint, who, now) {
+                KeyCheck::Fresh(claim) => {
+                    if let Some(job) = self.jobs[slot as usize].as_mut() {
+                        job.claim = Some(claim);
+                    }
+                    None
+                }
+                KeyCheck::Replay(stored) => Some((Served::Replayed, stored.status)),
+                KeyCheck::InFlight => Some((Served::KeyInFlight, 409)),
+                KeyCheck::Mismatch => Some((Served::KeyMismatch, 422)),
+            };
+            if let Some((served, status)) = early {
+                self.ledger.record_outcome(served);
+                return self.leave(slot, now, queue, net, bare(Outcome::Status(status)));
+            }
+        }
+        if service.is_zero() {
+            return self.finish(slot, now, queue, net);
+        }
+        queue.push(now + service, Event::Finish { job: slot });
+        None
+    }
+
+    /// A job's service time is over: its side effect executes and it answers 200.
+    /// Returns the queued job that takes its slot, if one does.
+    pub(super) fn finish(
+        &mut self,
+        slot: u32,
+        now: Duration,
+        queue: &mut Queue,
+        net: &mut Network,
+    ) -> Option<u32> {
+        let job = self.jobs[slot as usize].as_mut()?;
+        let (index, claim, side_effect) = (
+            job.index,
+            job.claim.take(),
+            self.kinds[job.kind as usize].side_effect,
+        );
+        if side_effect {
+            self.write_id(index);
+            let who = RequestIdentity {
+                request_id: Some(&self.id),
+                policy: Some(self.policy),
+            };
+            self.ledger.execute(who, now);
+        }
+        if let Some(claim) = claim {
+            self.ledger.complete_key(
+                claim,
+                StoredResponse {
+                    status: 200,
+                    body: String::new(),
+                },
+            );
+        }
+        self.ledger.record_outcome(Served::Served);
+        self.leave(slot, now, queue, net, bare(Outcome::Status(200)))
+    }
+
+    /// [`Server::finish`] of a [`Event::Finish`], with the jobs it lets start.
+    pub(super) fn finished(
+        &mut self,
+        slot: u32,
+        now: Duration,
+        queue: &mut Queue,
+        net: &mut Network,
+    ) {
+        let next = self.finish(slot, now, queue, net);
+        self.run(next, now, queue, net);
+    }
+
+    fn leave(
+        &mut self,
+        slot: u32,
+        now: Duration,
+        queue: &mut Queue,
+        net: &mut Network,
+        reply: Reply,
+    ) -> Option<u32> {
+        let job = self.jobs[slot as usize].take()?;
+        self.free.push(slot);
+        Self::answer(queue, net, now, job.reply, reply);
+        let started = job
+            .ticket
+            .zip(self.model.as_mut())
+            .and_then(|(ticket, model)| model.finish(ticket, now))?;
+        self.queued.remove(&started.ticket)
+    }
+
+    /// The side effect of a `processed: true` fault: executed at once, before the
+    /// fault's answer (the live handler runs the application with no service time).
+    fn execute_now(&mut self, kind: usize, n: u64, now: Duration) {
+        let k = &self.kinds[kind];
+        if !k.side_effect {
+            return;
+        }
+        let keyed = k.keyed.then(|| self.fingerprint(kind, n));
+        let who = RequestIdentity {
+            request_id: Some(&self.id),
+            policy: Some(self.policy),
+        };
+        if let Some(fingerprint) = keyed {
+            match self.ledger.begin_keyed(&self.id, fingerprint, who, now) {
+                KeyCheck::Fresh(claim) => {
+                    self.ledger.execute(who, now);
+                    self.ledger.complete_key(
+                        claim,
+                        StoredResponse {
+                            status: 200,
+                            body: String::new(),
+                        },
+                    );
+                }
+                KeyCheck::Replay(_) | KeyCheck::InFlight | KeyCheck::Mismatch => {}
+            }
+        } else {
+            self.ledger.execute(who, now);
+        }
+    }
+
+    /// The live handler's "same request" for idempotency keys: method, path, body.
+    fn fingerprint(&mut self, kind: usize, n: u64) -> u64 {
+        self.write_path(kind, n);
+        let k = &self.kinds[kind];
+        fnv1a([
+            k.method.as_bytes(),
+            b" ",
+            self.path.as_bytes(),
+            k.body.as_bytes(),
+        ])
+    }
+}
+
+fn bare(outcome: Outcome) -> Reply {
+    Reply {
+        outcome,
+        retry_after: None,
+    }
+}
+
+fn itoa_buf() -> [u8; 10] {
+    [0; 10]
+}
+
+/// `n` in decimal, in `buf`.
+fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).expect("ASCII digits")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn attempt_numbers_are_written_in_decimal() {
+        let mut buf = super::itoa_buf();
+        assert_eq!(super::format_u32(&mut buf, 0), "0");
+        let mut buf = super::itoa_buf();
+        assert_eq!(super::format_u32(&mut buf, 4_294_967_295), "4294967295");
+    }
+}

@@ -1,0 +1,384 @@
+//! One policy's simulated run: the plan's arrivals, each a [`Session`] of the policy's
+//! [`Client`], against the modelled server, event by event in virtual time.
+//!
+//! It follows the live engine's bookkeeping call for call, into the same [`Recorder`]:
+//! an arrival beyond `max_in_flight` is dropped; arrivals run for the plan's whole
+//! duration; requests still running after it get `drain` to finish; what is left then is
+//! unfinished (an attempt on the wire abandoned); the server then settles for up to
+//! `drain` more before its ledger is read. Jitter draws come from the same per-request
+//! stream as live ([`request_rng`]), so a request's decisions do not depend on the
+//! others. Two things differ by construction: there is no dispatch lag (an arrival starts
+//! at its scheduled time) and time spent deciding is zero.
+//!
+//! [`request_rng`]: crate::engine::request_rng
+
+use std::time::Duration;
+
+use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
+use fault_server::ledger::LedgerSnapshot;
+use fault_server::script::Script;
+use rand_chacha::ChaCha8Rng;
+
+use super::network::Network;
+use super::queue::{Event, Queue, Reply, Sent, Step};
+use super::server::Server;
+use crate::engine::{PolicyRun, request_rng};
+use crate::plan::{NamedPolicy, Plan};
+use crate::schedule::{Arrival, Schedule};
+use crate::stats::{Reached, Recorder};
+
+/// A logical request in progress.
+struct Running {
+    session: Session,
+    arrival: Arrival,
+    /// Its current step (a send, a wait), numbered across the run: an event of another
+    /// step is stale, whichever request now holds the slot.
+    step: u64,
+    /// The attempt on the wire: when it was sent.
+    sent: Option<(Duration, Attempt)>,
+    /// Where its jitter stream stands (a ChaCha word position): the stream is remade from
+    /// the seed when drawn from, so a waiting request costs a few bytes, not a generator.
+    drawn: u128,
+    reached: Reached,
+}
+
+/// What one simulated policy run produced: what the live engine and the live server's
+/// ledger would have, and how many events it took.
+#[derive(Debug)]
+pub struct Simulated {
+    pub run: PolicyRun,
+    pub ledger: LedgerSnapshot,
+    pub events: u64,
+}
+
+struct World<'a> {
+    plan: &'a Plan,
+    policy: &'a NamedPolicy,
+    client: Client,
+    recorder: Recorder,
+    server: Server<'a>,
+    queue: Queue,
+    net: Network,
+    running: Vec<Option<Running>>,
+    free: Vec<u32>,
+    live: u32,
+    next_sample: Duration,
+    events: u64,
+    steps: u64,
+    id: String,
+}
+
+/// Runs the plan's load through `policy` against the modelled server.
+pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
+    run_arrivals(plan, policy, script, Schedule::new(&plan.load, plan.seed))
+}
+
+/// [`run`] with the arrivals given, due in order.
+pub fn run_arrivals(
+    plan: &Plan,
+    policy: &NamedPolicy,
+    script: &Script,
+    arrivals: impl Iterator<Item = Arrival>,
+) -> Simulated {
+    let seed = script.seed().unwrap_or(plan.seed);
+    let mut world = World {
+        plan,
+        policy,
+        client: Client::new(policy.policy.clone()),
+        recorder: Recorder::new(plan.fault_window),
+        server: Server::new(script, seed, &policy.name, &plan.load.requests),
+        queue: Queue::default(),
+        net: Network::new(plan.network_latency, plan.seed),
+        running: Vec::new(),
+        free: Vec::new(),
+        live: 0,
+        next_sample: Duration::from_secs(1) - SAMPLE_EARLY,
+        events: 0,
+        steps: 0,
+        id: String::new(),
+    };
+    let stop = world.drive(arrivals.peekable());
+    world.close(stop);
+    world.settle(stop + plan.drain);
+    let run = RunCounts {
+        logical: world.recorder.logical,
+        duration: world.recorder.last_send,
+    };
+    Simulated {
+        run: PolicyRun {
+            budget_bound: world.client.budget_bound(run),
+            breaker_trips: world.client.breaker_trips(),
+            recorder: world.recorder,
+            elapsed: stop,
+            aborted: false,
+            gone: None,
+        },
+        ledger: world.server.ledger(),
+        events: world.events,
+    }
+}
+
+/// The live sampler reads the budget and breaker just before each second ends.
+const SAMPLE_EARLY: Duration = Duration::from_millis(1);
+
+impl World<'_> {
+    /// Arrivals and events in time order until every request is over after the plan's
+    /// duration, or its drain runs out; returns when the client side stopped.
+    fn drive(
+        &mut self,
+        mut arrivals: std::iter::Peekable<impl Iterator<Item = Arrival>>,
+    ) -> Duration {
+        let limit = self.plan.duration + self.plan.drain;
+        loop {
+            if arrivals.peek().is_none() && self.live == 0 {
+                break;
+            }
+            let arrival_at = arrivals.peek().map(|a| a.at);
+            let (at, is_arrival) = match (arrival_at, self.queue.next_at()) {
+                (Some(a), Some(e)) => (a.min(e), a <= e),
+                (Some(a), None) => (a, true),
+                (None, Some(e)) => (e, false),
+                (None, None) => break,
+            };
+            if at > limit {
+                self.sample_until(limit);
+                return limit;
+            }
+            self.sample_until(at);
+            self.events += 1;
+            if is_arrival {
+                if let Some(arrival) = arrivals.next() {
+                    self.arrive(arrival);
+                }
+            } else if let Some((now, event)) = self.queue.pop() {
+                self.handle(now, event);
+            }
+        }
+        // Every request is over: the run still lasts the plan's duration.
+        let stop = self.client.clock().max(self.plan.duration).min(limit);
+        self.sample_until(stop);
+        stop
+    }
+
+    fn sample_until(&mut self, at: Duration) {
+        while self.next_sample <= at {
+            let now = self.next_sample;
+            let second = (now + SAMPLE_EARLY).as_secs() - 1;
+            self.recorder.sample_state(
+                Duration::from_secs(second),
+                self.client.budget_level(now),
+                self.client.breaker_state(now),
+            );
+            self.next_sample += Duration::from_secs(1);
+        }
+    }
+
+    fn arrive(&mut self, arrival: Arrival) {
+        if self.live >= self.plan.load.max_in_flight {
+            self.recorder.dropped(arrival.at);
+            return;
+        }
+        self.recorder.arrived(arrival.at, Duration::ZERO);
+        let kind = &self.plan.load.requests[arrival.kind];
+        let (session, action) = self.client.start(kind.policy_request(), arrival.at);
+        let running = Running {
+            session,
+            arrival,
+            step: 0,
+            sent: None,
+            drawn: 0,
+            reached: Reached::No,
+        };
+        self.live += 1;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.running[slot as usize] = Some(running);
+                slot
+            }
+            None => {
+                self.running.push(Some(running));
+                u32::try_from(self.running.len() - 1).expect("fewer than 2^32 requests at once")
+            }
+        };
+        self.act(slot, arrival.at, action);
+    }
+
+    fn handle(&mut self, now: Duration, event: Event) {
+        match event {
+            Event::Receive(sent) => self
+                .server
+                .receive(now, sent, &mut self.queue, &mut self.net),
+            Event::Finish { job } => {
+                self.server
+                    .finished(job, now, &mut self.queue, &mut self.net);
+            }
+            Event::Answer { to, reply } => self.answered(to, now, reply),
+            Event::Expire(to) => self.answered(
+                to,
+                now,
+                Reply {
+                    outcome: Outcome::AttemptTimeout,
+                    retry_after: None,
+                },
+            ),
+            Event::Wake(to) => {
+                let running = self
+                    .running
+                    .get_mut(to.slot as usize)
+                    .and_then(Option::as_mut)
+                    .filter(|r| r.step == to.step);
+                if let Some(running) = running {
+                    let action = self.client.on_timer(&mut running.session, now);
+                    self.act(to.slot, now, action);
+                }
+            }
+        }
+    }
+
+    fn answered(&mut self, to: Step, now: Duration, reply: Reply) {
+        let seed = self.plan.seed;
+        let Some(running) = self
+            .running
+            .get_mut(to.slot as usize)
+            .and_then(Option::as_mut)
+            .filter(|r| r.step == to.step)
+        else {
+            return;
+        };
+        let Some((sent, attempt)) = running.sent.take() else {
+            return;
+        };
+        if !reply.outcome.proves_unsent() {
+            running.reached = Reached::Yes;
+        }
+        let recorder = &mut self.recorder;
+        let id = violation_id(&mut self.id, &self.policy.name, running);
+        recorder.sent(
+            sent,
+            running.arrival.at,
+            attempt.is_retry(),
+            id,
+            running.session.violations(),
+        );
+        recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
+        let mut rng: ChaCha8Rng = request_rng(seed, running.arrival.index);
+        if running.drawn != 0 {
+            rng.set_word_pos(running.drawn);
+        }
+        let action = self.client.on_answer(
+            &mut running.session,
+            now,
+            reply.outcome,
+            reply.retry_after,
+            false,
+            &mut rng,
+        );
+        running.drawn = rng.get_word_pos();
+        self.act(to.slot, now, action);
+    }
+
+    /// Acts on what the policy decided for the request in `slot`.
+    fn act(&mut self, slot: u32, now: Duration, action: Action) {
+        let Some(running) = self.running[slot as usize].as_mut() else {
+            return;
+        };
+        self.steps += 1;
+        running.step = self.steps;
+        let step = Step {
+            slot,
+            step: self.steps,
+        };
+        match action {
+            Action::Send { attempt, timeout } => {
+                running.sent = Some((now, attempt));
+                let a = running.arrival;
+                self.queue.push(
+                    now + self.net.hop(),
+                    Event::Receive(Sent {
+                        reply: step,
+                        index: a.index,
+                        kind: u32::try_from(a.kind).unwrap_or(u32::MAX),
+                        n: a.n,
+                        attempt,
+                    }),
+                );
+                if let Some(timeout) = timeout {
+                    self.queue.push(now + timeout, Event::Expire(step));
+                }
+            }
+            Action::Wait { until } => self.queue.push(until, Event::Wake(step)),
+            Action::Done(verdict) => {
+                let at = running.arrival.at;
+                let reached = running.reached;
+                self.recorder.finished(at, now.saturating_sub(at), &verdict);
+                self.recorder.reached(reached);
+                self.running[slot as usize] = None;
+                self.free.push(slot);
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// The run's end on the client side: what is still running is unfinished, and an
+    /// attempt on the wire is abandoned, as the live engine counts them when it stops.
+    fn close(&mut self, stop: Duration) {
+        for slot in 0..self.running.len() {
+            let Some(mut running) = self.running[slot].take() else {
+                continue;
+            };
+            if let Some((sent, attempt)) = running.sent.take() {
+                let id = violation_id(&mut self.id, &self.policy.name, &running);
+                self.recorder.sent(
+                    sent,
+                    running.arrival.at,
+                    attempt.is_retry(),
+                    id,
+                    running.session.violations(),
+                );
+                self.recorder.abandoned += 1;
+                running.reached = running.reached.max(Reached::Maybe);
+            }
+            let at = running.arrival.at;
+            self.recorder.unfinished(at, stop.saturating_sub(at));
+            self.recorder.reached(running.reached);
+        }
+        self.live = 0;
+    }
+
+    /// The server finishes what it holds (abandoned attempts still arrive and are served),
+    /// for at most `limit`, as the live run waits before it reads the ledger.
+    fn settle(&mut self, limit: Duration) {
+        while let Some(at) = self.queue.next_at() {
+            if at > limit {
+                break;
+            }
+            let Some((now, event)) = self.queue.pop() else {
+                break;
+            };
+            match event {
+                Event::Receive(sent) => {
+                    self.events += 1;
+                    self.server
+                        .receive(now, sent, &mut self.queue, &mut self.net);
+                }
+                Event::Finish { job } => {
+                    self.events += 1;
+                    self.server
+                        .finished(job, now, &mut self.queue, &mut self.net);
+                }
+                // The client is gone: its answers, timeouts and wakes fall on nobody.
+                Event::Answer { .. } | Event::Expire(_) | Event::Wake(_) => {}
+            }
+        }
+    }
+}
+
+/// The request's id, written only when it is needed: as an example of a violation.
+fn violation_id<'b>(buf: &'b mut String, policy: &str, running: &Running) -> &'b str {
+    use std::fmt::Write as _;
+    buf.clear();
+    if running.session.violations().next().is_some() {
+        let _ = write!(buf, "{policy}-{:07}", running.arrival.index);
+    }
+    buf
+}
