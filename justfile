@@ -53,3 +53,8 @@ up:
 # Stop the compose stack and remove its containers and network.
 down:
     docker compose down
+
+# Every shipped plan live and simulated, side by side (minutes: the live runs take real time).
+# PLANS=outage,overload narrows it.
+sim-vs-live:
+    cargo test --release -p harness --test faithful -- --include-ignored --nocapture
