@@ -267,7 +267,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
 }
 
 /// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.
-fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
+pub(crate) fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
     let faults: Vec<_> = plan
         .script
         .faults

@@ -14,8 +14,10 @@
 
 mod network;
 mod queue;
+mod request;
 mod server;
 pub mod sweep;
+mod tier;
 mod world;
 
 use std::time::{Duration, Instant, SystemTime};
@@ -83,9 +85,6 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     if let Target::BlackBox { .. } = plan.target {
         return Err(SimError::BlackBox);
     }
-    if !plan.tiers.is_empty() {
-        return Err(SimError::Tiers(plan.tiers.join(" → ")));
-    }
     let script =
         Script::from_spec(plan.script.clone()).map_err(|e| SimError::Script(e.to_string()))?;
     let started = Instant::now();
@@ -96,6 +95,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
             run,
             ledger,
             events,
+            tiers,
         } = run_policy(plan, policy, &script);
         effort.logical += run.recorder.offered();
         effort.events += events;
@@ -103,7 +103,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
             policy,
             run,
             ledger: Some(ledger),
-            tiers: Vec::new(),
+            tiers,
         });
     }
     effort.wall = started.elapsed();

@@ -10,25 +10,34 @@ use std::time::Duration;
 
 use chaos_policy::{Attempt, Outcome};
 
-/// Where a request is in the slab of running requests, and which step of the run an event
-/// belongs to: a step that is over (an attempt that timed out before its answer came)
-/// makes later events of it stale.
+/// Who an event is for (the load generator, or a relay tier), where its request is in
+/// that one's slab of running requests, and which step of the run it belongs to: a step
+/// that is over (an attempt that timed out before its answer came) makes later events of
+/// it stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Step {
+    /// 0: the load generator; `i + 1`: the plan's tier `i`.
+    pub(super) hop: u32,
     pub(super) slot: u32,
     /// Unique in the run (a slot is reused by later requests).
     pub(super) step: u64,
 }
 
-/// What one attempt carries to the server: enough to name it there, even when the
+/// What one attempt carries to the next hop: enough to name it there, even when the
 /// request it belongs to is over by the time it arrives.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Sent {
+    /// Where it goes: tier `to`, or the server when `to` is the number of tiers.
+    pub(super) to: u32,
     pub(super) reply: Step,
     pub(super) index: u64,
     pub(super) kind: u32,
     pub(super) n: u64,
     pub(super) attempt: Attempt,
+    /// `x-chaos-upstream-attempts`: the attempt numbers of the tiers above (`2.1`).
+    pub(super) chain: Option<Box<str>>,
+    /// `x-chaos-deadline-ms`: how long the sender waits for it, behind tiers.
+    pub(super) deadline: Option<Duration>,
 }
 
 /// What an attempt's answer says, as the client reads it off the wire.
@@ -36,14 +45,18 @@ pub(super) struct Sent {
 pub(super) struct Reply {
     pub(super) outcome: Outcome,
     pub(super) retry_after: Option<Duration>,
+    /// `x-chaos-no-retry`: a tier behind gave up.
+    pub(super) no_retry: bool,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) enum Event {
-    /// An attempt reaches the server.
+    /// An attempt reaches the next hop.
     Receive(Sent),
     /// The server's job ends its service time.
     Finish { job: u32 },
+    /// A tier's delay fault is over: its request goes on.
+    Delayed(Step),
     /// An answer reaches the client.
     Answer { to: Step, reply: Reply },
     /// The attempt's timeout fires on the client.
@@ -84,6 +97,7 @@ impl Ord for Entry {
 pub(super) struct Queue {
     heap: BinaryHeap<Entry>,
     seq: u64,
+    steps: u64,
 }
 
 impl Queue {
@@ -94,6 +108,12 @@ impl Queue {
             seq: self.seq,
             event,
         });
+    }
+
+    /// A step number no other step of the run has.
+    pub(super) fn next_step(&mut self) -> u64 {
+        self.steps += 1;
+        self.steps
     }
 
     /// When the next event is due.
@@ -113,7 +133,11 @@ mod tests {
     #[test]
     fn events_come_out_by_time_then_in_the_order_they_were_scheduled() {
         let mut q = Queue::default();
-        let step = |slot| Step { slot, step: 0 };
+        let step = |slot| Step {
+            hop: 0,
+            slot,
+            step: 0,
+        };
         q.push(Duration::from_millis(5), Event::Wake(step(1)));
         q.push(Duration::from_millis(1), Event::Wake(step(2)));
         q.push(Duration::from_millis(5), Event::Wake(step(3)));

@@ -20,25 +20,15 @@ use chaos_policy::{Outcome, ResetPhase};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
 use fault_server::ledger::{Outcome as Served, StoredResponse};
-use fault_server::script::{Decision, FaultAction, HeaderLookup, RequestFacts, Script};
-use fault_server::seed::{fnv1a, request_seed};
+use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
+use fault_server::seed::{fnv1a, request_seed, splitmix64};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
+use super::request::{Headers, Kind, bare, format_u32, itoa_buf};
 use crate::plan::RequestKind;
-
-/// What the server needs of a request kind, computed once.
-struct Kind {
-    method: String,
-    /// The path, split at its `{n}` (if any).
-    path: (String, Option<String>),
-    side_effect: bool,
-    keyed: bool,
-    body: String,
-    headers: Vec<(String, String)>,
-}
 
 /// A request being served (or waiting for a slot).
 struct Job {
@@ -69,39 +59,6 @@ pub(super) struct Server<'a> {
     path: String,
 }
 
-/// The headers a live attempt carries, as the script's matchers see them.
-struct Headers<'a> {
-    id: &'a str,
-    attempt: &'a str,
-    policy: &'a str,
-    kind: &'a Kind,
-}
-
-impl HeaderLookup for Headers<'_> {
-    fn header(&self, name: &str) -> Option<&str> {
-        let is = |n: &str| name.eq_ignore_ascii_case(n);
-        if is("x-request-id") {
-            Some(self.id)
-        } else if is("x-chaos-attempt") {
-            Some(self.attempt)
-        } else if is("x-chaos-policy") {
-            Some(self.policy)
-        } else if is("idempotency-key") {
-            self.kind.keyed.then_some(self.id)
-        } else if is("content-type") && !self.kind.body.is_empty() {
-            Some("application/json")
-        } else if is("accept") {
-            Some("*/*")
-        } else {
-            self.kind
-                .headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
-        }
-    }
-}
-
 impl<'a> Server<'a> {
     pub(super) fn new(
         script: &'a Script,
@@ -114,27 +71,7 @@ impl<'a> Server<'a> {
             script,
             seed,
             policy,
-            kinds: kinds
-                .iter()
-                .map(|k| {
-                    let path = match k.path.split_once("{n}") {
-                        Some((a, b)) => (a.to_owned(), Some(b.to_owned())),
-                        None => (k.path.clone(), None),
-                    };
-                    Kind {
-                        side_effect: k.method == "POST" || k.method == "PATCH",
-                        method: k.method.clone(),
-                        path,
-                        keyed: k.idempotency_key,
-                        body: k.body.clone().unwrap_or_default(),
-                        headers: k
-                            .headers
-                            .iter()
-                            .map(|(n, v)| (n.clone(), v.clone()))
-                            .collect(),
-                    }
-                })
-                .collect(),
+            kinds: kinds.iter().map(Kind::new).collect(),
             model: limits
                 .filter(|l| l.capacity.is_some())
                 .map(|l| CapacityModel::new(&l)),
@@ -162,14 +99,7 @@ impl<'a> Server<'a> {
     }
 
     fn write_path(&mut self, kind: usize, n: u64) {
-        self.path.clear();
-        let (head, tail) = &self.kinds[kind].path;
-        self.path.push_str(head);
-        if let Some(tail) = tail {
-            let _ = write!(self.path, "{n}");
-            // A second `{n}` is replaced too, as `str::replace` does live.
-            self.path.push_str(&tail.replace("{n}", &n.to_string()));
-        }
+        self.kinds[kind].write_path(&mut self.path, n);
     }
 
     fn answer(queue: &mut Queue, net: &mut Network, now: Duration, to: Step, reply: Reply) {
@@ -192,7 +122,12 @@ impl<'a> Server<'a> {
         self.ledger.record_request(who, now);
         let kind = sent.kind as usize;
         let mut rng = self.needs_rng.then(|| {
-            ChaCha8Rng::seed_from_u64(request_seed(self.seed, &self.id, sent.attempt.get()))
+            let mut seed = request_seed(self.seed, &self.id, sent.attempt.get());
+            if let Some(chain) = &sent.chain {
+                // As live: behind tiers, the chain of attempts above keeps each draw its own.
+                seed ^= splitmix64(fnv1a([chain.as_bytes()]));
+            }
+            ChaCha8Rng::seed_from_u64(seed)
         });
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {
@@ -203,6 +138,7 @@ impl<'a> Server<'a> {
                     id: &self.id,
                     attempt,
                     policy: self.policy,
+                    upstream: sent.chain.as_deref(),
                     kind: &self.kinds[kind],
                 };
                 self.script.select(
@@ -236,6 +172,7 @@ impl<'a> Server<'a> {
                     Some(Reply {
                         outcome: Outcome::Status(response.status),
                         retry_after: response.retry_after_secs().map(Duration::from_secs),
+                        no_retry: false,
                     }),
                     Served::Status(response.status),
                     Duration::ZERO,
@@ -477,41 +414,5 @@ impl<'a> Server<'a> {
             self.path.as_bytes(),
             k.body.as_bytes(),
         ])
-    }
-}
-
-fn bare(outcome: Outcome) -> Reply {
-    Reply {
-        outcome,
-        retry_after: None,
-    }
-}
-
-fn itoa_buf() -> [u8; 10] {
-    [0; 10]
-}
-
-/// `n` in decimal, in `buf`.
-fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).expect("ASCII digits")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn attempt_numbers_are_written_in_decimal() {
-        let mut buf = super::itoa_buf();
-        assert_eq!(super::format_u32(&mut buf, 0), "0");
-        let mut buf = super::itoa_buf();
-        assert_eq!(super::format_u32(&mut buf, 4_294_967_295), "4294967295");
     }
 }

@@ -22,6 +22,7 @@ use rand_chacha::ChaCha8Rng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
+use super::tier::Tier;
 use crate::engine::{PolicyRun, request_rng};
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule};
@@ -49,6 +50,8 @@ pub struct Simulated {
     pub run: PolicyRun,
     pub ledger: LedgerSnapshot,
     pub events: u64,
+    /// What each relay tier counted, outermost first.
+    pub tiers: Vec<crate::relay::HopCounts>,
 }
 
 struct World<'a> {
@@ -64,8 +67,9 @@ struct World<'a> {
     live: u32,
     next_sample: Duration,
     events: u64,
-    steps: u64,
     id: String,
+    /// The plan's relay tiers, outermost first.
+    tiers: Vec<Tier<'a>>,
 }
 
 /// Runs the plan's load through `policy` against the modelled server.
@@ -94,12 +98,28 @@ pub fn run_arrivals(
         live: 0,
         next_sample: Duration::from_secs(1) - SAMPLE_EARLY,
         events: 0,
-        steps: 0,
         id: String::new(),
+        tiers: policy
+            .tiers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                Tier::new(
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                    &t.policy,
+                    crate::run::tier_script(plan, &t.tier),
+                    plan.seed,
+                    &policy.name,
+                    &plan.load.requests,
+                )
+            })
+            .collect(),
     };
     let stop = world.drive(arrivals.peekable());
     world.close(stop);
-    world.settle(stop + plan.drain);
+    // Live, each tier settles for up to `drain` in turn, then the server does.
+    let hops = u32::try_from(world.tiers.len()).unwrap_or(u32::MAX);
+    world.settle(stop + plan.drain * (hops + 1));
     let run = RunCounts {
         logical: world.recorder.logical,
         duration: world.recorder.last_send,
@@ -115,6 +135,7 @@ pub fn run_arrivals(
         },
         ledger: world.server.ledger(),
         events: world.events,
+        tiers: world.tiers.into_iter().map(|t| t.counts).collect(),
     }
 }
 
@@ -204,34 +225,49 @@ impl World<'_> {
     }
 
     fn handle(&mut self, now: Duration, event: Event) {
+        let (queue, net) = (&mut self.queue, &mut self.net);
         match event {
-            Event::Receive(sent) => self
-                .server
-                .receive(now, sent, &mut self.queue, &mut self.net),
-            Event::Finish { job } => {
-                self.server
-                    .finished(job, now, &mut self.queue, &mut self.net);
-            }
-            Event::Answer { to, reply } => self.answered(to, now, reply),
-            Event::Expire(to) => self.answered(
-                to,
-                now,
-                Reply {
-                    outcome: Outcome::AttemptTimeout,
-                    retry_after: None,
-                },
-            ),
-            Event::Wake(to) => {
-                let running = self
-                    .running
-                    .get_mut(to.slot as usize)
-                    .and_then(Option::as_mut)
-                    .filter(|r| r.step == to.step);
-                if let Some(running) = running {
-                    let action = self.client.on_timer(&mut running.session, now);
-                    self.act(to.slot, now, action);
+            Event::Receive(sent) => match self.tiers.get_mut(sent.to as usize) {
+                Some(tier) => tier.receive(now, sent, queue, net),
+                None => self.server.receive(now, sent, queue, net),
+            },
+            Event::Finish { job } => self.server.finished(job, now, queue, net),
+            Event::Delayed(to) => {
+                if let Some(tier) = tier_of(&mut self.tiers, to) {
+                    tier.delayed(to, now, &mut self.queue, &mut self.net);
                 }
             }
+            Event::Answer { to, reply } => match tier_of(&mut self.tiers, to) {
+                Some(tier) => tier.answered(to, now, reply, &mut self.queue, &mut self.net),
+                None => self.answered(to, now, reply),
+            },
+            Event::Expire(to) => {
+                let reply = Reply {
+                    outcome: Outcome::AttemptTimeout,
+                    retry_after: None,
+                    no_retry: false,
+                };
+                match tier_of(&mut self.tiers, to) {
+                    Some(tier) => tier.answered(to, now, reply, &mut self.queue, &mut self.net),
+                    None => self.answered(to, now, reply),
+                }
+            }
+            Event::Wake(to) => match tier_of(&mut self.tiers, to) {
+                Some(tier) => tier.wake(to, now, &mut self.queue, &mut self.net),
+                None => self.wake(to, now),
+            },
+        }
+    }
+
+    fn wake(&mut self, to: Step, now: Duration) {
+        let running = self
+            .running
+            .get_mut(to.slot as usize)
+            .and_then(Option::as_mut)
+            .filter(|r| r.step == to.step);
+        if let Some(running) = running {
+            let action = self.client.on_timer(&mut running.session, now);
+            self.act(to.slot, now, action);
         }
     }
 
@@ -270,7 +306,7 @@ impl World<'_> {
             now,
             reply.outcome,
             reply.retry_after,
-            false,
+            reply.no_retry,
             &mut rng,
         );
         running.drawn = rng.get_word_pos();
@@ -282,24 +318,32 @@ impl World<'_> {
         let Some(running) = self.running[slot as usize].as_mut() else {
             return;
         };
-        self.steps += 1;
-        running.step = self.steps;
+        running.step = self.queue.next_step();
         let step = Step {
+            hop: 0,
             slot,
-            step: self.steps,
+            step: running.step,
         };
         match action {
             Action::Send { attempt, timeout } => {
                 running.sent = Some((now, attempt));
                 let a = running.arrival;
+                // Behind tiers the attempt says how long it will be waited for, as live.
+                let deadline = (!self.tiers.is_empty())
+                    .then_some(timeout)
+                    .flatten()
+                    .map(|t| Duration::from_millis(t.as_millis().max(1) as u64));
                 self.queue.push(
                     now + self.net.hop(),
                     Event::Receive(Sent {
+                        to: 0,
                         reply: step,
                         index: a.index,
                         kind: u32::try_from(a.kind).unwrap_or(u32::MAX),
                         n: a.n,
                         attempt,
+                        chain: None,
+                        deadline,
                     }),
                 );
                 if let Some(timeout) = timeout {
@@ -355,22 +399,20 @@ impl World<'_> {
             let Some((now, event)) = self.queue.pop() else {
                 break;
             };
+            self.events += 1;
             match event {
-                Event::Receive(sent) => {
-                    self.events += 1;
-                    self.server
-                        .receive(now, sent, &mut self.queue, &mut self.net);
-                }
-                Event::Finish { job } => {
-                    self.events += 1;
-                    self.server
-                        .finished(job, now, &mut self.queue, &mut self.net);
-                }
-                // The client is gone: its answers, timeouts and wakes fall on nobody.
-                Event::Answer { .. } | Event::Expire(_) | Event::Wake(_) => {}
+                // The load generator is gone: its answers, timeouts and wakes fall on nobody.
+                Event::Answer { to, .. } | Event::Expire(to) | Event::Wake(to) if to.hop == 0 => {}
+                event => self.handle(now, event),
             }
         }
     }
+}
+
+/// The tier an event is for, if it is not for the load generator.
+fn tier_of<'t, 'a>(tiers: &'t mut [Tier<'a>], to: Step) -> Option<&'t mut Tier<'a>> {
+    let index = usize::try_from(to.hop.checked_sub(1)?).ok()?;
+    tiers.get_mut(index)
 }
 
 /// The request's id, written only when it is needed: as an example of a violation.

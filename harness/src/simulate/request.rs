@@ -1,0 +1,128 @@
+//! What the modelled hops know of a request kind, and the headers a live attempt of it
+//! carries, as a script's matchers see them.
+
+use std::fmt::Write as _;
+
+use chaos_policy::Outcome;
+
+use super::queue::Reply;
+use crate::plan::RequestKind;
+use fault_server::script::HeaderLookup;
+
+/// What the server needs of a request kind, computed once.
+pub(super) struct Kind {
+    pub(super) method: String,
+    /// The path, split at its `{n}` (if any).
+    path: (String, Option<String>),
+    pub(super) side_effect: bool,
+    pub(super) keyed: bool,
+    pub(super) body: String,
+    pub(super) headers: Vec<(String, String)>,
+}
+
+impl Kind {
+    pub(super) fn new(k: &RequestKind) -> Kind {
+        let path = match k.path.split_once("{n}") {
+            Some((a, b)) => (a.to_owned(), Some(b.to_owned())),
+            None => (k.path.clone(), None),
+        };
+        Kind {
+            side_effect: k.method == "POST" || k.method == "PATCH",
+            method: k.method.clone(),
+            path,
+            keyed: k.idempotency_key,
+            body: k.body.clone().unwrap_or_default(),
+            headers: k
+                .headers
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
+    /// The path of request number `n`, into `out`.
+    pub(super) fn write_path(&self, out: &mut String, n: u64) {
+        out.clear();
+        let (head, tail) = &self.path;
+        out.push_str(head);
+        if let Some(tail) = tail {
+            let _ = write!(out, "{n}");
+            // A second `{n}` is replaced too, as `str::replace` does live.
+            out.push_str(&tail.replace("{n}", &n.to_string()));
+        }
+    }
+}
+
+/// The headers a live attempt carries, as the script's matchers see them.
+pub(super) struct Headers<'a> {
+    pub(super) id: &'a str,
+    pub(super) attempt: &'a str,
+    pub(super) policy: &'a str,
+    /// `x-chaos-upstream-attempts`, behind tiers.
+    pub(super) upstream: Option<&'a str>,
+    pub(super) kind: &'a Kind,
+}
+
+impl HeaderLookup for Headers<'_> {
+    fn header(&self, name: &str) -> Option<&str> {
+        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        if is("x-request-id") {
+            Some(self.id)
+        } else if is("x-chaos-attempt") {
+            Some(self.attempt)
+        } else if is("x-chaos-policy") {
+            Some(self.policy)
+        } else if is("x-chaos-upstream-attempts") {
+            self.upstream
+        } else if is("idempotency-key") {
+            self.kind.keyed.then_some(self.id)
+        } else if is("content-type") && !self.kind.body.is_empty() {
+            Some("application/json")
+        } else if is("accept") {
+            Some("*/*")
+        } else {
+            self.kind
+                .headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.as_str())
+        }
+    }
+}
+
+pub(super) fn bare(outcome: Outcome) -> Reply {
+    Reply {
+        outcome,
+        retry_after: None,
+        no_retry: false,
+    }
+}
+
+pub(super) fn itoa_buf() -> [u8; 10] {
+    [0; 10]
+}
+
+/// `n` in decimal, in `buf`.
+pub(super) fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).expect("ASCII digits")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn attempt_numbers_are_written_in_decimal() {
+        let mut buf = super::itoa_buf();
+        assert_eq!(super::format_u32(&mut buf, 0), "0");
+        let mut buf = super::itoa_buf();
+        assert_eq!(super::format_u32(&mut buf, 4_294_967_295), "4294967295");
+    }
+}
