@@ -62,9 +62,21 @@ impl Ledger {
         let inner = &mut *inner;
         inner.attempts += 1;
         let key = self.id_key(id);
-        let new_id = !inner.ids.contains_key(&key);
+        // One probe: a new id is inserted where the lookup found no entry.
+        let generation = inner.generation + 1;
+        let new_id = match inner.ids.entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(IdEntry {
+                    generation,
+                    side_effects: 0,
+                });
+                true
+            }
+        };
         if new_id {
-            inner.track_id(key, now, 0);
+            inner.generation = generation;
+            inner.id_order.push_back((now, generation, key));
             inner.logical += 1;
         }
         if let Some(policy) = who.policy {

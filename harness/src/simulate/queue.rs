@@ -5,7 +5,7 @@
 //! plan and seed give the same run.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use chaos_policy::{Attempt, Outcome};
@@ -38,6 +38,9 @@ pub(super) struct Sent {
     pub(super) chain: Option<Box<str>>,
     /// `x-chaos-deadline-ms`: how long the sender waits for it, behind tiers.
     pub(super) deadline: Option<Duration>,
+    /// When the sender's attempt timeout fires, if the hop that receives it must schedule
+    /// that (see [`Queue::answered_at`]).
+    pub(super) expires: Option<Duration>,
 }
 
 /// What an attempt's answer says, as the client reads it off the wire.
@@ -71,21 +74,22 @@ struct Entry {
     event: Event,
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at && self.seq == other.seq
-    }
+/// A heap entry: the event itself waits in a slab, so a sift moves 24 bytes, not a whole
+/// event.
+#[derive(PartialEq, Eq)]
+struct Key {
+    at: Duration,
+    seq: u64,
+    slot: u32,
 }
 
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
+impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl Ord for Entry {
+impl Ord for Key {
     // Reversed: the heap's greatest is the earliest event.
     fn cmp(&self, other: &Self) -> Ordering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
@@ -93,21 +97,70 @@ impl Ord for Entry {
 }
 
 /// Events by time, then by the order they were scheduled.
+///
+/// Most events are scheduled a constant time ahead (a hop of a fixed network latency, an
+/// attempt's timeout), so most arrive in time order already: those go to a FIFO lane of
+/// their kind, in O(1), and only the others to the heap. Which lane an event sat in never
+/// changes the order it comes out in.
 #[derive(Default)]
 pub(super) struct Queue {
-    heap: BinaryHeap<Entry>,
+    heap: BinaryHeap<Key>,
+    held: Vec<Option<Event>>,
+    free: Vec<u32>,
+    /// Hops, timeouts, and the rest (service ends, wakes), each in time order.
+    lanes: [VecDeque<Entry>; 3],
     seq: u64,
     steps: u64,
+    /// The last answer scheduled: to whom, arriving when.
+    last_answer: Option<(Step, Duration)>,
 }
 
 impl Queue {
     pub(super) fn push(&mut self, at: Duration, event: Event) {
         self.seq += 1;
-        self.heap.push(Entry {
+        let lane = match &event {
+            Event::Receive(_) => 0,
+            Event::Answer { to, .. } => {
+                self.last_answer = Some((*to, at));
+                0
+            }
+            Event::Expire(_) => 1,
+            Event::Finish { .. } | Event::Delayed(_) | Event::Wake(_) => 2,
+        };
+        let lane = &mut self.lanes[lane];
+        if lane.back().is_none_or(|last| last.at <= at) {
+            lane.push_back(Entry {
+                at,
+                seq: self.seq,
+                event,
+            });
+            return;
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.held[slot as usize] = Some(event);
+                slot
+            }
+            None => {
+                self.held.push(Some(event));
+                u32::try_from(self.held.len() - 1).expect("fewer than 2^32 events pending")
+            }
+        };
+        self.heap.push(Key {
             at,
             seq: self.seq,
-            event,
+            slot,
         });
+    }
+
+    /// Forgets which answer was scheduled last.
+    pub(super) fn clear_answered(&mut self) {
+        self.last_answer = None;
+    }
+
+    /// When the answer to `to` arrives, if it was the last one scheduled.
+    pub(super) fn answered_at(&self, to: Step) -> Option<Duration> {
+        self.last_answer.filter(|(t, _)| *t == to).map(|(_, at)| at)
     }
 
     /// A step number no other step of the run has.
@@ -116,13 +169,34 @@ impl Queue {
         self.steps
     }
 
+    /// Where the next event is: a lane, or the heap (`None`).
+    fn first(&self) -> Option<(Duration, u64, Option<usize>)> {
+        let mut best = self.heap.peek().map(|e| (e.at, e.seq, None));
+        for (i, lane) in self.lanes.iter().enumerate() {
+            if let Some(e) = lane.front()
+                && best.is_none_or(|(at, seq, _)| (e.at, e.seq) < (at, seq))
+            {
+                best = Some((e.at, e.seq, Some(i)));
+            }
+        }
+        best
+    }
+
     /// When the next event is due.
     pub(super) fn next_at(&self) -> Option<Duration> {
-        self.heap.peek().map(|e| e.at)
+        self.first().map(|(at, _, _)| at)
     }
 
     pub(super) fn pop(&mut self) -> Option<(Duration, Event)> {
-        self.heap.pop().map(|e| (e.at, e.event))
+        match self.first()? {
+            (_, _, Some(lane)) => self.lanes[lane].pop_front().map(|e| (e.at, e.event)),
+            (_, _, None) => {
+                let key = self.heap.pop()?;
+                self.free.push(key.slot);
+                let event = self.held[key.slot as usize].take()?;
+                Some((key.at, event))
+            }
+        }
     }
 }
 
@@ -149,5 +223,29 @@ mod tests {
             })
             .collect();
         assert_eq!(order, [2, 4, 1, 3]);
+    }
+
+    #[test]
+    fn lanes_and_heap_together_keep_time_then_schedule_order() {
+        let mut q = Queue::default();
+        let step = |slot| Step {
+            hop: 0,
+            slot,
+            step: 0,
+        };
+        let ms = Duration::from_millis;
+        // Expiries out of order (the second goes to the heap), wakes in order.
+        q.push(ms(10), Event::Expire(step(1)));
+        q.push(ms(3), Event::Expire(step(2)));
+        q.push(ms(3), Event::Wake(step(3)));
+        q.push(ms(10), Event::Wake(step(4)));
+        q.push(ms(1), Event::Wake(step(5)));
+        let order: Vec<(u64, u32)> = std::iter::from_fn(|| q.pop())
+            .map(|(at, e)| match e {
+                Event::Expire(s) | Event::Wake(s) => (at.as_millis() as u64, s.slot),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(order, [(1, 5), (3, 2), (3, 3), (10, 1), (10, 4)]);
     }
 }

@@ -274,8 +274,10 @@ impl<'a> Tier<'a> {
                     self.counts.retries += 1;
                 }
                 r.in_flight = true;
+                let hop = net.hop();
+                let expires = super::world::expiry(queue, step, now, hop, timeout);
                 queue.push(
-                    now + net.hop(),
+                    now + hop,
                     Event::Receive(Sent {
                         to: self.hop,
                         reply: step,
@@ -286,11 +288,9 @@ impl<'a> Tier<'a> {
                         chain: Some(r.chain.clone()),
                         deadline: timeout
                             .map(|t| Duration::from_millis(t.as_millis().max(1) as u64)),
+                        expires,
                     }),
                 );
-                if let Some(timeout) = timeout {
-                    queue.push(now + timeout, Event::Expire(step));
-                }
             }
             Action::Wait { until } => queue.push(until, Event::Wake(step)),
             Action::Done(verdict) => {

@@ -227,10 +227,20 @@ impl World<'_> {
     fn handle(&mut self, now: Duration, event: Event) {
         let (queue, net) = (&mut self.queue, &mut self.net);
         match event {
-            Event::Receive(sent) => match self.tiers.get_mut(sent.to as usize) {
-                Some(tier) => tier.receive(now, sent, queue, net),
-                None => self.server.receive(now, sent, queue, net),
-            },
+            Event::Receive(sent) => {
+                let (reply, expires) = (sent.reply, sent.expires);
+                queue.clear_answered();
+                match self.tiers.get_mut(sent.to as usize) {
+                    Some(tier) => tier.receive(now, sent, queue, net),
+                    None => self.server.receive(now, sent, queue, net),
+                }
+                // The sender's timeout matters only if no answer is on its way in time.
+                if let Some(expires) = expires
+                    && queue.answered_at(reply).is_none_or(|at| at > expires)
+                {
+                    queue.push(expires, Event::Expire(reply));
+                }
+            }
             Event::Finish { job } => self.server.finished(job, now, queue, net),
             Event::Delayed(to) => {
                 if let Some(tier) = tier_of(&mut self.tiers, to) {
@@ -333,8 +343,10 @@ impl World<'_> {
                     .then_some(timeout)
                     .flatten()
                     .map(|t| Duration::from_millis(t.as_millis().max(1) as u64));
+                let hop = self.net.hop();
+                let expires = expiry(&mut self.queue, step, now, hop, timeout);
                 self.queue.push(
-                    now + self.net.hop(),
+                    now + hop,
                     Event::Receive(Sent {
                         to: 0,
                         reply: step,
@@ -344,11 +356,9 @@ impl World<'_> {
                         attempt,
                         chain: None,
                         deadline,
+                        expires,
                     }),
                 );
-                if let Some(timeout) = timeout {
-                    self.queue.push(now + timeout, Event::Expire(step));
-                }
             }
             Action::Wait { until } => self.queue.push(until, Event::Wake(step)),
             Action::Done(verdict) => {
@@ -407,6 +417,25 @@ impl World<'_> {
             }
         }
     }
+}
+
+/// When the timeout of an attempt sent at `now` fires, for the hop that receives it to
+/// schedule: most attempts are answered at once, and a timeout that cannot fire need not
+/// sit in the queue. An attempt that cannot even arrive before its timeout has the
+/// timeout scheduled here.
+pub(super) fn expiry(
+    queue: &mut Queue,
+    step: Step,
+    now: Duration,
+    hop: Duration,
+    timeout: Option<Duration>,
+) -> Option<Duration> {
+    let timeout = timeout?;
+    if hop < timeout {
+        return Some(now + timeout);
+    }
+    queue.push(now + timeout, Event::Expire(step));
+    None
 }
 
 /// The tier an event is for, if it is not for the load generator.
