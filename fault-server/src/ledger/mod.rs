@@ -208,10 +208,26 @@ impl Ledger {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Forgets everything (counts, ids, keys).
+    /// Forgets everything (counts, ids, keys). The tables keep their room: the next run
+    /// is likely the size of the last, and a table regrown from nothing costs a run at
+    /// these rates a good part of its time in page faults and rehashes.
     pub fn reset(&self) {
         let mut inner = self.lock();
-        *inner = Inner::default();
+        let mut ids = std::mem::take(&mut inner.ids);
+        let mut id_order = std::mem::take(&mut inner.id_order);
+        let mut keys = std::mem::take(&mut inner.keys);
+        let mut key_order = std::mem::take(&mut inner.key_order);
+        ids.clear();
+        id_order.clear();
+        keys.clear();
+        key_order.clear();
+        *inner = Inner {
+            ids,
+            id_order,
+            keys,
+            key_order,
+            ..Inner::default()
+        };
         *self
             .baseline
             .lock()

@@ -26,8 +26,9 @@ use fault_server::script::Script;
 
 use crate::plan::{Plan, Target};
 use crate::report::{self, Ending, PolicyOutcome, Report};
+use crate::schedule::Schedule;
 
-pub use world::{Simulated, run as run_policy, run_arrivals};
+pub use world::{Scratch, Simulated, run as run_policy, run_arrivals};
 
 /// Why a plan cannot be simulated (exit code 2: it is the plan's or the command's).
 #[derive(Debug, thiserror::Error)]
@@ -90,13 +91,20 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     let started = Instant::now();
     let mut effort = Effort::default();
     let mut outcomes = Vec::new();
+    let mut scratch = Scratch::default();
     for policy in selected {
         let Simulated {
             run,
             ledger,
             events,
             tiers,
-        } = run_policy(plan, policy, &script);
+        } = run_arrivals(
+            plan,
+            policy,
+            &script,
+            Schedule::new(&plan.load, plan.seed),
+            &mut scratch,
+        );
         effort.logical += run.recorder.offered();
         effort.events += events;
         outcomes.push(PolicyOutcome {

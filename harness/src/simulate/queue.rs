@@ -163,6 +163,19 @@ impl Queue {
         self.last_answer.filter(|(t, _)| *t == to).map(|(_, at)| at)
     }
 
+    /// Empties the queue for another run, keeping its room.
+    pub(super) fn clear(&mut self) {
+        self.heap.clear();
+        self.held.clear();
+        self.free.clear();
+        for lane in &mut self.lanes {
+            lane.clear();
+        }
+        self.seq = 0;
+        self.steps = 0;
+        self.last_answer = None;
+    }
+
     /// A step number no other step of the run has.
     pub(super) fn next_step(&mut self) -> u64 {
         self.steps += 1;

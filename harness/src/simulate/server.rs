@@ -49,7 +49,7 @@ pub(super) struct Server<'a> {
     kinds: Vec<Kind>,
     limits: Option<CapacityLimits>,
     model: Option<CapacityModel>,
-    ledger: Ledger,
+    ledger: &'a Ledger,
     jobs: Vec<Option<Job>>,
     free: Vec<u32>,
     queued: HashMap<Ticket, u32>,
@@ -65,6 +65,7 @@ impl<'a> Server<'a> {
         seed: u64,
         policy: &'a str,
         kinds: &[RequestKind],
+        ledger: &'a Ledger,
     ) -> Self {
         let limits = script.capacity().copied();
         Server {
@@ -78,7 +79,7 @@ impl<'a> Server<'a> {
             needs_rng: script.phase_count() > 0
                 || limits.is_some_and(|l| !l.service_time.is_zero()),
             limits,
-            ledger: Ledger::default(),
+            ledger,
             jobs: Vec::new(),
             free: Vec::new(),
             queued: HashMap::new(),

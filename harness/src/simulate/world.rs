@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
-use fault_server::ledger::LedgerSnapshot;
+use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
 use rand_chacha::ChaCha8Rng;
 
@@ -72,28 +72,60 @@ struct World<'a> {
     tiers: Vec<Tier<'a>>,
 }
 
-/// Runs the plan's load through `policy` against the modelled server.
-pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
-    run_arrivals(plan, policy, script, Schedule::new(&plan.load, plan.seed))
+/// What one policy's run leaves for the next to reuse: the server's ledger (reset between
+/// policies, as the live server's is) and the run's tables, so a second policy does not
+/// pay again for memory the first one grew.
+#[derive(Default)]
+pub struct Scratch {
+    ledger: Ledger,
+    queue: Queue,
+    running: Vec<Option<Running>>,
 }
 
-/// [`run`] with the arrivals given, due in order.
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch").finish_non_exhaustive()
+    }
+}
+
+/// Runs the plan's load through `policy` against the modelled server.
+pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
+    run_arrivals(
+        plan,
+        policy,
+        script,
+        Schedule::new(&plan.load, plan.seed),
+        &mut Scratch::default(),
+    )
+}
+
+/// [`run`] with the arrivals given, due in order, and the tables of an earlier run.
 pub fn run_arrivals(
     plan: &Plan,
     policy: &NamedPolicy,
     script: &Script,
     arrivals: impl Iterator<Item = Arrival>,
+    scratch: &mut Scratch,
 ) -> Simulated {
     let seed = script.seed().unwrap_or(plan.seed);
+    scratch.ledger.reset();
+    let mut running = std::mem::take(&mut scratch.running);
+    running.clear();
     let mut world = World {
         plan,
         policy,
         client: Client::new(policy.policy.clone()),
         recorder: Recorder::new(plan.fault_window),
-        server: Server::new(script, seed, &policy.name, &plan.load.requests),
-        queue: Queue::default(),
+        server: Server::new(
+            script,
+            seed,
+            &policy.name,
+            &plan.load.requests,
+            &scratch.ledger,
+        ),
+        queue: std::mem::take(&mut scratch.queue),
         net: Network::new(plan.network_latency, plan.seed),
-        running: Vec::new(),
+        running,
         free: Vec::new(),
         live: 0,
         next_sample: Duration::from_secs(1) - SAMPLE_EARLY,
@@ -124,6 +156,11 @@ pub fn run_arrivals(
         logical: world.recorder.logical,
         duration: world.recorder.last_send,
     };
+    let ledger = world.server.ledger();
+    let mut queue = world.queue;
+    queue.clear();
+    scratch.queue = queue;
+    scratch.running = world.running;
     Simulated {
         run: PolicyRun {
             budget_bound: world.client.budget_bound(run),
@@ -133,7 +170,7 @@ pub fn run_arrivals(
             aborted: false,
             gone: None,
         },
-        ledger: world.server.ledger(),
+        ledger,
         events: world.events,
         tiers: world.tiers.into_iter().map(|t| t.counts).collect(),
     }
