@@ -33,19 +33,23 @@ pub use policy::forward_once;
 use spec::PlanSpec;
 pub use target::is_loopback_host;
 
-/// Reads and resolves a plan file.
 /// The largest plan file read: far above any real plan, far below what would cost the
 /// parser real memory.
 pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
 
+/// Reads and resolves a plan file.
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
-    let text = read_yaml(
+    parse(path, &read(path)?)
+}
+
+/// A plan file's text, bounded in size and checked to be UTF-8.
+pub fn read(path: &Path) -> Result<String, PlanError> {
+    read_yaml(
         path,
         "plan",
         "check the path; `ls plans/` lists the shipped plans",
         "a plan describes one experiment in a few kilobytes; generated load belongs in `load:`, not in the file",
-    )?;
-    parse(path, &text)
+    )
 }
 
 /// A YAML file's text, bounded in size and checked to be UTF-8: `what` names it
@@ -119,6 +123,95 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
             .map(str::as_bytes),
     );
     Ok(plan)
+}
+
+/// One key of a plan set to another value, as `harness simulate --sweep` runs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting<'a> {
+    /// The policy whose key it is (`None`: a key of the plan itself, like `load.rate`).
+    pub policy: Option<&'a str>,
+    /// The key's path, e.g. `["budget", "ratio"]`.
+    pub key: &'a [&'a str],
+    /// The value, as YAML (`0.1`, `200ms`, `{ fixed: 100ms }`).
+    pub value: &'a str,
+}
+
+/// [`parse`] with `setting` applied first: the plan as if its file said so. A missing
+/// mapping on the way is made (`budget.ratio` in a policy without a budget); the result is
+/// checked as any plan is, and an error names the setting.
+pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan, PlanError> {
+    use serde_yaml::{Mapping, Value};
+    let whole = |message: String, hint: &str| PlanError {
+        file: path.to_owned(),
+        line: None,
+        column: None,
+        message,
+        hint: Some(hint.into()),
+    };
+    let shown = format!(
+        "{}{}={}",
+        setting.policy.map(|p| format!("{p}.")).unwrap_or_default(),
+        setting.key.join("."),
+        setting.value
+    );
+    check_depth(path, text)?;
+    let mut root: Value = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
+    let value: Value = serde_yaml::from_str(setting.value).map_err(|e| {
+        whole(
+            format!("`{shown}`: the value is not YAML: {e}"),
+            "a number, a duration (`200ms`) or a flow mapping (`{ fixed: 100ms }`)",
+        )
+    })?;
+    let mut at = &mut root;
+    if let Some(policy) = setting.policy {
+        let found = at
+            .get_mut("policies")
+            .and_then(Value::as_sequence_mut)
+            .and_then(|all| {
+                all.iter_mut()
+                    .find(|p| p.get("name").and_then(Value::as_str) == Some(policy))
+            });
+        at = found.ok_or_else(|| {
+            whole(
+                format!("`{shown}`: the plan has no policy named `{policy}`"),
+                "name a policy of the plan, then the key: `jittered-budget.budget.ratio`",
+            )
+        })?;
+    }
+    let Some((last, path_to)) = setting.key.split_last() else {
+        return Err(whole(
+            format!("`{shown}`: no key"),
+            "e.g. `naive.max_attempts=2,3,4`",
+        ));
+    };
+    for part in path_to {
+        let map = at.as_mapping_mut().ok_or_else(|| {
+            whole(
+                format!("`{shown}`: `{part}` is inside a value that is not a mapping"),
+                "set the whole value instead, e.g. `backoff={ fixed: 100ms }`",
+            )
+        })?;
+        at = map
+            .entry(Value::from(*part))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
+    }
+    at.as_mapping_mut()
+        .ok_or_else(|| {
+            whole(
+                format!("`{shown}`: `{last}` is inside a value that is not a mapping"),
+                "set the whole value instead, e.g. `backoff={ fixed: 100ms }`",
+            )
+        })?
+        .insert(Value::from(*last), value);
+    let changed = serde_yaml::to_string(&root)
+        .map_err(|e| whole(format!("`{shown}`: {e}"), "report this as a bug"))?;
+    parse(path, &changed).map_err(|mut e| {
+        e.message = format!("with `{shown}`: {}", e.message);
+        // Lines and columns would point into the changed text, not the file.
+        e.line = None;
+        e.column = None;
+        e
+    })
 }
 
 /// Reads a policy file (a plan's policy on its own: `preset`, `import`, the keys; no name
