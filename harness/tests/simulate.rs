@@ -1,0 +1,194 @@
+//! `harness simulate`: the real binary on the shipped plans, and the simulator's own
+//! guarantees (determinism, the same report and gates as a live run, the sweep).
+
+mod common;
+
+use std::path::Path;
+
+use common::{harness, repo, scratch, stderr};
+use serde_json::Value;
+
+fn simulate(dir: &Path, args: &[&str]) -> std::process::Output {
+    harness()
+        .current_dir(dir)
+        .arg("simulate")
+        .args(args)
+        .output()
+        .expect("run harness")
+}
+
+fn report(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("report.json")).expect("report.json");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// The report without the one field that says when it was made.
+fn figures(mut report: Value) -> String {
+    report
+        .as_object_mut()
+        .expect("an object")
+        .remove("generated_at");
+    report.to_string()
+}
+
+#[test]
+fn the_same_plan_and_seed_give_byte_identical_figures() {
+    let dir = scratch("simulate-determinism");
+    let plan = repo().join("plans/outage.yaml");
+    let plan = plan.to_str().expect("utf-8 path");
+    for out in ["a", "b"] {
+        let run = simulate(&dir, &["--quiet", plan, "--out", out]);
+        assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    }
+    let (a, b) = (report(&dir.join("a")), report(&dir.join("b")));
+    assert_eq!(a["mode"], "simulated");
+    assert_eq!(
+        a["verdict"], "pass",
+        "the shipped demo passes simulated too"
+    );
+    assert_eq!(a["policies"].as_array().map(Vec::len), Some(5));
+    assert_eq!(figures(a), figures(b));
+
+    let other = simulate(&dir, &["--quiet", plan, "--out", "c", "--seed", "7"]);
+    assert_eq!(other.status.code(), Some(0), "{}", stderr(&other));
+    let c = report(&dir.join("c"));
+    assert_eq!(c["plan"]["seed"], 7);
+    assert_ne!(
+        c["policies"][0]["attempts"],
+        report(&dir.join("a"))["policies"][0]["attempts"],
+        "another seed, other arrivals and draws"
+    );
+}
+
+#[test]
+fn a_simulated_run_counts_duplicate_side_effects_with_the_fault_servers_ledger() {
+    let dir = scratch("simulate-duplicates");
+    let plan = repo().join("plans/lost-responses.yaml");
+    let run = simulate(
+        &dir,
+        &["--quiet", plan.to_str().expect("utf-8"), "--out", "r"],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let policy = |name: &str| {
+        r["policies"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["name"] == name))
+            .cloned()
+            .expect("the policy")
+    };
+    let unsafe_one = policy("retries-posts");
+    let safe = policy("safe");
+    assert!(
+        unsafe_one["violations"]["duplicate_side_effects"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "retried POSTs without a key run twice: {unsafe_one}"
+    );
+    assert_eq!(safe["violations"]["duplicate_side_effects"], 0);
+    // The client's count and the modelled server's ledger agree, as live.
+    for p in [&unsafe_one, &safe] {
+        assert_eq!(p["amplification"]["client"], p["amplification"]["server"]);
+        assert_eq!(p["ledger"]["reconciled"], true, "{p}");
+    }
+}
+
+#[test]
+fn a_call_chain_multiplies_its_attempts_simulated_as_live() {
+    let dir = scratch("simulate-chain");
+    let plan = repo().join("plans/chain-storm.yaml");
+    let run = simulate(
+        &dir,
+        &["--quiet", plan.to_str().expect("utf-8"), "--out", "r"],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let servers: Vec<f64> = r["policies"]
+        .as_array()
+        .expect("policies")
+        .iter()
+        .map(|p| {
+            p["amplification"]["server"]
+                .as_f64()
+                .expect("server figure")
+        })
+        .collect();
+    // Three tiers of three attempts each against a dead leaf: 3^3, and 4^3.
+    assert_eq!(servers, [27.0, 64.0]);
+}
+
+#[test]
+fn plans_the_simulator_cannot_model_and_bad_arguments_exit_2() {
+    let dir = scratch("simulate-invalid");
+    let black_box = common::write_plan(
+        &dir,
+        "box.yaml",
+        "duration: 1s\ntarget: { url: \"http://127.0.0.1:9\", fault_server: false }\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: p, max_attempts: 2 } ]\n",
+    );
+    let out = simulate(&dir, &[black_box.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("black-box"), "{}", stderr(&out));
+
+    let plan = repo().join("plans/outage.yaml");
+    let plan = plan.to_str().expect("utf-8");
+    let out = simulate(&dir, &[plan, "--policy", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no policy of the plan is named"));
+
+    let out = simulate(&dir, &[plan, "--sweep", "max_attempts=2,3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("say which policy"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = simulate(&dir, &[plan, "--sweep", "naive.max_attempts=0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("max_attempts` is 0"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_sweep_writes_one_comparison_and_a_report_per_value() {
+    let dir = scratch("simulate-sweep");
+    let plan = repo().join("plans/outage.yaml");
+    let out = simulate(
+        &dir,
+        &[
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "naive",
+            "--sweep",
+            "max_attempts=1,2,4",
+            "--out",
+            "sweep",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(dir.join("sweep/sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(sweep["key"], "naive.max_attempts");
+    let points = sweep["points"].as_array().expect("points");
+    assert_eq!(points.len(), 3);
+    let amplification: Vec<f64> = points
+        .iter()
+        .map(|p| p["amplification_server"].as_f64().expect("a figure"))
+        .collect();
+    assert_eq!(amplification[0], 1.0, "one attempt: no retry");
+    assert!(
+        amplification[0] < amplification[1] && amplification[1] < amplification[2],
+        "more attempts, more load: {amplification:?}"
+    );
+    for i in ["1-1", "2-2", "3-4"] {
+        let r = report(&dir.join("sweep").join(i));
+        assert_eq!(r["mode"], "simulated");
+    }
+    let html = std::fs::read_to_string(dir.join("sweep/sweep.html")).expect("sweep.html");
+    assert_eq!(html.matches("<svg").count(), 3);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("| 4 | naive |"), "{stdout}");
+}
