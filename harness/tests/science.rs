@@ -1,0 +1,124 @@
+//! The plans under plans/science/ reproduce what their sources published (the figures, and
+//! where they come from, are in plans/science/README.md). Each runs in virtual time, so
+//! these take a second or two.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use harness::plan::Plan;
+use harness::report::Report;
+
+fn load(name: &str) -> Plan {
+    let path = common::repo().join("plans/science").join(name);
+    harness::plan::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn simulate(plan: &Plan) -> Report {
+    harness::simulate::simulate(plan, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
+}
+
+/// Seeds the Brooker experiment is averaged over (the blog averaged 100 runs).
+const SEEDS: u64 = 20;
+
+/// Mean calls and mean completion time (ms) per policy, over `SEEDS` seeds.
+fn brooker_means() -> BTreeMap<String, (f64, f64)> {
+    let mut plan = load("brooker-2015.yaml");
+    let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for seed in 1..=SEEDS {
+        plan.seed = seed;
+        plan.script.seed = Some(seed);
+        for p in simulate(&plan).policies {
+            let entry = sums.entry(p.name.clone()).or_default();
+            entry.0 += p.attempts as f64 / SEEDS as f64;
+            entry.1 += p.latency_ms.max / SEEDS as f64;
+        }
+    }
+    sums
+}
+
+fn ranked(means: &BTreeMap<String, (f64, f64)>, by: impl Fn(&(f64, f64)) -> f64) -> Vec<String> {
+    let mut names: Vec<(&String, f64)> = means.iter().map(|(n, m)| (n, by(m))).collect();
+    names.sort_by(|a, b| a.1.total_cmp(&b.1));
+    names.into_iter().map(|(n, _)| n.clone()).collect()
+}
+
+#[test]
+fn brooker_2015_jitter_ranking_is_reproduced() {
+    let means = brooker_means();
+    eprintln!("{means:#?}");
+    let calls = ranked(&means, |m| m.0);
+    let time = ranked(&means, |m| m.1);
+    // The blog: no jitter is the clear loser in work and in time; full jitter does the
+    // least work; equal jitter takes much longer than full and decorrelated; decorrelated
+    // takes the least time.
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some("full-jitter"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        calls.last().map(String::as_str),
+        Some("no-jitter"),
+        "{calls:?}"
+    );
+    assert_eq!(
+        time,
+        [
+            "decorrelated-jitter",
+            "full-jitter",
+            "equal-jitter",
+            "no-jitter"
+        ],
+        "{means:#?}"
+    );
+    let (no_jitter, full) = (means["no-jitter"], means["full-jitter"]);
+    assert!(
+        no_jitter.0 > 2.0 * full.0,
+        "no jitter does far more work: {means:#?}"
+    );
+}
+
+#[test]
+fn naive_retries_keep_a_storm_going_after_its_trigger_and_a_budget_ends_it() {
+    let report = simulate(&load("metastability.yaml"));
+    let policy = |name: &str| common::policy(&report, name);
+    for stuck in ["naive", "backoff-only"] {
+        let p = policy(stuck);
+        assert_eq!(p.recovery_s, None, "{stuck} never recovers");
+        assert!(p.success_rate < 0.2, "{stuck}: {}", p.success_rate);
+        assert!(p.amplification.client > 4.0, "{stuck} keeps retrying");
+    }
+    let budgeted = policy("budgeted");
+    assert!(
+        budgeted.recovery_s.is_some_and(|s| s <= 10.0),
+        "{:?}",
+        budgeted.recovery_s
+    );
+    assert!(budgeted.success_rate > 0.9);
+    assert_eq!(report.verdict, "pass");
+}
+
+#[test]
+fn a_long_total_outage_takes_each_budget_to_its_limit() {
+    let report = simulate(&load("budget-bound.yaml"));
+    for p in &report.policies {
+        let measured = p.amplification.client;
+        let bound = p.amplification.budget_bound.expect("a budget's bound");
+        assert!(measured <= bound, "{}: {measured} over {bound}", p.name);
+        if p.name == "ttl-window" {
+            // Earned per request, spent on every failure: the bound is reached.
+            assert!(
+                (bound - measured) / bound < 0.01,
+                "{}: {measured} vs {bound}",
+                p.name
+            );
+        } else {
+            // Refilled only by successes, of which a total outage has none: the initial
+            // tokens are spent once, whatever the outage's length.
+            assert!(measured < 1.002, "{}: {measured}", p.name);
+        }
+    }
+}
