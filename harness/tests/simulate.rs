@@ -114,7 +114,7 @@ fn a_call_chain_multiplies_its_attempts_simulated_as_live() {
         })
         .collect();
     // Three tiers of three attempts each against a dead leaf: 3^3, and 4^3.
-    assert_eq!(servers, [27.0, 64.0]);
+    assert_eq!(servers, [27, 64]);
 }
 
 #[test]
@@ -178,7 +178,10 @@ fn a_sweep_writes_one_comparison_and_a_report_per_value() {
         .iter()
         .map(|p| p["amplification_server"].as_f64().expect("a figure"))
         .collect();
-    assert_eq!(amplification[0], 1.0, "one attempt: no retry");
+    assert!(
+        (amplification[0] - 1.0).abs() < 1e-9,
+        "one attempt: no retry: {amplification:?}"
+    );
     assert!(
         amplification[0] < amplification[1] && amplification[1] < amplification[2],
         "more attempts, more load: {amplification:?}"
