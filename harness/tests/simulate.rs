@@ -103,7 +103,7 @@ fn a_call_chain_multiplies_its_attempts_simulated_as_live() {
     );
     assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
     let r = report(&dir.join("r"));
-    let servers: Vec<f64> = r["policies"]
+    let servers: Vec<u64> = r["policies"]
         .as_array()
         .expect("policies")
         .iter()
@@ -111,6 +111,7 @@ fn a_call_chain_multiplies_its_attempts_simulated_as_live() {
             p["amplification"]["server"]
                 .as_f64()
                 .expect("server figure")
+                .round() as u64
         })
         .collect();
     // Three tiers of three attempts each against a dead leaf: 3^3, and 4^3.
