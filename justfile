@@ -58,3 +58,11 @@ down:
 # PLANS=outage,overload narrows it.
 sim-vs-live:
     cargo test --release -p harness --test faithful -- --include-ignored --nocapture
+
+# A plan in virtual time: the same report, in well under a second (`--sweep KEY=V1,V2` too).
+simulate plan *flags:
+    cargo run --release -p harness -- simulate {{plan}} {{flags}}
+
+# The simulator's speed (logical requests per second of wall time) and memory.
+bench-sim:
+    bash bench/sim.sh

@@ -33,8 +33,23 @@ pub fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
 /// request's `x-request-id` and its attempt number (FNV-1a over the id, then SplitMix64
 /// finalisers). The same triple always gives the same decision stream.
 pub fn request_seed(seed: u64, request_id: &str, attempt: u32) -> u64 {
-    let hash = fnv1a([request_id.as_bytes()]);
-    splitmix64(splitmix64(seed ^ hash) ^ u64::from(attempt))
+    IdSeed::new(seed, request_id).attempt(attempt)
+}
+
+/// The part of [`request_seed`] that depends on the request id alone: hashed once, it gives
+/// the seed of any attempt (and attempt 0, the sticky seed) for the cost of a finaliser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdSeed(u64);
+
+impl IdSeed {
+    pub fn new(seed: u64, request_id: &str) -> IdSeed {
+        IdSeed(splitmix64(seed ^ fnv1a([request_id.as_bytes()])))
+    }
+
+    /// [`request_seed`]`(seed, request_id, attempt)`.
+    pub fn attempt(self, attempt: u32) -> u64 {
+        splitmix64(self.0 ^ u64::from(attempt))
+    }
 }
 
 /// A fresh RNG for one request, seeded by [`request_seed`].

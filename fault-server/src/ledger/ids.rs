@@ -15,16 +15,25 @@ pub struct Execution {
     pub duplicate: bool,
 }
 
+/// Eight bytes, so a bucket of the id table is sixteen: the table is the ledger's
+/// biggest, and every new id touches two of its buckets at random.
 #[derive(Debug, Default)]
 pub(super) struct IdEntry {
-    generation: u64,
+    /// The low 32 bits of the entry's generation: enough to tell it from a stale place in
+    /// `id_order`, which never holds more than `max_ids` places (far fewer than 2^32).
+    generation: u32,
     side_effects: u32,
+}
+
+/// The generation an id entry and its place in `id_order` both carry.
+fn id_generation(generation: u64) -> u32 {
+    generation as u32
 }
 
 impl Inner {
     /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
     fn track_id(&mut self, id: u64, now: Duration, side_effects: u32) {
-        let generation = self.next_generation();
+        let generation = id_generation(self.next_generation());
         let entry = IdEntry {
             generation,
             side_effects,
@@ -34,7 +43,7 @@ impl Inner {
             &mut self.ids,
             id,
             now,
-            generation,
+            u64::from(generation),
             entry,
         );
     }
@@ -46,7 +55,7 @@ impl Inner {
             now,
             limits.id_ttl,
             limits.max_ids,
-            |e| e.generation,
+            |e| u64::from(e.generation),
         );
     }
 }
@@ -68,7 +77,7 @@ impl Ledger {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(IdEntry {
-                    generation,
+                    generation: id_generation(generation),
                     side_effects: 0,
                 });
                 true
@@ -76,7 +85,9 @@ impl Ledger {
         };
         if new_id {
             inner.generation = generation;
-            inner.id_order.push_back((now, generation, key));
+            inner
+                .id_order
+                .push_back((now, u64::from(id_generation(generation)), key));
             inner.logical += 1;
         }
         if let Some(policy) = who.policy {

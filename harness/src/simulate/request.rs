@@ -98,6 +98,28 @@ pub(super) fn bare(outcome: Outcome) -> Reply {
     }
 }
 
+/// The request id the live engine sends for request `index` of `policy`
+/// (`format!("{policy}-{index:07}")`, as `engine.rs` writes it), into `out`.
+pub(super) fn write_id(out: &mut String, policy: &str, index: u64) {
+    out.clear();
+    out.push_str(policy);
+    out.push('-');
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    let mut n = index;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // At least seven digits, zero-padded.
+    let start = i.min(digits.len() - 7);
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
 pub(super) fn itoa_buf() -> [u8; 10] {
     [0; 10]
 }
@@ -118,6 +140,15 @@ pub(super) fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ids_are_written_as_the_live_engine_writes_them() {
+        let mut out = String::new();
+        for index in [0, 7, 1_234_567, 12_345_678, u64::MAX] {
+            super::write_id(&mut out, "p", index);
+            assert_eq!(out, format!("p-{index:07}"));
+        }
+    }
+
     #[test]
     fn attempt_numbers_are_written_in_decimal() {
         let mut buf = super::itoa_buf();

@@ -13,7 +13,6 @@
 //! client gave up keeps its place in the queue and still executes.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use chaos_policy::{Outcome, ResetPhase};
@@ -21,13 +20,13 @@ use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
 use fault_server::ledger::{Outcome as Served, StoredResponse};
 use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
-use fault_server::seed::{fnv1a, request_seed, splitmix64};
+use fault_server::seed::{IdSeed, fnv1a, splitmix64};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
-use super::request::{Headers, Kind, bare, format_u32, itoa_buf};
+use super::request::{Headers, Kind, bare, format_u32, itoa_buf, write_id};
 use crate::plan::RequestKind;
 
 /// A request being served (or waiting for a slot).
@@ -93,10 +92,8 @@ impl<'a> Server<'a> {
         self.ledger.snapshot()
     }
 
-    /// The request id the live engine sends for request `index` (`policy-0000042`).
     fn write_id(&mut self, index: u64) {
-        self.id.clear();
-        let _ = write!(self.id, "{}-{index:07}", self.policy);
+        write_id(&mut self.id, self.policy, index);
     }
 
     fn write_path(&mut self, kind: usize, n: u64) {
@@ -122,8 +119,9 @@ impl<'a> Server<'a> {
         };
         self.ledger.record_request(who, now);
         let kind = sent.kind as usize;
+        let id_seed = IdSeed::new(self.seed, &self.id);
         let mut rng = self.needs_rng.then(|| {
-            let mut seed = request_seed(self.seed, &self.id, sent.attempt.get());
+            let mut seed = id_seed.attempt(sent.attempt.get());
             if let Some(chain) = &sent.chain {
                 // As live: behind tiers, the chain of attempts above keeps each draw its own.
                 seed ^= splitmix64(fnv1a([chain.as_bytes()]));
@@ -148,7 +146,7 @@ impl<'a> Server<'a> {
                         path: &self.path,
                         attempt: Some(sent.attempt.get()),
                         headers: &headers,
-                        sticky_seed: Some(request_seed(self.seed, &self.id, 0)),
+                        sticky_seed: Some(id_seed.attempt(0)),
                     },
                     now,
                     rng,

@@ -11,13 +11,13 @@ use std::time::Duration;
 
 use chaos_policy::{Action, Client, GiveUp, Method, Outcome, Policy, Request, Session, Verdict};
 use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
-use fault_server::seed::{fnv1a, request_seed, splitmix64};
+use fault_server::seed::{IdSeed, fnv1a, splitmix64};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
-use super::request::{Headers, Kind, bare, format_u32, itoa_buf};
+use super::request::{Headers, Kind, bare, format_u32, itoa_buf, write_id};
 use crate::relay::HopCounts;
 
 /// The least a tier keeps back from its caller's deadline (as `relay::DEADLINE_MARGIN`).
@@ -89,9 +89,7 @@ impl<'a> Tier<'a> {
     }
 
     fn write_id(&mut self, index: u64) {
-        use std::fmt::Write as _;
-        self.id.clear();
-        let _ = write!(self.id, "{}-{index:07}", self.policy);
+        write_id(&mut self.id, self.policy, index);
     }
 
     /// An attempt of the hop above arrives.
@@ -115,7 +113,8 @@ impl<'a> Tier<'a> {
         let mut delay = Duration::ZERO;
         if let Some(script) = &self.script {
             let mut rng = ChaCha8Rng::seed_from_u64(
-                request_seed(self.seed, &self.id, attempt) ^ splitmix64(fnv1a([chain.as_bytes()])),
+                IdSeed::new(self.seed, &self.id).attempt(attempt)
+                    ^ splitmix64(fnv1a([chain.as_bytes()])),
             );
             let kind = &self.kinds[sent.kind as usize];
             kind.write_path(&mut self.path, sent.n);
@@ -133,7 +132,7 @@ impl<'a> Tier<'a> {
                     path: &self.path,
                     attempt: Some(attempt),
                     headers: &headers,
-                    sticky_seed: Some(request_seed(self.seed, &self.id, 0)),
+                    sticky_seed: Some(IdSeed::new(self.seed, &self.id).attempt(0)),
                 },
                 now,
                 &mut rng,
@@ -380,11 +379,7 @@ impl<'a> Tier<'a> {
         let Some(session) = r.session.as_mut() else {
             return;
         };
-        self.id.clear();
-        {
-            use std::fmt::Write as _;
-            let _ = write!(self.id, "{}-{:07}", self.policy, r.index);
-        }
+        write_id(&mut self.id, self.policy, r.index);
         let mut rng = ChaCha8Rng::seed_from_u64(splitmix64(
             seed ^ fnv1a([self.id.as_bytes(), r.chain.as_bytes()]),
         ));

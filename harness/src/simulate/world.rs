@@ -483,10 +483,9 @@ fn tier_of<'t, 'a>(tiers: &'t mut [Tier<'a>], to: Step) -> Option<&'t mut Tier<'
 
 /// The request's id, written only when it is needed: as an example of a violation.
 fn violation_id<'b>(buf: &'b mut String, policy: &str, running: &Running) -> &'b str {
-    use std::fmt::Write as _;
     buf.clear();
     if running.session.violations().next().is_some() {
-        let _ = write!(buf, "{policy}-{:07}", running.arrival.index);
+        super::request::write_id(buf, policy, running.arrival.index);
     }
     buf
 }
