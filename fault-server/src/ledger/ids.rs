@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
+use super::{Inner, Ledger, LedgerLimits, RequestIdentity};
 
 /// The receipt of one executed side effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,12 +17,12 @@ pub struct Execution {
 
 /// Eight bytes, so a bucket of the id table is sixteen: the table is the ledger's
 /// biggest, and every new id touches two of its buckets at random.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub(super) struct IdEntry {
     /// The low 32 bits of the entry's generation: enough to tell it from a stale place in
     /// `id_order`, which never holds more than `max_ids` places (far fewer than 2^32).
-    generation: u32,
-    side_effects: u32,
+    pub(super) generation: u32,
+    pub(super) side_effects: u32,
 }
 
 /// The generation an id entry and its place in `id_order` both carry.
@@ -34,29 +34,32 @@ impl Inner {
     /// Starts tracking `id` (new, or evicted since it was last seen), in expiry order.
     fn track_id(&mut self, id: u64, now: Duration, side_effects: u32) {
         let generation = id_generation(self.next_generation());
-        let entry = IdEntry {
-            generation,
-            side_effects,
-        };
-        remember(
-            &mut self.id_order,
-            &mut self.ids,
+        self.ids.insert(
             id,
-            now,
-            u64::from(generation),
-            entry,
+            IdEntry {
+                generation,
+                side_effects,
+            },
         );
+        self.id_order.push_back((now, u64::from(generation), id));
     }
 
+    /// Drops, oldest first, the ids older than the TTL and those beyond `max_ids`. A place
+    /// in `id_order` whose id was tracked again since (a newer generation) just goes.
     fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {
-        self.evicted_ids += expire(
-            &mut self.id_order,
-            &mut self.ids,
-            now,
-            limits.id_ttl,
-            limits.max_ids,
-            |e| u64::from(e.generation),
-        );
+        while let Some(&(at, generation, id)) = self.id_order.front() {
+            let expired = now.saturating_sub(at) >= limits.id_ttl;
+            if !expired && self.id_order.len() <= limits.max_ids {
+                break;
+            }
+            self.id_order.pop_front();
+            if self
+                .ids
+                .remove_if(id, |e| u64::from(e.generation) == generation)
+            {
+                self.evicted_ids += 1;
+            }
+        }
     }
 }
 
@@ -73,16 +76,13 @@ impl Ledger {
         let key = self.id_key(id);
         // One probe: a new id is inserted where the lookup found no entry.
         let generation = inner.generation + 1;
-        let new_id = match inner.ids.entry(key) {
-            std::collections::hash_map::Entry::Occupied(_) => false,
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(IdEntry {
-                    generation: id_generation(generation),
-                    side_effects: 0,
-                });
-                true
-            }
-        };
+        let new_id = inner.ids.insert_new(
+            key,
+            IdEntry {
+                generation: id_generation(generation),
+                side_effects: 0,
+            },
+        );
         if new_id {
             inner.generation = generation;
             inner
@@ -110,7 +110,7 @@ impl Ledger {
         let mut duplicate = false;
         if let Some(id) = who.request_id {
             let key = self.id_key(id);
-            if let Some(entry) = inner.ids.get_mut(&key) {
+            if let Some(entry) = inner.ids.get_mut(key) {
                 entry.side_effects += 1;
                 duplicate = entry.side_effects > 1;
             } else {
