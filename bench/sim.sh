@@ -27,7 +27,7 @@ cargo build --release --locked -p harness >/dev/null 2>&1 || cargo build --relea
 HARNESS=$TARGET_DIR/release/harness
 PLAN=bench/sim-outage.yaml
 
-echo "plan: $PLAN ($(grep -c '^  - name:' $PLAN) policies), $ROUNDS rounds, one thread"
+echo "plan: $PLAN, $ROUNDS rounds, one thread"
 rates=()
 for i in $(seq 1 "$ROUNDS"); do
     line=$("$HARNESS" simulate "$PLAN" --out "$OUT/run" 2>&1 >/dev/null | grep '^simulated')
