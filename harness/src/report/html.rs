@@ -202,8 +202,15 @@ pub fn render(report: &Report) -> String {
         esc(&plan.file),
         plan.seed,
         plan.duration_s,
-        esc(&plan.target),
-        if plan.ledger {
+        if report.mode == "simulated" {
+            "a modelled fault-server, simulated in virtual time (<code>harness simulate</code>)"
+                .to_owned()
+        } else {
+            esc(&plan.target)
+        },
+        if report.mode == "simulated" {
+            ""
+        } else if plan.ledger {
             " (fault-server ledger)"
         } else {
             " (black box)"

@@ -133,8 +133,14 @@ pub fn render(report: &Report) -> String {
         plan.file,
         plan.seed,
         plan.duration_s,
-        plan.target,
-        if plan.ledger {
+        if report.mode == "simulated" {
+            "a modelled fault-server, simulated in virtual time (`harness simulate`)"
+        } else {
+            &plan.target
+        },
+        if report.mode == "simulated" {
+            ""
+        } else if plan.ledger {
             " (fault-server ledger)"
         } else {
             " (black box: client-side accounting only)"
