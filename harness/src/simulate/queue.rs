@@ -96,6 +96,14 @@ impl Ord for Key {
     }
 }
 
+/// Where [`Queue::peek`] found the next event.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Next {
+    pub(super) at: Duration,
+    seq: u64,
+    lane: Option<usize>,
+}
+
 /// Events by time, then by the order they were scheduled.
 ///
 /// Most events are scheduled a constant time ahead (a hop of a fixed network latency, an
@@ -182,14 +190,22 @@ impl Queue {
         self.steps
     }
 
-    /// Where the next event is: a lane, or the heap (`None`).
-    fn first(&self) -> Option<(Duration, u64, Option<usize>)> {
-        let mut best = self.heap.peek().map(|e| (e.at, e.seq, None));
+    /// The next event: when, and where it waits.
+    pub(super) fn peek(&self) -> Option<Next> {
+        let mut best = self.heap.peek().map(|e| Next {
+            at: e.at,
+            seq: e.seq,
+            lane: None,
+        });
         for (i, lane) in self.lanes.iter().enumerate() {
             if let Some(e) = lane.front()
-                && best.is_none_or(|(at, seq, _)| (e.at, e.seq) < (at, seq))
+                && best.is_none_or(|b| (e.at, e.seq) < (b.at, b.seq))
             {
-                best = Some((e.at, e.seq, Some(i)));
+                best = Some(Next {
+                    at: e.at,
+                    seq: e.seq,
+                    lane: Some(i),
+                });
             }
         }
         best
@@ -197,19 +213,25 @@ impl Queue {
 
     /// When the next event is due.
     pub(super) fn next_at(&self) -> Option<Duration> {
-        self.first().map(|(at, _, _)| at)
+        self.peek().map(|n| n.at)
     }
 
-    pub(super) fn pop(&mut self) -> Option<(Duration, Event)> {
-        match self.first()? {
-            (_, _, Some(lane)) => self.lanes[lane].pop_front().map(|e| (e.at, e.event)),
-            (_, _, None) => {
+    /// Takes the event `peek` found (nothing was pushed in between).
+    pub(super) fn take(&mut self, next: Next) -> Option<(Duration, Event)> {
+        match next.lane {
+            Some(lane) => self.lanes[lane].pop_front().map(|e| (e.at, e.event)),
+            None => {
                 let key = self.heap.pop()?;
                 self.free.push(key.slot);
                 let event = self.held[key.slot as usize].take()?;
                 Some((key.at, event))
             }
         }
+    }
+
+    pub(super) fn pop(&mut self) -> Option<(Duration, Event)> {
+        let next = self.peek()?;
+        self.take(next)
     }
 }
 

@@ -36,9 +36,43 @@ struct Job {
     kind: u32,
     n: u64,
     delay: Duration,
-    rng: Option<ChaCha8Rng>,
+    rng: Option<LazyRng>,
     ticket: Option<Ticket>,
     claim: Option<KeyClaim>,
+}
+
+/// The live server's per-attempt generator, seeded only when something draws from it:
+/// outside a fault phase's window an attempt draws nothing, and seeding ChaCha is a good
+/// part of what an attempt costs. The stream is the live one from its first word, so the
+/// draws are the same.
+struct LazyRng {
+    seed: u64,
+    rng: Option<ChaCha8Rng>,
+}
+
+impl LazyRng {
+    fn get(&mut self) -> &mut ChaCha8Rng {
+        let seed = self.seed;
+        self.rng
+            .get_or_insert_with(|| ChaCha8Rng::seed_from_u64(seed))
+    }
+}
+
+impl rand_core::TryRng for LazyRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok(rand_core::Rng::next_u32(self.get()))
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(rand_core::Rng::next_u64(self.get()))
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        rand_core::Rng::fill_bytes(self.get(), dst);
+        Ok(())
+    }
 }
 
 pub(super) struct Server<'a> {
@@ -126,7 +160,7 @@ impl<'a> Server<'a> {
                 // As live: behind tiers, the chain of attempts above keeps each draw its own.
                 seed ^= splitmix64(fnv1a([chain.as_bytes()]));
             }
-            ChaCha8Rng::seed_from_u64(seed)
+            LazyRng { seed, rng: None }
         });
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {

@@ -192,10 +192,11 @@ impl World<'_> {
                 break;
             }
             let arrival_at = arrivals.peek().map(|a| a.at);
-            let (at, is_arrival) = match (arrival_at, self.queue.next_at()) {
-                (Some(a), Some(e)) => (a.min(e), a <= e),
-                (Some(a), None) => (a, true),
-                (None, Some(e)) => (e, false),
+            let next = self.queue.peek();
+            let (at, event) = match (arrival_at, next) {
+                (Some(a), Some(e)) if a <= e.at => (a, None),
+                (_, Some(e)) => (e.at, Some(e)),
+                (Some(a), None) => (a, None),
                 (None, None) => break,
             };
             if at > limit {
@@ -204,12 +205,17 @@ impl World<'_> {
             }
             self.sample_until(at);
             self.events += 1;
-            if is_arrival {
-                if let Some(arrival) = arrivals.next() {
-                    self.arrive(arrival);
+            match event {
+                None => {
+                    if let Some(arrival) = arrivals.next() {
+                        self.arrive(arrival);
+                    }
                 }
-            } else if let Some((now, event)) = self.queue.pop() {
-                self.handle(now, event);
+                Some(next) => {
+                    if let Some((now, event)) = self.queue.take(next) {
+                        self.handle(now, event);
+                    }
+                }
             }
         }
         // Every request is over: the run still lasts the plan's duration.
