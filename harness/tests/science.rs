@@ -78,6 +78,10 @@ fn brooker_2015_jitter_ranking_is_reproduced() {
             calls("no-jitter") > 2.0 * calls(jittered),
             "no jitter does far more work: {means:#?}"
         );
+        assert!(
+            means["no-jitter"].1 > 5.0 * means[jittered].1,
+            "and takes far longer: {means:#?}"
+        );
     }
 }
 
