@@ -47,8 +47,12 @@ impl Kind {
         out.push_str(head);
         if let Some(tail) = tail {
             let _ = write!(out, "{n}");
-            // A second `{n}` is replaced too, as `str::replace` does live.
-            out.push_str(&tail.replace("{n}", &n.to_string()));
+            if tail.contains("{n}") {
+                // A second `{n}` is replaced too, as `str::replace` does live.
+                out.push_str(&tail.replace("{n}", &n.to_string()));
+            } else {
+                out.push_str(tail);
+            }
         }
     }
 }

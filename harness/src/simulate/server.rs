@@ -45,16 +45,17 @@ struct Job {
 /// outside a fault phase's window an attempt draws nothing, and seeding ChaCha is a good
 /// part of what an attempt costs. The stream is the live one from its first word, so the
 /// draws are the same.
+/// Boxed once seeded: a job waiting for its slot carries 16 bytes, not a generator.
 struct LazyRng {
     seed: u64,
-    rng: Option<ChaCha8Rng>,
+    rng: Option<Box<ChaCha8Rng>>,
 }
 
 impl LazyRng {
     fn get(&mut self) -> &mut ChaCha8Rng {
         let seed = self.seed;
         self.rng
-            .get_or_insert_with(|| ChaCha8Rng::seed_from_u64(seed))
+            .get_or_insert_with(|| Box::new(ChaCha8Rng::seed_from_u64(seed)))
     }
 }
 
