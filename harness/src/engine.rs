@@ -357,7 +357,12 @@ async fn sample_every_second(
 /// Per-request randomness (jitter) from the seed and the request's index, so a request's
 /// decisions do not depend on how the others interleave.
 pub(crate) fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(fault_server::seed::splitmix64(seed ^ 0x6a09_e667_f3bc_c908) ^ index)
+    ChaCha8Rng::seed_from_u64(request_rng_seed(seed, index))
+}
+
+/// What [`request_rng`] is seeded with.
+pub(crate) fn request_rng_seed(seed: u64, index: u64) -> u64 {
+    fault_server::seed::splitmix64(seed ^ 0x6a09_e667_f3bc_c908) ^ index
 }
 
 /// Holds a logical request's place in `max_in_flight` and makes sure it ends counted: a

@@ -12,6 +12,7 @@
 //! Deterministic: the same plan and seed give the same figures. Its memory is the
 //! requests in flight (and the ledger, bounded as live), not the run's length.
 
+mod lazy;
 mod network;
 mod queue;
 mod request;

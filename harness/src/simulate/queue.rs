@@ -4,8 +4,7 @@
 //! number breaks ties), so a run never depends on how a heap orders equal keys: the same
 //! plan and seed give the same run.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use chaos_policy::{Attempt, Outcome};
@@ -76,23 +75,77 @@ struct Entry {
 
 /// A heap entry: the event itself waits in a slab, so a sift moves 24 bytes, not a whole
 /// event.
-#[derive(PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     at: Duration,
     seq: u64,
     slot: u32,
 }
 
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+impl Key {
+    fn before(&self, other: &Key) -> bool {
+        (self.at, self.seq) < (other.at, other.seq)
     }
 }
 
-impl Ord for Key {
-    // Reversed: the heap's greatest is the earliest event.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
+/// A four-ary min-heap of keys: half the levels of a binary heap, and the four children
+/// of a node side by side in memory, so a pop touches fewer cache lines.
+#[derive(Default)]
+struct Heap {
+    keys: Vec<Key>,
+}
+
+const ARITY: usize = 4;
+
+impl Heap {
+    fn peek(&self) -> Option<&Key> {
+        self.keys.first()
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+    }
+
+    fn push(&mut self, key: Key) {
+        let mut i = self.keys.len();
+        self.keys.push(key);
+        while i > 0 {
+            let parent = (i - 1) / ARITY;
+            if !key.before(&self.keys[parent]) {
+                break;
+            }
+            self.keys[i] = self.keys[parent];
+            i = parent;
+        }
+        self.keys[i] = key;
+    }
+
+    fn pop(&mut self) -> Option<Key> {
+        let last = self.keys.pop()?;
+        let Some(&top) = self.keys.first() else {
+            return Some(last);
+        };
+        let len = self.keys.len();
+        let mut i = 0;
+        loop {
+            let first = i * ARITY + 1;
+            if first >= len {
+                break;
+            }
+            let mut least = first;
+            for child in first + 1..(first + ARITY).min(len) {
+                if self.keys[child].before(&self.keys[least]) {
+                    least = child;
+                }
+            }
+            if !self.keys[least].before(&last) {
+                break;
+            }
+            self.keys[i] = self.keys[least];
+            i = least;
+        }
+        self.keys[i] = last;
+        Some(top)
     }
 }
 
@@ -112,7 +165,7 @@ pub(super) struct Next {
 /// changes the order it comes out in.
 #[derive(Default)]
 pub(super) struct Queue {
-    heap: BinaryHeap<Key>,
+    heap: Heap,
     held: Vec<Option<Event>>,
     free: Vec<u32>,
     /// Hops, timeouts, and the rest (service ends, wakes), each in time order.
@@ -258,6 +311,37 @@ mod tests {
             })
             .collect();
         assert_eq!(order, [2, 4, 1, 3]);
+    }
+
+    #[test]
+    fn the_heap_pops_in_time_then_sequence_order() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut heap = Heap::default();
+        let mut keys = Vec::new();
+        for seq in 0..5000u64 {
+            let key = Key {
+                at: Duration::from_micros(rng.next_u64() % 300),
+                seq,
+                slot: 0,
+            };
+            keys.push(key);
+            heap.push(key);
+            if seq % 7 == 0 {
+                // Pops interleaved with pushes, as a run does.
+                let popped = heap.pop().expect("not empty");
+                let least = *keys
+                    .iter()
+                    .min_by_key(|k| (k.at, k.seq))
+                    .expect("not empty");
+                assert_eq!(popped, least);
+                keys.retain(|k| *k != least);
+            }
+        }
+        keys.sort_by_key(|k| (k.at, k.seq));
+        let rest: Vec<Key> = std::iter::from_fn(|| heap.pop()).collect();
+        assert_eq!(rest, keys);
     }
 
     #[test]

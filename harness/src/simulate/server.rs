@@ -21,9 +21,8 @@ use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestId
 use fault_server::ledger::{Outcome as Served, StoredResponse};
 use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
 use fault_server::seed::{IdSeed, fnv1a, splitmix64};
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 
+use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::request::{Headers, Kind, bare, format_u32, itoa_buf, write_id};
@@ -39,41 +38,6 @@ struct Job {
     rng: Option<LazyRng>,
     ticket: Option<Ticket>,
     claim: Option<KeyClaim>,
-}
-
-/// The live server's per-attempt generator, seeded only when something draws from it:
-/// outside a fault phase's window an attempt draws nothing, and seeding ChaCha is a good
-/// part of what an attempt costs. The stream is the live one from its first word, so the
-/// draws are the same.
-/// Boxed once seeded: a job waiting for its slot carries 16 bytes, not a generator.
-struct LazyRng {
-    seed: u64,
-    rng: Option<Box<ChaCha8Rng>>,
-}
-
-impl LazyRng {
-    fn get(&mut self) -> &mut ChaCha8Rng {
-        let seed = self.seed;
-        self.rng
-            .get_or_insert_with(|| Box::new(ChaCha8Rng::seed_from_u64(seed)))
-    }
-}
-
-impl rand_core::TryRng for LazyRng {
-    type Error = std::convert::Infallible;
-
-    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(rand_core::Rng::next_u32(self.get()))
-    }
-
-    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        Ok(rand_core::Rng::next_u64(self.get()))
-    }
-
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        rand_core::Rng::fill_bytes(self.get(), dst);
-        Ok(())
-    }
 }
 
 pub(super) struct Server<'a> {
@@ -161,7 +125,7 @@ impl<'a> Server<'a> {
                 // As live: behind tiers, the chain of attempts above keeps each draw its own.
                 seed ^= splitmix64(fnv1a([chain.as_bytes()]));
             }
-            LazyRng { seed, rng: None }
+            LazyRng::new(seed)
         });
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {
@@ -234,6 +198,24 @@ impl<'a> Server<'a> {
                 Self::answer(queue, net, now + after, sent.reply, reply);
                 return;
             }
+        }
+        let served_at_once = self.model.is_none()
+            && delay.is_zero()
+            && self.limits.is_none_or(|l| l.service_time.is_zero())
+            && !self.kinds[kind].keyed;
+        if served_at_once {
+            // No slot to wait for, no time to serve, no key to check: what `start` and
+            // `finish` would do, without a job.
+            if self.kinds[kind].side_effect {
+                let who = RequestIdentity {
+                    request_id: Some(&self.id),
+                    policy: Some(self.policy),
+                };
+                self.ledger.execute(who, now);
+            }
+            self.ledger.record_outcome(Served::Served);
+            Self::answer(queue, net, now, sent.reply, bare(Outcome::Status(200)));
+            return;
         }
         let job = Job {
             reply: sent.reply,

@@ -6,7 +6,7 @@
 //! duration; requests still running after it get `drain` to finish; what is left then is
 //! unfinished (an attempt on the wire abandoned); the server then settles for up to
 //! `drain` more before its ledger is read. Jitter draws come from the same per-request
-//! stream as live ([`request_rng`]), so a request's decisions do not depend on the
+//! stream as live ([`request_rng`], made lazily: [`LazyRng`]), so a request's decisions do not depend on the
 //! others. Two things differ by construction: there is no dispatch lag (an arrival starts
 //! at its scheduled time) and time spent deciding is zero.
 //!
@@ -17,13 +17,13 @@ use std::time::Duration;
 use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
 use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
-use rand_chacha::ChaCha8Rng;
 
+use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
 use super::tier::Tier;
-use crate::engine::{PolicyRun, request_rng};
+use crate::engine::{PolicyRun, request_rng_seed};
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule};
 use crate::stats::{Reached, Recorder};
@@ -350,10 +350,7 @@ impl World<'_> {
             running.session.violations(),
         );
         recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
-        let mut rng: ChaCha8Rng = request_rng(seed, running.arrival.index);
-        if running.drawn != 0 {
-            rng.set_word_pos(running.drawn);
-        }
+        let mut rng = LazyRng::resume(request_rng_seed(seed, running.arrival.index), running.drawn);
         let action = self.client.on_answer(
             &mut running.session,
             now,
@@ -362,7 +359,7 @@ impl World<'_> {
             reply.no_retry,
             &mut rng,
         );
-        running.drawn = rng.get_word_pos();
+        running.drawn = rng.word();
         self.act(to.slot, now, action);
     }
 
