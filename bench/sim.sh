@@ -36,7 +36,10 @@ for i in $(seq 1 "$ROUNDS"); do
     echo "  round $i: $line"
 done
 median=$(printf '%s\n' "${rates[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-echo "median: $median M logical requests per second (goal: >= 1)"
+best=$(printf '%s\n' "${rates[@]}" | sort -n | tail -1)
+# The median is the figure; the best round says what the code does when no neighbour on
+# this shared machine takes the core or its cache (noise only ever slows a round down).
+echo "median: $median M logical requests per second (goal: >= 1); best round: $best M"
 
 # Memory against length: the same plan cut to 20 s, then whole.
 short="$OUT/sim-outage-20s.yaml"
