@@ -28,8 +28,7 @@ fn brooker_means() -> BTreeMap<String, (f64, f64)> {
     let mut plan = load("brooker-2015.yaml");
     let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for seed in 1..=SEEDS {
-        plan.seed = seed;
-        plan.script.seed = Some(seed);
+        plan.reseed(seed);
         for p in simulate(&plan).policies {
             let entry = sums.entry(p.name.clone()).or_default();
             entry.0 += p.attempts as f64 / SEEDS as f64;

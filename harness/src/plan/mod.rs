@@ -60,13 +60,7 @@ fn read_yaml(
     unreadable_hint: &str,
     too_large_hint: &str,
 ) -> Result<String, PlanError> {
-    let whole = |message: String, hint: &str| PlanError {
-        file: path.to_owned(),
-        line: None,
-        column: None,
-        message,
-        hint: Some(hint.into()),
-    };
+    let whole = |message: String, hint: &str| whole_file(path, message, hint);
     let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PLAN_BYTES)
         .map_err(|e| whole(format!("cannot read the {what}: {e}"), unreadable_hint))?
         .ok_or_else(|| {
@@ -84,6 +78,17 @@ fn read_yaml(
             &format!("save the {what} as UTF-8"),
         )
     })
+}
+
+/// A problem of the whole file (no line to point at), with a hint.
+fn whole_file(path: &Path, message: String, hint: &str) -> PlanError {
+    PlanError {
+        file: path.to_owned(),
+        line: None,
+        column: None,
+        message,
+        hint: Some(hint.into()),
+    }
 }
 
 /// A problem found after parsing, at the line and column of the part it names.
@@ -141,13 +146,7 @@ pub struct Setting<'a> {
 /// checked as any plan is, and an error names the setting.
 pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan, PlanError> {
     use serde_yaml::{Mapping, Value};
-    let whole = |message: String, hint: &str| PlanError {
-        file: path.to_owned(),
-        line: None,
-        column: None,
-        message,
-        hint: Some(hint.into()),
-    };
+    let whole = |message: String, hint: &str| whole_file(path, message, hint);
     let shown = format!(
         "{}{}={}",
         setting.policy.map(|p| format!("{p}.")).unwrap_or_default(),

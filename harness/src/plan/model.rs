@@ -50,6 +50,12 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan with another seed (`--seed N`): arrivals, jitter and the script's draws.
+    pub fn reseed(&mut self, seed: u64) {
+        self.seed = seed;
+        self.script.seed = Some(seed);
+    }
+
     /// Names this plan's text and seed: a baseline from another digest came from another
     /// experiment.
     pub fn digest(&self) -> String {

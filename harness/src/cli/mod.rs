@@ -12,7 +12,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
+
+mod simulate;
 use indicatif::{ProgressBar, ProgressStyle};
+pub use simulate::SimulateArgs;
 use tokio_util::sync::CancellationToken;
 
 use crate::baseline;
@@ -23,7 +26,7 @@ use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
 
 /// The annotated reference plan, `docs/plan-reference.yaml`.
-pub const PLAN_REFERENCE: &str = include_str!("../../docs/plan-reference.yaml");
+pub const PLAN_REFERENCE: &str = include_str!("../../../docs/plan-reference.yaml");
 
 pub const EXIT_PASS: u8 = 0;
 pub const EXIT_GATE_FAILED: u8 = 1;
@@ -104,35 +107,6 @@ pub struct ChaosArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct SimulateArgs {
-    /// The plan file (see plans/README.md).
-    pub plan: PathBuf,
-    /// Simulate only this policy (repeat for several).
-    #[arg(long = "policy", value_name = "NAME")]
-    pub policies: Vec<String>,
-    /// Override the plan's seed.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// No summary table (the report is still written).
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Compare each policy with this baseline too (as `chaos --baseline`).
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// Save this run's figures as a baseline to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub save_baseline: Option<PathBuf>,
-    /// Run the plan once per value of a policy's key and write one comparison
-    /// (sweep.md, sweep.json, sweep.html): `--sweep jittered-budget.budget.ratio=0.05,0.1,0.2`
-    /// (POLICY.KEY; the policy may be left out when the plan or `--policy` leaves one).
-    #[arg(long, value_name = "KEY=V1,V2,...")]
-    pub sweep: Option<String>,
-}
-
-#[derive(Debug, clap::Args)]
 pub struct RelayArgs {
     /// Where to listen.
     #[arg(long, default_value = "127.0.0.1:8081")]
@@ -185,7 +159,7 @@ pub fn execute(cli: Cli) -> u8 {
             EXIT_PASS
         }
         Command::Chaos(args) => chaos(args),
-        Command::Simulate(args) => simulate(args),
+        Command::Simulate(args) => simulate::simulate(args),
         Command::Compare { baseline, now } => compare(&baseline, &now),
         Command::Relay(args) => relay(args),
     }
@@ -407,27 +381,9 @@ fn chaos(args: ChaosArgs) -> u8 {
             "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
         );
     }
-    let mut plan = match plan::load(path) {
-        Ok(plan) => plan,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
-    if let Some(seed) = seed {
-        plan.seed = seed;
-        plan.script.seed = Some(seed);
-    }
-    // Read before the run, so a wrong path costs seconds, not the whole run.
-    let against = match &baseline_file {
-        Some(file) => match baseline::read(file) {
-            Ok(b) => Some((b, file.display().to_string())),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_INVALID;
-            }
-        },
-        None => None,
+    let (plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref()) {
+        Ok(both) => both,
+        Err(code) => return code,
     };
     let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, |m| {
         eprintln!("{m}");
@@ -487,6 +443,31 @@ fn chaos(args: ChaosArgs) -> u8 {
         quiet,
         save_baseline.as_deref(),
     )
+}
+
+/// The plan (with `--seed` applied) and the baseline to compare with, both read before
+/// the run, so a wrong path costs seconds, not the whole run; exit 2 when either is bad.
+fn plan_and_baseline(
+    path: &Path,
+    seed: Option<u64>,
+    baseline_file: Option<&Path>,
+) -> Result<(Plan, Option<(baseline::Baseline, String)>), u8> {
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("error: {e}");
+        EXIT_INVALID
+    };
+    let mut plan = plan::load(path).map_err(|e| fail(&e))?;
+    if let Some(seed) = seed {
+        plan.reseed(seed);
+    }
+    let against = match baseline_file {
+        Some(file) => Some((
+            baseline::read(file).map_err(|e| fail(&e))?,
+            file.display().to_string(),
+        )),
+        None => None,
+    };
+    Ok((plan, against))
 }
 
 /// Attaches the baseline comparison, writes the report (atomically; somewhere, whatever
@@ -562,61 +543,6 @@ fn conclude(
     } else {
         EXIT_GATE_FAILED
     }
-}
-
-fn simulate(args: SimulateArgs) -> u8 {
-    let SimulateArgs {
-        plan: path,
-        policies,
-        seed,
-        out,
-        quiet,
-        baseline: baseline_file,
-        save_baseline,
-        sweep,
-    } = args;
-    if let Some(sweep) = sweep {
-        return crate::simulate::sweep::main(&path, &policies, seed, out.as_deref(), &sweep, quiet);
-    }
-    let mut plan = match plan::load(&path) {
-        Ok(plan) => plan,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
-    if let Some(seed) = seed {
-        plan.seed = seed;
-        plan.script.seed = Some(seed);
-    }
-    let against = match &baseline_file {
-        Some(file) => match baseline::read(file) {
-            Ok(b) => Some((b, file.display().to_string())),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return EXIT_INVALID;
-            }
-        },
-        None => None,
-    };
-    let (report, effort) = match crate::simulate::simulate(&plan, &policies) {
-        Ok(done) => done,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
-    if !quiet {
-        eprintln!("{}", effort.describe());
-    }
-    conclude(
-        report,
-        &plan,
-        against.as_ref(),
-        out.as_deref(),
-        quiet,
-        save_baseline.as_deref(),
-    )
 }
 
 /// Saves the run as a baseline, atomically; says why not when it cannot. A run that was
