@@ -23,16 +23,10 @@ pub(super) fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -
         }
         Verdict::GaveUp { reason, .. } => {
             counts.gave_up.fetch_add(1, Ordering::Relaxed);
-            let mark = match reason {
-                GiveUp::MaxAttempts => shared.retries || below_said_stop,
-                GiveUp::Permanent => below_said_stop,
-                GiveUp::BudgetExhausted
-                | GiveUp::BreakerOpen
-                | GiveUp::NonIdempotent
-                | GiveUp::Deadline
-                | GiveUp::NoRetry => true,
-            };
-            (Some(reason), mark)
+            (
+                Some(reason),
+                says_no_retry(reason, shared.retries, below_said_stop),
+            )
         }
     };
     let mut response = match last {
@@ -48,10 +42,7 @@ pub(super) fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -
             response
         }
         Some(Answer { outcome, .. }) => problem(
-            gave_up_status(matches!(
-                outcome,
-                Outcome::AttemptTimeout | Outcome::ConnectTimeout
-            )),
+            gave_up_status(timed_out(outcome)),
             &format!(
                 "tier `{}` gave up: its last attempt ended in {outcome}",
                 shared.name
@@ -79,8 +70,29 @@ pub(super) fn respond(shared: &Shared, verdict: Verdict, last: Option<Answer>) -
     response
 }
 
+/// Whether a tier that gave up for `reason` tells its caller not to retry
+/// (`x-chaos-no-retry`): when it could have retried itself (`retries`), or was told not
+/// to by the hop below (`below_said_stop`). The one rule the live tier and the
+/// simulator's share.
+pub(crate) fn says_no_retry(reason: GiveUp, retries: bool, below_said_stop: bool) -> bool {
+    match reason {
+        GiveUp::MaxAttempts => retries || below_said_stop,
+        GiveUp::Permanent => below_said_stop,
+        GiveUp::BudgetExhausted
+        | GiveUp::BreakerOpen
+        | GiveUp::NonIdempotent
+        | GiveUp::Deadline
+        | GiveUp::NoRetry => true,
+    }
+}
+
+/// Whether a last attempt that ended this way ran out of time (the answer is then 504).
+pub(crate) fn timed_out(outcome: Outcome) -> bool {
+    matches!(outcome, Outcome::AttemptTimeout | Outcome::ConnectTimeout)
+}
+
 /// A gateway's answer when it got none it could pass on: 504 when time ran out.
-fn gave_up_status(timed_out: bool) -> StatusCode {
+pub(crate) fn gave_up_status(timed_out: bool) -> StatusCode {
     if timed_out {
         StatusCode::GATEWAY_TIMEOUT
     } else {

@@ -49,7 +49,7 @@ use fault_server::seed::request_seed;
 use crate::attempt::parse_retry_after;
 use crate::telemetry::tier::{TierSpan, TierTracing};
 
-mod answer;
+pub(crate) mod answer;
 mod forward;
 
 use answer::{injected, problem, respond};

@@ -5,9 +5,12 @@ use std::fmt::Write as _;
 
 use chaos_policy::Outcome;
 
-use super::queue::Reply;
+use super::queue::{Reply, Sent};
 use crate::plan::RequestKind;
-use fault_server::script::HeaderLookup;
+use std::time::Duration;
+
+use fault_server::script::{Decision, HeaderLookup, RequestFacts, Script};
+use fault_server::seed::IdSeed;
 
 /// What the server needs of a request kind, computed once.
 pub(super) struct Kind {
@@ -124,12 +127,48 @@ pub(super) fn write_id(out: &mut String, policy: &str, index: u64) {
     out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
-pub(super) fn itoa_buf() -> [u8; 10] {
+/// What `script` decides for an attempt (`sent`) of request `id`, as a live hop asks it:
+/// the method, the path (already written for the request's `{n}`), the attempt number,
+/// the headers the attempt carries, and the sticky seed of the logical request.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn decide<R: rand_core::Rng + ?Sized>(
+    script: &Script,
+    kind: &Kind,
+    path: &str,
+    id: &str,
+    policy: &str,
+    sent: &Sent,
+    id_seed: IdSeed,
+    now: Duration,
+    rng: &mut R,
+) -> Decision {
+    let mut digits = itoa_buf();
+    let headers = Headers {
+        id,
+        attempt: format_u32(&mut digits, sent.attempt.get()),
+        policy,
+        upstream: sent.chain.as_deref(),
+        kind,
+    };
+    script.select(
+        &RequestFacts {
+            method: &kind.method,
+            path,
+            attempt: Some(sent.attempt.get()),
+            headers: &headers,
+            sticky_seed: Some(id_seed.attempt(0)),
+        },
+        now,
+        rng,
+    )
+}
+
+fn itoa_buf() -> [u8; 10] {
     [0; 10]
 }
 
 /// `n` in decimal, in `buf`.
-pub(super) fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
+fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
     let mut i = buf.len();
     loop {
         i -= 1;

@@ -19,13 +19,13 @@ use chaos_policy::{Outcome, ResetPhase};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
 use fault_server::ledger::{Outcome as Served, StoredResponse};
-use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
+use fault_server::script::{Decision, FaultAction, Script};
 use fault_server::seed::{IdSeed, fnv1a, splitmix64};
 
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
-use super::request::{Headers, Kind, bare, format_u32, itoa_buf, write_id};
+use super::request::{Kind, bare, decide, write_id};
 use crate::plan::RequestKind;
 
 /// A request being served (or waiting for a slot).
@@ -95,6 +95,26 @@ impl<'a> Server<'a> {
         write_id(&mut self.id, self.policy, index);
     }
 
+    /// Who the request whose id is in `self.id` is, to the ledger.
+    fn who(&self) -> RequestIdentity<'_> {
+        RequestIdentity {
+            request_id: Some(&self.id),
+            policy: Some(self.policy),
+        }
+    }
+
+    /// The key's request executed: its 200 is what a replay answers (the body does not
+    /// matter to the counts).
+    fn complete(&self, claim: KeyClaim) {
+        self.ledger.complete_key(
+            claim,
+            StoredResponse {
+                status: 200,
+                body: String::new(),
+            },
+        );
+    }
+
     fn write_path(&mut self, kind: usize, n: u64) {
         self.kinds[kind].write_path(&mut self.path, n);
     }
@@ -112,10 +132,7 @@ impl<'a> Server<'a> {
         net: &mut Network,
     ) {
         self.write_id(sent.index);
-        let who = RequestIdentity {
-            request_id: Some(&self.id),
-            policy: Some(self.policy),
-        };
+        let who = self.who();
         self.ledger.record_request(who, now);
         let kind = sent.kind as usize;
         let id_seed = IdSeed::new(self.seed, &self.id);
@@ -130,23 +147,14 @@ impl<'a> Server<'a> {
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {
                 self.write_path(kind, sent.n);
-                let mut digits = itoa_buf();
-                let attempt = format_u32(&mut digits, sent.attempt.get());
-                let headers = Headers {
-                    id: &self.id,
-                    attempt,
-                    policy: self.policy,
-                    upstream: sent.chain.as_deref(),
-                    kind: &self.kinds[kind],
-                };
-                self.script.select(
-                    &RequestFacts {
-                        method: &self.kinds[kind].method,
-                        path: &self.path,
-                        attempt: Some(sent.attempt.get()),
-                        headers: &headers,
-                        sticky_seed: Some(id_seed.attempt(0)),
-                    },
+                decide(
+                    self.script,
+                    &self.kinds[kind],
+                    &self.path,
+                    &self.id,
+                    self.policy,
+                    &sent,
+                    id_seed,
                     now,
                     rng,
                 )
@@ -207,10 +215,7 @@ impl<'a> Server<'a> {
             // No slot to wait for, no time to serve, no key to check: what `start` and
             // `finish` would do, without a job.
             if self.kinds[kind].side_effect {
-                let who = RequestIdentity {
-                    request_id: Some(&self.id),
-                    policy: Some(self.policy),
-                };
+                let who = self.who();
                 self.ledger.execute(who, now);
             }
             self.ledger.record_outcome(Served::Served);
@@ -296,10 +301,7 @@ impl<'a> Server<'a> {
             let (index, n, k) = (job.index, job.n, job.kind as usize);
             let fingerprint = self.fingerprint(k, n);
             self.write_id(index);
-            let who = RequestIdentity {
-                request_id: Some(&self.id),
-                policy: Some(self.policy),
-            };
+            let who = self.who();
             let early = match self.ledger.begin_keyed(&self.id, fingerprint, who, now) {
                 KeyCheck::Fresh(claim) => {
                     if let Some(job) = self.jobs[slot as usize].as_mut() {
@@ -340,20 +342,11 @@ impl<'a> Server<'a> {
         );
         if side_effect {
             self.write_id(index);
-            let who = RequestIdentity {
-                request_id: Some(&self.id),
-                policy: Some(self.policy),
-            };
+            let who = self.who();
             self.ledger.execute(who, now);
         }
         if let Some(claim) = claim {
-            self.ledger.complete_key(
-                claim,
-                StoredResponse {
-                    status: 200,
-                    body: String::new(),
-                },
-            );
+            self.complete(claim);
         }
         self.ledger.record_outcome(Served::Served);
         self.leave(slot, now, queue, net, bare(Outcome::Status(200)))
@@ -397,21 +390,12 @@ impl<'a> Server<'a> {
             return;
         }
         let keyed = k.keyed.then(|| self.fingerprint(kind, n));
-        let who = RequestIdentity {
-            request_id: Some(&self.id),
-            policy: Some(self.policy),
-        };
+        let who = self.who();
         if let Some(fingerprint) = keyed {
             match self.ledger.begin_keyed(&self.id, fingerprint, who, now) {
                 KeyCheck::Fresh(claim) => {
                     self.ledger.execute(who, now);
-                    self.ledger.complete_key(
-                        claim,
-                        StoredResponse {
-                            status: 200,
-                            body: String::new(),
-                        },
-                    );
+                    self.complete(claim);
                 }
                 KeyCheck::Replay(_) | KeyCheck::InFlight | KeyCheck::Mismatch => {}
             }

@@ -146,6 +146,19 @@ pub struct Comparison {
     pub points: Vec<Point>,
 }
 
+impl Comparison {
+    /// The policies, in the order they first appear: each keeps its colour in every chart.
+    fn policies(&self) -> Vec<&str> {
+        let mut seen: Vec<&str> = Vec::new();
+        for p in &self.points {
+            if !seen.contains(&p.policy.as_str()) {
+                seen.push(&p.policy);
+            }
+        }
+        seen
+    }
+}
+
 fn points(report: &Report, value: &str, dir: &str) -> Vec<Point> {
     report
         .policies
@@ -207,8 +220,7 @@ pub fn main(
             Err(e) => return fail(&e, EXIT_INVALID),
         };
         if let Some(seed) = seed {
-            plan.seed = seed;
-            plan.script.seed = Some(seed);
+            plan.reseed(seed);
         }
         match super::simulate(&plan, policies) {
             Ok((report, effort)) => {
@@ -346,15 +358,7 @@ fn chart(c: &Comparison, title: &str, metric: impl Fn(&Point) -> Option<f64>) ->
     let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
     let plot_w = w - left - 20.0;
     let plot_h = h - bottom - top;
-    let policies: Vec<&str> = {
-        let mut seen: Vec<&str> = Vec::new();
-        for p in &c.points {
-            if !seen.contains(&p.policy.as_str()) {
-                seen.push(&p.policy);
-            }
-        }
-        seen
-    };
+    let policies = c.policies();
     let max = c
         .points
         .iter()
@@ -422,17 +426,13 @@ fn escape(s: &str) -> String {
 /// The comparison as one self-contained page: three charts and the table.
 pub fn html(c: &Comparison) -> String {
     let mut legend = String::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for p in &c.points {
-        if !seen.contains(&p.policy.as_str()) {
-            let colour = COLOURS[seen.len() % COLOURS.len()];
-            let _ = write!(
-                legend,
-                r#"<span style="color:{colour}">■</span> {} &nbsp; "#,
-                escape(&p.policy)
-            );
-            seen.push(&p.policy);
-        }
+    for (k, policy) in c.policies().iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let _ = write!(
+            legend,
+            r#"<span style="color:{colour}">■</span> {} &nbsp; "#,
+            escape(policy)
+        );
     }
     let mut rows = String::new();
     for p in &c.points {

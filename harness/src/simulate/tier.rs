@@ -10,15 +10,16 @@
 use std::time::Duration;
 
 use chaos_policy::{Action, Client, GiveUp, Method, Outcome, Policy, Request, Session, Verdict};
-use fault_server::script::{Decision, FaultAction, RequestFacts, Script};
+use fault_server::script::{Decision, FaultAction, Script};
 use fault_server::seed::{IdSeed, fnv1a, splitmix64};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
-use super::request::{Headers, Kind, bare, format_u32, itoa_buf, write_id};
+use super::request::{Kind, bare, decide, write_id};
 use crate::relay::HopCounts;
+use crate::relay::answer::{gave_up_status, says_no_retry, timed_out};
 
 /// The least a tier keeps back from its caller's deadline (as `relay::DEADLINE_MARGIN`).
 const DEADLINE_MARGIN: Duration = Duration::from_millis(10);
@@ -112,63 +113,47 @@ impl<'a> Tier<'a> {
         self.write_id(sent.index);
         let mut delay = Duration::ZERO;
         if let Some(script) = &self.script {
+            let id_seed = IdSeed::new(self.seed, &self.id);
             let mut rng = ChaCha8Rng::seed_from_u64(
-                IdSeed::new(self.seed, &self.id).attempt(attempt)
-                    ^ splitmix64(fnv1a([chain.as_bytes()])),
+                id_seed.attempt(attempt) ^ splitmix64(fnv1a([chain.as_bytes()])),
             );
             let kind = &self.kinds[sent.kind as usize];
             kind.write_path(&mut self.path, sent.n);
-            let mut digits = itoa_buf();
-            let headers = Headers {
-                id: &self.id,
-                attempt: format_u32(&mut digits, attempt),
-                policy: self.policy,
-                upstream: sent.chain.as_deref(),
+            let decision = decide(
+                script,
                 kind,
-            };
-            let decision = script.select(
-                &RequestFacts {
-                    method: &kind.method,
-                    path: &self.path,
-                    attempt: Some(attempt),
-                    headers: &headers,
-                    sticky_seed: Some(IdSeed::new(self.seed, &self.id).attempt(0)),
-                },
+                &self.path,
+                &self.id,
+                self.policy,
+                &sent,
+                id_seed,
                 now,
                 &mut rng,
             );
             if let Decision::Fault { fault, .. } = decision {
-                match fault.action {
-                    FaultAction::Delay(d) => delay = d,
-                    FaultAction::Status(response) => {
-                        self.counts.faulted += 1;
-                        let reply = Reply {
-                            outcome: Outcome::Status(response.status),
-                            retry_after: response.retry_after_secs().map(Duration::from_secs),
-                            no_retry: false,
-                        };
-                        queue.push(
-                            now + net.hop(),
-                            Event::Answer {
-                                to: sent.reply,
-                                reply,
-                            },
-                        );
-                        return;
+                let reply = match fault.action {
+                    FaultAction::Delay(d) => {
+                        delay = d;
+                        None
                     }
+                    FaultAction::Status(response) => Some(Reply {
+                        outcome: Outcome::Status(response.status),
+                        retry_after: response.retry_after_secs().map(Duration::from_secs),
+                        no_retry: false,
+                    }),
                     // The plan allows statuses and delays only at a tier.
-                    _ => {
-                        self.counts.faulted += 1;
-                        let reply = bare(Outcome::Status(503));
-                        queue.push(
-                            now + net.hop(),
-                            Event::Answer {
-                                to: sent.reply,
-                                reply,
-                            },
-                        );
-                        return;
-                    }
+                    _ => Some(bare(Outcome::Status(503))),
+                };
+                if let Some(reply) = reply {
+                    self.counts.faulted += 1;
+                    queue.push(
+                        now + net.hop(),
+                        Event::Answer {
+                            to: sent.reply,
+                            reply,
+                        },
+                    );
+                    return;
                 }
             }
         }
@@ -313,16 +298,10 @@ impl<'a> Tier<'a> {
             }
             Verdict::GaveUp { reason, .. } => {
                 self.counts.gave_up += 1;
-                let mark = match reason {
-                    GiveUp::MaxAttempts => self.retries || below_said_stop,
-                    GiveUp::Permanent => below_said_stop,
-                    GiveUp::BudgetExhausted
-                    | GiveUp::BreakerOpen
-                    | GiveUp::NonIdempotent
-                    | GiveUp::Deadline
-                    | GiveUp::NoRetry => true,
-                };
-                (Some(reason), mark)
+                (
+                    Some(reason),
+                    says_no_retry(reason, self.retries, below_said_stop),
+                )
             }
         };
         let (outcome, retry_after) = match last {
@@ -332,14 +311,11 @@ impl<'a> Tier<'a> {
                 ..
             }) => (Outcome::Status(code), retry_after),
             Some(Reply { outcome, .. }) => (
-                Outcome::Status(gave_up_status(matches!(
-                    outcome,
-                    Outcome::AttemptTimeout | Outcome::ConnectTimeout
-                ))),
+                Outcome::Status(gave_up_status(timed_out(outcome)).as_u16()),
                 None,
             ),
             None => (
-                Outcome::Status(gave_up_status(reason == Some(GiveUp::Deadline))),
+                Outcome::Status(gave_up_status(reason == Some(GiveUp::Deadline)).as_u16()),
                 None,
             ),
         };
@@ -414,9 +390,4 @@ impl<'a> Tier<'a> {
         let action = self.client.on_timer(session, now);
         self.act(to.slot, now, action, queue, net);
     }
-}
-
-/// A gateway's answer when it got none it could pass on: 504 when time ran out.
-fn gave_up_status(timed_out: bool) -> u16 {
-    if timed_out { 504 } else { 503 }
 }
