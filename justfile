@@ -45,6 +45,10 @@ bench-server:
 bench-policy:
     cargo bench -p chaos-policy --bench session
 
+# Criterion benchmark of the ledger's hot path: a new request id on a full ledger.
+bench-ledger:
+    cargo bench -p fault-server --bench ledger
+
 # Reports land in reports/compose/, written as you (your uid and gid are passed in).
 # Start the compose stack (fault-server, harness, collector, Jaeger UI on :16686; docs/docker.md).
 up:

@@ -70,10 +70,17 @@ impl Ledger {
         let Some(id) = who.request_id else {
             return;
         };
+        let key = self.id_key(id);
         let mut inner = self.lock();
         let inner = &mut *inner;
         inner.attempts += 1;
-        let key = self.id_key(id);
+        // A full ledger evicts its oldest id below: both that id's slot and the new one's
+        // are random places in a table no cache holds, so start both misses together.
+        if inner.id_order.len() >= self.limits.max_ids
+            && let Some(&(_, _, oldest)) = inner.id_order.front()
+        {
+            inner.ids.touch(oldest);
+        }
         // One probe: a new id is inserted where the lookup found no entry.
         let generation = inner.generation + 1;
         let new_id = inner.ids.insert_new(
