@@ -6,9 +6,9 @@
 //! omission). Beyond `max_in_flight` an arrival is dropped and counted. Each task feeds a
 //! [`Session`] the outcomes of its attempts and acts on what comes out; the budget and
 //! breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex that
-//! is held only for a decision. The schedule runs on a thread of its own (see [`dispatch`])
-//! against the real clock, so the engine is not meant for paused tokio time; the
-//! schedule's own timing is tested purely.
+//! is held only for a decision. The schedule runs on an OS timer (see [`dispatch`]), against
+//! the real clock, so the engine is not meant for paused tokio time; the schedule's own
+//! timing is tested purely.
 //!
 //! Two clocks, each for one thing. Latency (and a session's place in the time series)
 //! counts from the arrival's scheduled time, so a dispatcher that falls behind cannot hide
@@ -236,23 +236,15 @@ where
     ));
 
     let (stop_all, all_tasks) = (&stop, &tasks);
-    let mut halted = {
-        let (shared, tasks, stop) = (Arc::clone(&shared), tasks.clone(), stop.clone());
-        let handle = tokio::runtime::Handle::current();
-        let dispatched = tokio::task::spawn_blocking(move || {
-            dispatch(&shared, arrivals, &tasks, &stop, &handle)
-        })
-        .await;
-        match dispatched {
-            Ok(halted) => halted,
-            Err(e) => {
-                // Stop what was started, then say what went wrong: a crash is no interruption.
-                stop_all.cancel();
-                all_tasks.close();
-                all_tasks.wait().await;
-                sampler.abort();
-                return Err(EngineError::Dispatcher(panic_message(e)));
-            }
+    let mut halted = match dispatch(&shared, arrivals, &tasks, &stop).await {
+        Ok(halted) => halted,
+        Err(e) => {
+            // Stop what was started, then say what went wrong: a crash is no interruption.
+            stop_all.cancel();
+            all_tasks.close();
+            all_tasks.wait().await;
+            sampler.abort();
+            return Err(EngineError::Dispatcher(panic_message(e)));
         }
     };
     tasks.close();
