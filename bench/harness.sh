@@ -16,8 +16,8 @@
 # - `traced`: the plain plan with full tracing into bench/otlp-sink.py (a stand-in
 #   collector), so the cost of telemetry is measured too.
 # Then the ceiling: the plain plan at each rate of CEILING for CEILING_DURATION seconds,
-# up to the first that misses (lag p99 > 1 ms, or anything dropped), and the highest that
-# met it.
+# up to the second miss in a row (lag p99 > 1 ms, or anything dropped), and the highest
+# that met it.
 #
 # Installs what is missing: hey and GNU time from Debian, oha with `cargo install`.
 set -euo pipefail
@@ -128,6 +128,12 @@ PY
     exit 0
 fi
 
+# A warm-up, discarded: the first seconds of load on a fresh server and a cold machine
+# (page cache, allocator arenas, the server's tables growing) would land on the first
+# row alone; oha and hey run later against a server that is warm by then.
+plan "$RATE" 3 >"$OUT/warmup.yaml"
+"$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-warmup" "$OUT/warmup.yaml" >/dev/null 2>&1 || true
+
 echo "harness: $RATE req/s for ${DURATION}s" >&2
 h_cpu=$(cpu_of "$OUT/harness" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report" "$OUT/plan.yaml")
 read -r h_logical h_lag_p50 h_lag_p99 h_p50 h_p99 < <(python3 - "$OUT/report/report.json" <<'PY'
@@ -237,9 +243,10 @@ awk -v h="$h_cpu" -v hc="$h_logical" -v o="$o_cpu" -v oc="$o_count" 'BEGIN {
 # nothing dropped, the fault-server sharing the machine.
 if [ -n "$CEILING" ]; then
     echo
-    echo "ceiling: the plain plan for ${CEILING_DURATION}s at each rate, until one misses (lag p99 > 1 ms or drops)"
+    echo "ceiling: the plain plan for ${CEILING_DURATION}s at each rate, until two in a row miss (lag p99 > 1 ms or drops)"
     printf "%-8s %12s %9s %9s %9s %10s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k"
     best=none
+    misses=0
     for rate in $CEILING; do
         plan "$rate" "$CEILING_DURATION" >"$OUT/ceiling-$rate.yaml"
         c_cpu=$(cpu_of "$OUT/ceiling-$rate" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-ceiling-$rate" "$OUT/ceiling-$rate.yaml")
@@ -253,8 +260,12 @@ PY
             printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f\n", r, l / s, d, l50, l99, cpu / l * 100000 }'
         if awk -v d="$c_dropped" -v l99="$c_lag_p99" 'BEGIN { exit !(d == 0 && l99 <= 1.0) }'; then
             best=$rate
+            misses=0
         else
-            break
+            # One stall of this shared VM can fail a rate the engine holds; two misses in
+            # a row end the search.
+            misses=$((misses + 1))
+            [ "$misses" -ge 2 ] && break
         fi
     done
     echo "highest rate with arrival lag p99 <= 1 ms and nothing dropped: $best req/s (goal: 40000)"
