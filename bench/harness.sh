@@ -103,7 +103,8 @@ plan "$RATE" "$DURATION" >"$OUT/plan.yaml"
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 if [ -n "$SOAK" ]; then
-    plan "$SOAK_RATE" $((SOAK_MINUTES * 60)) >"$OUT/soak.yaml"
+    # Half a minute longer than sampled, so the last sample finds the run still going.
+    plan "$SOAK_RATE" $((SOAK_MINUTES * 60 + 30)) >"$OUT/soak.yaml"
     echo "soak: $SOAK_RATE req/s for $SOAK_MINUTES minutes; RSS sampled every minute" >&2
     "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-soak" "$OUT/soak.yaml" >/dev/null 2>"$OUT/soak.err" &
     HARNESS_PID=$!
