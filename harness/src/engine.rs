@@ -36,7 +36,7 @@ use tokio_util::task::TaskTracker;
 mod dispatch;
 mod recorders;
 
-use dispatch::dispatch;
+use dispatch::{Timer, dispatch};
 use recorders::Recorders;
 
 use crate::attempt::{self, AttemptSpec};
@@ -187,6 +187,18 @@ pub async fn run_arrivals<A>(
 where
     A: Iterator<Item = Arrival> + Send + 'static,
 {
+    run_on(config, arrivals, Timer::Os).await
+}
+
+/// [`run_arrivals`] with the dispatcher's timer chosen (the tests take the fallback too).
+async fn run_on<A>(
+    config: EngineConfig<'_>,
+    arrivals: A,
+    timer: Timer,
+) -> Result<PolicyRun, EngineError>
+where
+    A: Iterator<Item = Arrival> + Send + 'static,
+{
     let plan = Arc::new(config.plan.clone());
     let start = Instant::now();
     let telemetry = config.telemetry.map(|telemetry| {
@@ -236,7 +248,7 @@ where
     ));
 
     let (stop_all, all_tasks) = (&stop, &tasks);
-    let mut halted = match dispatch(&shared, arrivals, &tasks, &stop).await {
+    let mut halted = match dispatch(&shared, arrivals, &tasks, &stop, timer).await {
         Ok(halted) => halted,
         Err(e) => {
             // Stop what was started, then say what went wrong: a crash is no interruption.

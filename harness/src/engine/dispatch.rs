@@ -72,14 +72,31 @@ impl<I: Iterator<Item = Arrival>> Due<I> {
     }
 }
 
-/// Runs the arrivals to their end on the current runtime, on a timerfd when one can be
-/// made, else on a thread of its own. Returns whether it was halted (the user aborted, or
-/// the target is gone); an error is a panic of the dispatcher.
+/// What the dispatcher sleeps on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Timer {
+    /// A timerfd where there is one (Linux), else [`Timer::Thread`].
+    Os,
+    /// A thread of its own.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "runs choose `Os`; the tests take the fallback directly"
+        )
+    )]
+    Thread,
+}
+
+/// Runs the arrivals to their end on the current runtime, on a timerfd when `timer` says
+/// so and one can be made, else on a thread of its own. Returns whether it was halted (the
+/// user aborted, or the target is gone); an error is a panic of the dispatcher.
 pub(super) async fn dispatch<I>(
     shared: &Arc<Shared>,
     arrivals: I,
     tasks: &TaskTracker,
     stop: &CancellationToken,
+    timer: Timer,
 ) -> Result<bool, tokio::task::JoinError>
 where
     I: Iterator<Item = Arrival> + Send + 'static,
@@ -87,7 +104,9 @@ where
     let due = Due::new(shared, arrivals);
     let (tasks, stop) = (tasks.clone(), stop.clone());
     #[cfg(target_os = "linux")]
-    if let Ok(alarm) = alarm::Alarm::new() {
+    if timer == Timer::Os
+        && let Ok(alarm) = alarm::Alarm::new()
+    {
         return tokio::spawn(on_alarm(due, alarm, tasks, stop)).await;
     }
     let handle = tokio::runtime::Handle::current();
@@ -245,5 +264,60 @@ mod alarm {
             alarm.sleep_until(deadline).await.expect("slept");
             assert!(Instant::now() >= deadline);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::Timer;
+    use crate::engine::{EngineConfig, run_on};
+    use crate::schedule::Arrival;
+
+    /// Both timers hand over every arrival: the fallback is what runs off Linux, and no
+    /// CI machine would take it otherwise.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn either_timer_sends_every_arrival_once() {
+        let plan = crate::plan::parse(
+            Path::new("dispatch.yaml"),
+            "name: dispatch\nduration: 1s\ndrain: 2s\n\
+             load: { rate: 10, requests: [ { name: r, path: /items/1 } ] }\n\
+             policies: [ { name: once, max_attempts: 1 } ]\n",
+        )
+        .expect("plan");
+        let server = fault_server::start(fault_server::ServerConfig::default())
+            .await
+            .expect("start a fault-server");
+        for timer in [Timer::Thread, Timer::Os] {
+            // Bunched and spread: some fall due together, some each alone.
+            let arrivals = (0..40u64).map(|index| Arrival {
+                index,
+                at: Duration::from_micros(index / 4 * 3_000),
+                kind: 0,
+                n: index,
+            });
+            let config = EngineConfig {
+                plan: &plan,
+                policy: &plan.policies[0],
+                base_url: server.url(),
+                http: crate::attempt::http_client(8).expect("client"),
+                abort: CancellationToken::new(),
+                progress: None,
+                telemetry: None,
+            };
+            let run = run_on(config, arrivals, timer).await.expect("a run");
+            let r = &run.recorder;
+            assert_eq!(
+                (r.logical, r.dropped, r.succeeded, r.attempts, r.lag.len()),
+                (40, 0, 40, 40, 40),
+                "{timer:?}"
+            );
+            assert!(!run.aborted, "{timer:?}");
+        }
+        server.shutdown().await;
     }
 }
