@@ -76,8 +76,10 @@ pub enum Command {
     PlanSchema,
 }
 
+/// What `chaos` and `simulate` both take: the plan, which of its policies, the seed, and
+/// where the report and the baselines go.
 #[derive(Debug, clap::Args)]
-pub struct ChaosArgs {
+pub struct PlanArgs {
     /// The plan file (see plans/README.md).
     pub plan: PathBuf,
     /// Run only this policy (repeat for several).
@@ -99,6 +101,12 @@ pub struct ChaosArgs {
     /// Save this run's figures as a baseline (`chaos-baseline/v1`) to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_baseline: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChaosArgs {
+    #[command(flatten)]
+    pub run: PlanArgs,
     /// Export traces and metrics to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318).
     /// Without it, `OTEL_EXPORTER_OTLP_ENDPOINT` and the other `OTEL_*` variables decide;
     /// with neither, no telemetry (see docs/telemetry.md).
@@ -346,7 +354,8 @@ fn say_regressions(comparison: &baseline::Comparison) {
 }
 
 fn chaos(args: ChaosArgs) -> u8 {
-    let ChaosArgs {
+    let ChaosArgs { run, otlp } = args;
+    let PlanArgs {
         plan: path,
         policies,
         seed,
@@ -354,8 +363,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         quiet,
         baseline: baseline_file,
         save_baseline,
-        otlp,
-    } = args;
+    } = run;
     let (path, out) = (path.as_path(), out.as_deref());
     let Some(runtime) = runtime() else {
         return EXIT_CANNOT_RUN;

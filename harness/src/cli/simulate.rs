@@ -1,31 +1,11 @@
 //! `harness simulate`: a plan in virtual time, concluded as `chaos` concludes a live run.
 
-use std::path::PathBuf;
-
-use super::{EXIT_INVALID, conclude, plan_and_baseline};
+use super::{EXIT_INVALID, PlanArgs, conclude, plan_and_baseline};
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
-    /// The plan file (see plans/README.md).
-    pub plan: PathBuf,
-    /// Simulate only this policy (repeat for several).
-    #[arg(long = "policy", value_name = "NAME")]
-    pub policies: Vec<String>,
-    /// Override the plan's seed.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// No summary table (the report is still written).
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Compare each policy with this baseline too (as `chaos --baseline`).
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// Save this run's figures as a baseline to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub save_baseline: Option<PathBuf>,
+    #[command(flatten)]
+    pub run: PlanArgs,
     /// Run the plan once per value of a policy's key and write one comparison
     /// (sweep.md, sweep.json, sweep.html): `--sweep jittered-budget.budget.ratio=0.05,0.1,0.2`
     /// (POLICY.KEY; the policy may be left out when the plan or `--policy` leaves one).
@@ -34,7 +14,8 @@ pub struct SimulateArgs {
 }
 
 pub(super) fn simulate(args: SimulateArgs) -> u8 {
-    let SimulateArgs {
+    let SimulateArgs { run, sweep } = args;
+    let PlanArgs {
         plan: path,
         policies,
         seed,
@@ -42,8 +23,7 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
         quiet,
         baseline: baseline_file,
         save_baseline,
-        sweep,
-    } = args;
+    } = run;
     if let Some(sweep) = sweep {
         return crate::simulate::sweep::main(&path, &policies, seed, out.as_deref(), &sweep, quiet);
     }
