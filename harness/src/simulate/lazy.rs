@@ -13,7 +13,7 @@ pub(super) struct LazyRng {
     seed: u64,
     /// Where an earlier step left the stream (0: at its start).
     word: u128,
-    /// Boxed once made: a request or a job waiting carries 24 bytes, not a generator.
+    /// Boxed once made: a job waiting carries 32 bytes for its stream, not a generator.
     rng: Option<Box<ChaCha8Rng>>,
 }
 

@@ -264,11 +264,6 @@ impl Queue {
         best
     }
 
-    /// When the next event is due.
-    pub(super) fn next_at(&self) -> Option<Duration> {
-        self.peek().map(|n| n.at)
-    }
-
     /// Takes the event `peek` found (nothing was pushed in between).
     pub(super) fn take(&mut self, next: Next) -> Option<(Duration, Event)> {
         match next.lane {
@@ -282,7 +277,8 @@ impl Queue {
         }
     }
 
-    pub(super) fn pop(&mut self) -> Option<(Duration, Event)> {
+    #[cfg(test)]
+    fn pop(&mut self) -> Option<(Duration, Event)> {
         let next = self.peek()?;
         self.take(next)
     }

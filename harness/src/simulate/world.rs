@@ -6,9 +6,9 @@
 //! duration; requests still running after it get `drain` to finish; what is left then is
 //! unfinished (an attempt on the wire abandoned); the server then settles for up to
 //! `drain` more before its ledger is read. Jitter draws come from the same per-request
-//! stream as live ([`request_rng`], made lazily: [`LazyRng`]), so a request's decisions do not depend on the
-//! others. Two things differ by construction: there is no dispatch lag (an arrival starts
-//! at its scheduled time) and time spent deciding is zero.
+//! stream as live ([`request_rng`], made lazily: [`LazyRng`]), so a request's decisions
+//! do not depend on the others. Two things differ by construction: there is no dispatch
+//! lag (an arrival starts at its scheduled time) and time spent deciding is zero.
 //!
 //! [`request_rng`]: crate::engine::request_rng
 
@@ -442,11 +442,11 @@ impl World<'_> {
     /// The server finishes what it holds (abandoned attempts still arrive and are served),
     /// for at most `limit`, as the live run waits before it reads the ledger.
     fn settle(&mut self, limit: Duration) {
-        while let Some(at) = self.queue.next_at() {
-            if at > limit {
+        while let Some(next) = self.queue.peek() {
+            if next.at > limit {
                 break;
             }
-            let Some((now, event)) = self.queue.pop() else {
+            let Some((now, event)) = self.queue.take(next) else {
                 break;
             };
             self.events += 1;
