@@ -34,13 +34,11 @@ struct Due<I: Iterator<Item = Arrival>> {
     shared: Arc<Shared>,
     arrivals: Peekable<I>,
     woke: Option<Instant>,
-    start: Instant,
 }
 
 impl<I: Iterator<Item = Arrival>> Due<I> {
     fn new(shared: &Arc<Shared>, arrivals: I) -> Self {
         Due {
-            start: shared.start.into_std(),
             shared: Arc::clone(shared),
             arrivals: arrivals.peekable(),
             woke: None,
@@ -50,7 +48,7 @@ impl<I: Iterator<Item = Arrival>> Due<I> {
     /// When to wake next: the next arrival's time, but not sooner than [`WAKE_GAP`] after
     /// the last wake-up; `None` when every arrival has been handed over.
     fn next_wake(&mut self) -> Option<Instant> {
-        let due = self.start + self.arrivals.peek()?.at;
+        let due = self.shared.start.into_std() + self.arrivals.peek()?.at;
         Some(self.woke.map_or(due, |woke| due.max(woke + WAKE_GAP)))
     }
 
@@ -60,7 +58,7 @@ impl<I: Iterator<Item = Arrival>> Due<I> {
         let now = Instant::now();
         self.woke = Some(now);
         let max_in_flight = self.shared.plan.load.max_in_flight;
-        let start = self.start;
+        let start = self.shared.start.into_std();
         while let Some(arrival) = self.arrivals.next_if(|a| start + a.at <= now) {
             if self.shared.in_flight.load(Ordering::Relaxed) >= max_in_flight {
                 self.shared.recorders.record(|r| r.dropped(arrival.at));
