@@ -102,6 +102,18 @@ pub struct Answer {
     pub no_retry: bool,
 }
 
+impl Answer {
+    /// An answer that is only an outcome: no headers came back.
+    pub fn of(outcome: Outcome) -> Answer {
+        Answer {
+            outcome,
+            retry_after: None,
+            duplicate: false,
+            no_retry: false,
+        }
+    }
+}
+
 /// How far an attempt got before it ended or was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
@@ -230,7 +242,7 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
         }
         // Ids are the policy's name and a number, and the plan refuses a name that cannot
         // be sent in a header: this attempt could not be built, so it never left.
-        Err(_) => return unsendable(),
+        Err(_) => return Answer::of(Outcome::ConnectRefused),
     }
     headers.insert(ATTEMPT, HeaderValue::from(spec.attempt.get()));
     headers.insert(POLICY, kind.policy.clone());
@@ -293,22 +305,7 @@ pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
                 },
             }
         }
-        Err(e) => Answer {
-            outcome: classify(&e),
-            retry_after: None,
-            duplicate: false,
-            no_retry: false,
-        },
-    }
-}
-
-/// An attempt that could not be built: it never left the process.
-fn unsendable() -> Answer {
-    Answer {
-        outcome: Outcome::ConnectRefused,
-        retry_after: None,
-        duplicate: false,
-        no_retry: false,
+        Err(e) => Answer::of(classify(&e)),
     }
 }
 

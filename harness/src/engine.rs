@@ -3,10 +3,11 @@
 //!
 //! The loop sleeps until each arrival's scheduled time and hands it to a task; it never
 //! waits for responses, so a slow server cannot slow the offered load (no coordinated
-//! omission). Beyond `max_in_flight` an arrival is dropped and counted. Each task feeds a
-//! [`Session`] the outcomes of its attempts and acts on what comes out; the budget and
-//! breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex that
-//! is held only for a decision. The schedule runs on an OS timer (see [`dispatch`]), against
+//! omission). Beyond `max_in_flight` an arrival is dropped and counted; beyond
+//! `max_connections` an attempt waits for a connection (see [`connections`]). Each task
+//! feeds a [`Session`] the outcomes of its attempts and acts on what comes out; the budget
+//! and breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex
+//! that is held only for a decision. The schedule runs on an OS timer (see [`dispatch`]), against
 //! the real clock, so the engine is not meant for paused tokio time; the schedule's own
 //! timing is tested purely.
 //!
@@ -33,9 +34,11 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod connections;
 mod dispatch;
 mod recorders;
 
+use connections::{Connections, Slot};
 use dispatch::{Timer, dispatch};
 use recorders::Recorders;
 
@@ -107,6 +110,8 @@ struct Shared {
     /// The plan's request kinds, ready to send.
     kinds: Vec<attempt::Prepared>,
     http: reqwest::Client,
+    /// The plan's cap on connections, if it sets one.
+    connections: Option<Connections>,
     plan: Arc<Plan>,
     seed: u64,
     /// Since when (µs from the start, plus one; 0: not) every attempt failed to connect.
@@ -229,6 +234,7 @@ where
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http: config.http,
+        connections: plan.load.max_connections.map(Connections::new),
         plan: Arc::clone(&plan),
         seed: plan.seed,
         refusing_since: AtomicU64::new(0),
@@ -468,8 +474,8 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 };
                 // Boxed: the send is most of a request's state, and a task's whole state is
                 // moved when it is spawned; a request that never sends never pays for it.
-                let mut send = Box::pin(attempt::tracked(attempt::send(&shared.http, spec)));
-                let answer = tokio::select! {
+                let mut send = Box::pin(attempt::tracked(send_capped(&shared, spec)));
+                let (answer, wait) = tokio::select! {
                     biased;
                     answer = &mut send => answer,
                     () = stop.cancelled() => {
@@ -502,8 +508,14 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 if !answer.outcome.proves_unsent() {
                     running.reached = Reached::Yes;
                 }
-                shared.watch_target(answer.outcome, now);
+                // A wait for one of the client's own connections says nothing of the target.
+                if !wait.is_some_and(|w| w.timed_out) {
+                    shared.watch_target(answer.outcome, now);
+                }
                 shared.recorders.record(|recorder| {
+                    if let Some(wait) = wait {
+                        recorder.waited(wait.waited, wait.timed_out);
+                    }
                     record_sent(recorder);
                     recorder.attempt_done(
                         answer.outcome,
@@ -556,6 +568,43 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 }
                 return;
             }
+        }
+    }
+}
+
+/// How long an attempt waited for a connection under the plan's cap.
+#[derive(Clone, Copy)]
+struct Wait {
+    waited: Duration,
+    timed_out: bool,
+}
+
+/// Sends one attempt, first waiting for a connection if the plan caps them: what came
+/// back, and the wait, if there was a cap.
+async fn send_capped(shared: &Shared, spec: AttemptSpec<'_>) -> (attempt::Answer, Option<Wait>) {
+    let Some(connections) = &shared.connections else {
+        return (attempt::send(&shared.http, spec).await, None);
+    };
+    match connections.take(spec.timeout).await {
+        Slot::Taken {
+            _slot,
+            waited,
+            timeout,
+        } => {
+            let answer = attempt::send(&shared.http, AttemptSpec { timeout, ..spec }).await;
+            let wait = Wait {
+                waited,
+                timed_out: false,
+            };
+            (answer, Some(wait))
+        }
+        // Never handed to the client: the tracked send still reads as not on the wire.
+        Slot::TimedOut { waited } => {
+            let wait = Wait {
+                waited,
+                timed_out: true,
+            };
+            (attempt::Answer::of(Outcome::ConnectTimeout), Some(wait))
         }
     }
 }

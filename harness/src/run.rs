@@ -121,8 +121,12 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             Server::BlackBox { url: url.clone() }
         }
     };
-    let http = http_client(plan.load.max_in_flight.min(1024) as usize)
-        .map_err(|e| RunError::Client(e.to_string()))?;
+    let pooled = plan
+        .load
+        .max_connections
+        .unwrap_or(plan.load.max_in_flight)
+        .min(1024);
+    let http = http_client(pooled as usize).map_err(|e| RunError::Client(e.to_string()))?;
 
     let mut outcomes = Vec::new();
     let mut aborted = false;

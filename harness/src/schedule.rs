@@ -158,6 +158,7 @@ mod tests {
             arrivals,
             profile,
             max_in_flight: 10,
+            max_connections: None,
             requests: vec![kind("a", 3.0), kind("b", 1.0)],
         }
     }

@@ -133,6 +133,13 @@ fn plan_errors_name_the_place_and_suggest_a_fix() {
         )
     );
     insta::assert_snapshot!(
+        "no_connections",
+        validate_error(
+            "connections",
+            "duration: 1s\nload:\n  rate: 10\n  max_connections: 0\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
         "no_arrivals",
         validate_error(
             "empty",

@@ -28,7 +28,8 @@ pub enum Outcome {
     Status(u16),
     /// The TCP connection was refused: the server never saw the request.
     ConnectRefused,
-    /// The TCP connection was not established in time: the server never saw the request.
+    /// No connection was ready in time (a TCP connect that did not complete, or, under a
+    /// client's cap on connections, none came free): the server never saw the request.
     ConnectTimeout,
     /// The connection was reset (RST).
     Reset(ResetPhase),

@@ -1,5 +1,5 @@
 //! The `load` section: the rate profile (a flat `rate` or `stages` of ramps and holds),
-//! the cap on requests in flight, and the request mix.
+//! the caps on requests in flight and on connections, and the request mix.
 
 use std::time::Duration;
 
@@ -44,6 +44,13 @@ pub(super) fn resolve(
         )
         .hint("omit it (default 10000) or give the number of logical requests allowed at once"));
     }
+    if load.max_connections == Some(0) {
+        return Err(found(
+            vec![Key("load"), Key("max_connections")],
+            "`max_connections` is 0: no attempt could ever be sent",
+        )
+        .hint("omit it (a connection per attempt in flight) or give the most connections the client may open, e.g. 50"));
+    }
     let requests = requests(load)?;
     Ok(Load {
         arrivals: match load.arrivals {
@@ -52,6 +59,7 @@ pub(super) fn resolve(
         },
         profile,
         max_in_flight: load.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT).max(1),
+        max_connections: load.max_connections,
         requests,
     })
 }

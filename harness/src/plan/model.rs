@@ -108,6 +108,10 @@ pub struct Load {
     pub arrivals: Arrivals,
     pub profile: Vec<Segment>,
     pub max_in_flight: u32,
+    /// The client's connections to the target, at most (`None`: as many as attempts in
+    /// flight). An attempt beyond them waits for one, first come first served, and its
+    /// timeout covers the wait.
+    pub max_connections: Option<u32>,
     pub requests: Vec<RequestKind>,
 }
 

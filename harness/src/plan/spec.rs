@@ -148,6 +148,9 @@ pub struct LoadSpec {
     /// Beyond this many logical requests in flight, arrivals are dropped and counted.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// At most this many connections to the target at once: attempts beyond wait for one.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
     pub requests: Vec<RequestSpec>,
 }
 

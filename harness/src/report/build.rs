@@ -9,8 +9,8 @@ use fault_server::ledger::LedgerSnapshot;
 use hdrhistogram::Histogram;
 
 use super::model::{
-    Amplification, LedgerView, OfferedPercentiles, Percentiles, PlanInfo, PolicyReport, Report,
-    SCHEMA, SeriesPoint, TierReport, Violations,
+    Amplification, ConnectionWait, LedgerView, OfferedPercentiles, Percentiles, PlanInfo,
+    PolicyReport, Report, SCHEMA, SeriesPoint, TierReport, Violations,
 };
 use crate::engine::PolicyRun;
 use crate::gates;
@@ -333,6 +333,11 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         },
         attempt_latency_ms: percentiles(&r.attempt_latency),
         arrival_lag_ms: percentiles(&r.lag),
+        connection_wait: plan.load.max_connections.map(|max| ConnectionWait {
+            max_connections: max,
+            wait_ms: percentiles(&r.connection_wait),
+            timed_out: r.connection_wait_timeouts,
+        }),
         recovery_s: plan
             .fault_window
             .and_then(|(from, until)| recovery_s(&r.series, from, until)),

@@ -520,7 +520,13 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         ("logical (from schedule)", &p.latency_ms),
         ("single attempt", &p.attempt_latency_ms),
         ("arrival lag", &p.arrival_lag_ms),
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        p.connection_wait
+            .as_ref()
+            .map(|c| ("waiting for a connection", &c.wait_ms)),
+    ) {
         let _ = write!(
             out,
             "<tr><td>{name}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
@@ -540,6 +546,9 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         "<p>Offered {} arrivals: {} sent, {} dropped at max_in_flight; {} attempts left the process, {} were cut before they were sent.</p>",
         p.offered, p.logical, p.dropped, p.attempts, p.cut
     );
+    if let Some(c) = &p.connection_wait {
+        let _ = write!(out, "<p>{}</p>", esc(&c.sentence()));
+    }
     let _ = write!(
         out,
         "<p>Give-ups: {}. Attempt outcomes: {}.</p>",

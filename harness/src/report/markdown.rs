@@ -327,7 +327,13 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         ("logical (from schedule)", &p.latency_ms),
         ("single attempt", &p.attempt_latency_ms),
         ("arrival lag", &p.arrival_lag_ms),
-    ] {
+    ]
+    .into_iter()
+    .chain(
+        p.connection_wait
+            .as_ref()
+            .map(|c| ("waiting for a connection", &c.wait_ms)),
+    ) {
         let _ = writeln!(
             out,
             "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
@@ -342,6 +348,9 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         );
     }
     let _ = writeln!(out);
+    if let Some(c) = &p.connection_wait {
+        let _ = writeln!(out, "{}\n", c.sentence());
+    }
     if let Some(l) = &p.ledger {
         let _ = writeln!(
             out,

@@ -110,6 +110,9 @@ pub struct PolicyReport {
     pub attempt_latency_ms: Percentiles,
     /// How late arrivals were dispatched after their scheduled time.
     pub arrival_lag_ms: Percentiles,
+    /// Waits for one of the client's connections; only when the plan caps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_wait: Option<ConnectionWait>,
     /// Seconds from the end of the last fault phase until the success rate holds at its
     /// pre-fault level; null when there is no fault window or it never recovered.
     pub recovery_s: Option<f64>,
@@ -267,6 +270,19 @@ pub struct Percentiles {
     pub max: f64,
 }
 
+/// The client's waits for a connection under `load.max_connections`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionWait {
+    /// The plan's cap.
+    pub max_connections: u32,
+    /// How long attempts waited for a connection (every attempt but those stopped while
+    /// waiting; most wait for none).
+    pub wait_ms: Percentiles,
+    /// Attempts whose timeout ran out while they waited: in `attempts`, as
+    /// `connect_timeout`s.
+    pub timed_out: u64,
+}
+
 /// Percentiles that may be unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OfferedPercentiles {
@@ -371,6 +387,16 @@ impl OfferedPercentiles {
     pub fn cells(&self) -> [String; 4] {
         [self.p50, self.p90, self.p99, self.p999]
             .map(|x| x.map_or_else(|| "∞".to_owned(), |v| format!("{v:.1}")))
+    }
+}
+
+impl ConnectionWait {
+    /// One sentence on the cap and what waiting under it cost.
+    pub fn sentence(&self) -> String {
+        format!(
+            "At most {} connections: attempts waited for one {:.1} ms at p99 ({:.1} ms at most); {} ran out of time waiting (never sent; counted as connect_timeout).",
+            self.max_connections, self.wait_ms.p99, self.wait_ms.max, self.timed_out
+        )
     }
 }
 

@@ -7,11 +7,14 @@
 //! unfinished (an attempt on the wire abandoned); the server then settles for up to
 //! `drain` more before its ledger is read. Jitter draws come from the same per-request
 //! stream as live ([`request_rng`], made lazily: [`LazyRng`]), so a request's decisions
-//! do not depend on the others. Two things differ by construction: there is no dispatch
+//! do not depend on the others. Under `load.max_connections` an attempt beyond the cap
+//! waits for a connection, first come first served, within its timeout ([`Connections`]),
+//! as the live engine's does. Two things differ by construction: there is no dispatch
 //! lag (an arrival starts at its scheduled time) and time spent deciding is zero.
 //!
 //! [`request_rng`]: crate::engine::request_rng
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
@@ -35,8 +38,10 @@ struct Running {
     /// Its current step (a send, a wait), numbered across the run: an event of another
     /// step is stale, whichever request now holds the slot.
     step: u64,
-    /// The attempt on the wire: when it was sent.
+    /// The attempt on the wire, or waiting for a connection: when it was sent.
     sent: Option<(Duration, Attempt)>,
+    /// The attempt waits for a connection, with this timeout (from when it was sent).
+    queued: Option<Option<Duration>>,
     /// Where its jitter stream stands (a ChaCha word position): the stream is remade from
     /// the seed when drawn from, so a waiting request costs a few bytes, not a generator.
     drawn: u128,
@@ -70,6 +75,15 @@ struct World<'a> {
     id: String,
     /// The plan's relay tiers, outermost first.
     tiers: Vec<Tier<'a>>,
+    connections: Option<Connections>,
+}
+
+/// The client's connections under the plan's cap: how many carry an attempt, and the
+/// attempts waiting for one, in order (an entry whose request has moved on is skipped).
+struct Connections {
+    max: u32,
+    busy: u32,
+    waiting: VecDeque<Step>,
 }
 
 /// What one policy's run leaves for the next to reuse: the server's ledger (reset between
@@ -146,6 +160,11 @@ pub fn run_arrivals(
                 )
             })
             .collect(),
+        connections: plan.load.max_connections.map(|max| Connections {
+            max,
+            busy: 0,
+            waiting: VecDeque::new(),
+        }),
     };
     let stop = world.drive(arrivals.peekable());
     world.close(stop);
@@ -250,6 +269,7 @@ impl World<'_> {
             arrival,
             step: 0,
             sent: None,
+            queued: None,
             drawn: 0,
             reached: Reached::No,
         };
@@ -337,6 +357,22 @@ impl World<'_> {
         let Some((sent, attempt)) = running.sent.take() else {
             return;
         };
+        let mut reply = reply;
+        match (running.queued.take(), &mut self.connections) {
+            // Its timeout ran out while it waited for a connection: never sent.
+            (Some(_), _) => {
+                reply.outcome = Outcome::ConnectTimeout;
+                self.recorder.waited(now.saturating_sub(sent), true);
+            }
+            // Its connection is free for the next in line, before this request's next
+            // attempt can ask for one (live, the slot is given back first).
+            (None, Some(connections)) => connections.busy -= 1,
+            (None, None) => {}
+        }
+        self.admit(now);
+        let Some(running) = self.running[to.slot as usize].as_mut() else {
+            return;
+        };
         if !reply.outcome.proves_unsent() {
             running.reached = Reached::Yes;
         }
@@ -377,28 +413,20 @@ impl World<'_> {
         match action {
             Action::Send { attempt, timeout } => {
                 running.sent = Some((now, attempt));
-                let a = running.arrival;
-                // Behind tiers the attempt says how long it will be waited for, as live.
-                let deadline = (!self.tiers.is_empty())
-                    .then_some(timeout)
-                    .flatten()
-                    .map(|t| Duration::from_millis(t.as_millis().max(1) as u64));
-                let hop = self.net.hop();
-                let expires = expiry(&mut self.queue, step, now, hop, timeout);
-                self.queue.push(
-                    now + hop,
-                    Event::Receive(Sent {
-                        to: 0,
-                        reply: step,
-                        index: a.index,
-                        kind: u32::try_from(a.kind).unwrap_or(u32::MAX),
-                        n: a.n,
-                        attempt,
-                        chain: None,
-                        deadline,
-                        expires,
-                    }),
-                );
+                let arrival = running.arrival;
+                if let Some(connections) = &mut self.connections {
+                    if connections.busy >= connections.max {
+                        running.queued = Some(timeout);
+                        connections.waiting.push_back(step);
+                        if let Some(timeout) = timeout {
+                            self.queue.push(now + timeout, Event::Expire(step));
+                        }
+                        return;
+                    }
+                    connections.busy += 1;
+                    self.recorder.waited(Duration::ZERO, false);
+                }
+                self.transmit(step, now, arrival, attempt, timeout);
             }
             Action::Wait { until } => self.queue.push(until, Event::Wake(step)),
             Action::Done(verdict) => {
@@ -413,6 +441,81 @@ impl World<'_> {
         }
     }
 
+    /// Sends an attempt of the load generator to the first hop.
+    fn transmit(
+        &mut self,
+        step: Step,
+        now: Duration,
+        arrival: Arrival,
+        attempt: Attempt,
+        timeout: Option<Duration>,
+    ) {
+        // Behind tiers the attempt says how long it will be waited for, as live.
+        let deadline = (!self.tiers.is_empty())
+            .then_some(timeout)
+            .flatten()
+            .map(|t| Duration::from_millis(t.as_millis().max(1) as u64));
+        let hop = self.net.hop();
+        let expires = expiry(&mut self.queue, step, now, hop, timeout);
+        self.queue.push(
+            now + hop,
+            Event::Receive(Sent {
+                to: 0,
+                reply: step,
+                index: arrival.index,
+                kind: u32::try_from(arrival.kind).unwrap_or(u32::MAX),
+                n: arrival.n,
+                attempt,
+                chain: None,
+                deadline,
+                expires,
+            }),
+        );
+    }
+
+    /// Hands free connections to the attempts waiting for one, in order; each is sent
+    /// with what is left of its timeout.
+    fn admit(&mut self, now: Duration) {
+        loop {
+            let Some(connections) = &mut self.connections else {
+                return;
+            };
+            if connections.busy >= connections.max {
+                return;
+            }
+            let Some(waiter) = connections.waiting.pop_front() else {
+                return;
+            };
+            let Some(running) = self.running[waiter.slot as usize]
+                .as_mut()
+                .filter(|r| r.step == waiter.step)
+            else {
+                continue;
+            };
+            let (Some(timeout), Some((since, attempt))) = (running.queued, running.sent) else {
+                continue;
+            };
+            let waited = now.saturating_sub(since);
+            let left = match timeout.map(|t| t.saturating_sub(waited)) {
+                // Out of time at this instant: its timeout event ends it, as live.
+                Some(Duration::ZERO) => continue,
+                left => left,
+            };
+            running.queued = None;
+            // A step of its own, so the timeout of the wait that was scheduled is stale.
+            running.step = self.queue.next_step();
+            let step = Step {
+                hop: 0,
+                slot: waiter.slot,
+                step: running.step,
+            };
+            let arrival = running.arrival;
+            connections.busy += 1;
+            self.recorder.waited(waited, false);
+            self.transmit(step, now, arrival, attempt, left);
+        }
+    }
+
     /// The run's end on the client side: what is still running is unfinished, and an
     /// attempt on the wire is abandoned, as the live engine counts them when it stops.
     fn close(&mut self, stop: Duration) {
@@ -420,6 +523,11 @@ impl World<'_> {
             let Some(mut running) = self.running[slot].take() else {
                 continue;
             };
+            if running.queued.take().is_some() {
+                // Still waiting for a connection: it never left, as live.
+                running.sent = None;
+                self.recorder.cut();
+            }
             if let Some((sent, attempt)) = running.sent.take() {
                 let id = violation_id(&mut self.id, &self.policy.name, &running);
                 self.recorder.sent(

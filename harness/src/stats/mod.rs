@@ -87,6 +87,12 @@ pub struct Recorder {
     pub attempt_latency: Histogram<u64>,
     /// How late each arrival was dispatched after its scheduled time, in microseconds.
     pub lag: Histogram<u64>,
+    /// How long attempts waited for one of the client's connections, in microseconds:
+    /// recorded only under `load.max_connections`.
+    pub connection_wait: Histogram<u64>,
+    /// Attempts whose timeout ran out while they waited for a connection (in `attempts`,
+    /// as `connect_timeout`s).
+    pub connection_wait_timeouts: u64,
     pub series: Vec<Second>,
     pub logical: u64,
     pub dropped: u64,
@@ -134,6 +140,8 @@ impl Default for Recorder {
             latency: histogram(),
             attempt_latency: histogram(),
             lag: histogram(),
+            connection_wait: histogram(),
+            connection_wait_timeouts: 0,
             series: Vec::new(),
             logical: 0,
             dropped: 0,
@@ -250,6 +258,14 @@ impl Recorder {
         }
     }
 
+    /// An attempt that waited `wait` for one of the client's connections (under a cap),
+    /// and got one or ran out of time.
+    pub fn waited(&mut self, wait: Duration, timed_out: bool) {
+        // Most attempts under a cap do not wait: the histogram's floor holds them.
+        let _ = self.connection_wait.record(micros(wait));
+        self.connection_wait_timeouts += u64::from(timed_out);
+    }
+
     /// An attempt stopped before it left the process.
     pub fn cut(&mut self) {
         self.cut += 1;
@@ -291,6 +307,7 @@ impl Recorder {
             (&mut self.latency, &mut other.latency),
             (&mut self.attempt_latency, &mut other.attempt_latency),
             (&mut self.lag, &mut other.lag),
+            (&mut self.connection_wait, &mut other.connection_wait),
         ] {
             // An empty one is skipped: adding and resetting walk every bucket, and most
             // of a run's recorders are idle in most seconds.
@@ -325,6 +342,10 @@ impl Recorder {
             (&mut self.reached.0, &mut other.reached.0),
             (&mut self.reached.1, &mut other.reached.1),
             (&mut self.retries, &mut other.retries),
+            (
+                &mut self.connection_wait_timeouts,
+                &mut other.connection_wait_timeouts,
+            ),
         ] {
             *mine += std::mem::take(theirs);
         }
@@ -459,6 +480,7 @@ mod tests {
                     .then_some(Violation::RetriedPermanent)
                     .into_iter(),
             );
+            r.waited(ms(i % 4), i % 13 == 0);
             r.attempt_done(
                 Outcome::Status(if i % 5 == 0 { 503 } else { 200 }),
                 ms(i),
@@ -512,6 +534,7 @@ mod tests {
         assert_eq!(merged.latency, one.latency);
         assert_eq!(merged.attempt_latency, one.attempt_latency);
         assert_eq!(merged.lag, one.lag);
+        assert_eq!(merged.connection_wait, one.connection_wait);
         assert_eq!(merged.series, one.series);
         assert_eq!(merged.outcomes, one.outcomes);
         assert_eq!(merged.retry_outcomes, one.retry_outcomes);
@@ -531,6 +554,7 @@ mod tests {
                 merged.attempts,
                 merged.reached,
                 merged.retries,
+                merged.connection_wait_timeouts,
             ),
             (
                 one.logical,
@@ -543,6 +567,7 @@ mod tests {
                 one.attempts,
                 one.reached,
                 one.retries,
+                one.connection_wait_timeouts,
             )
         );
     }

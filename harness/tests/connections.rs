@@ -1,0 +1,134 @@
+//! `load.max_connections`: the client never has more attempts on the wire than its cap,
+//! attempts beyond it wait in turn, and one whose timeout runs out while it waits is a
+//! `connect_timeout` that never reached the server. Live (the real engine against the
+//! embedded fault-server) and simulated alike.
+
+mod common;
+
+use harness::report::{PolicyReport, Report};
+
+fn live(plan: &harness::plan::Plan) -> Report {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(harness::run::run(
+            plan,
+            &harness::run::RunOptions::default(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn simulated(plan: &harness::plan::Plan) -> Report {
+    harness::simulate::simulate(plan, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
+}
+
+fn outcome(p: &PolicyReport, name: &str) -> u64 {
+    p.outcomes.get(name).copied().unwrap_or(0)
+}
+
+/// A server that serves one request at a time and refuses (503) any that comes while it
+/// is busy, fed faster than it serves.
+fn one_at_a_time(cap: &str) -> String {
+    format!(
+        r#"
+name: one-connection
+duration: 1s
+drain: 10s
+load:
+  rate: 40
+  arrivals: uniform
+  {cap}
+  requests: [ {{ name: read, path: "/items/{{n}}" }} ]
+server: {{ capacity: 1, queue: 0, service_time: 30ms }}
+policies: [ {{ name: single, max_attempts: 1 }} ]
+"#
+    )
+}
+
+#[test]
+fn one_connection_means_one_attempt_at_a_time_on_the_server() {
+    let plan = common::plan(&one_at_a_time("max_connections: 1"));
+    for (mode, report) in [("live", live(&plan)), ("simulated", simulated(&plan))] {
+        let p = common::policy(&report, "single");
+        // An arrival every 25 ms, each 30 ms of service: every one overlaps the one
+        // before; one connection turns that into a queue, never a refusal.
+        assert_eq!(p.logical, 40, "{mode}");
+        assert_eq!(p.succeeded, 40, "{mode}: {:?}", p.outcomes);
+        assert_eq!(outcome(p, "503"), 0, "{mode}: the server saw two at once");
+        let wait = p
+            .connection_wait
+            .as_ref()
+            .unwrap_or_else(|| panic!("{mode}: a capped run reports its waits"));
+        assert_eq!((wait.max_connections, wait.timed_out), (1, 0), "{mode}");
+        assert!(wait.wait_ms.max > 0.0, "{mode}: {wait:?}");
+        assert!(
+            p.latency_ms.max >= wait.wait_ms.max,
+            "{mode}: the latency counts the wait"
+        );
+    }
+
+    // The same load without a cap: arrivals overlap on the server, which refuses them.
+    let uncapped = common::plan(&one_at_a_time(""));
+    for (mode, report) in [
+        ("live", live(&uncapped)),
+        ("simulated", simulated(&uncapped)),
+    ] {
+        let p = common::policy(&report, "single");
+        assert!(outcome(p, "503") > 0, "{mode}: {:?}", p.outcomes);
+        assert!(p.connection_wait.is_none(), "{mode}: no cap, no waits");
+    }
+}
+
+/// One connection that the server holds past every timeout. Waiters are served first
+/// come first served, and the one ahead always times out before the one behind would, so
+/// with one timeout for all a wait never runs out: what makes one run out is a retry,
+/// whose timeout the request's deadline has cut short, queued behind first attempts.
+const STARVED: &str = r#"
+name: starved
+duration: 1s
+drain: 5s
+load:
+  rate: 50
+  arrivals: uniform
+  max_connections: 1
+  requests: [ { name: read, path: "/items/{n}" } ]
+faults: [ { name: hung, respond: { fault: delay, delay: 1s } } ]
+policies:
+  - name: retrying
+    max_attempts: 3
+    attempt_timeout: 300ms
+    deadline: 400ms
+    backoff: { fixed: 10ms }
+"#;
+
+#[test]
+fn an_attempt_that_waits_out_its_timeout_is_a_connect_timeout_that_never_reached_the_server() {
+    let plan = common::plan(STARVED);
+    for (mode, report) in [("live", live(&plan)), ("simulated", simulated(&plan))] {
+        let p = common::policy(&report, "retrying");
+        let wait = p.connection_wait.as_ref().expect("a capped run");
+        let timed_out = outcome(p, "connect_timeout");
+        assert_eq!(wait.timed_out, timed_out, "{mode}: {:?}", p.outcomes);
+        assert!(timed_out > 0, "{mode}: {:?}", p.outcomes);
+        assert_eq!(p.succeeded, 0, "{mode}: the server answers nothing in time");
+        // Waits never reach the server: its ledger holds the other attempts only.
+        let ledger = p.ledger.as_ref().expect("the embedded server's ledger");
+        assert_eq!(
+            ledger.attempts,
+            p.attempts - timed_out,
+            "{mode}: {ledger:?}"
+        );
+        assert!(ledger.reconciled, "{mode}: {ledger:?}");
+        // Live, a slot that comes free as the timeout fires is seen late by as much as
+        // the machine delays a wake-up: the bound is the timeout plus that slack.
+        let slack = if mode == "live" { 100.0 } else { 0.5 };
+        assert!(
+            wait.wait_ms.max <= 300.0 + slack,
+            "{mode}: a wait outlasted the timeout that covers it: {wait:?}"
+        );
+        assert!(p.retries > 0, "{mode}: {:?}", p.outcomes);
+    }
+}
