@@ -38,7 +38,7 @@ mod connections;
 mod dispatch;
 mod recorders;
 
-use connections::{Connections, Slot};
+use connections::Connections;
 use dispatch::{Timer, dispatch};
 use recorders::Recorders;
 
@@ -474,7 +474,11 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 };
                 // Boxed: the send is most of a request's state, and a task's whole state is
                 // moved when it is spawned; a request that never sends never pays for it.
-                let mut send = Box::pin(attempt::tracked(send_capped(&shared, spec)));
+                let mut send = Box::pin(attempt::tracked(connections::send(
+                    &shared.http,
+                    shared.connections.as_ref(),
+                    spec,
+                )));
                 let (answer, wait) = tokio::select! {
                     biased;
                     answer = &mut send => answer,
@@ -568,43 +572,6 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                 }
                 return;
             }
-        }
-    }
-}
-
-/// How long an attempt waited for a connection under the plan's cap.
-#[derive(Clone, Copy)]
-struct Wait {
-    waited: Duration,
-    timed_out: bool,
-}
-
-/// Sends one attempt, first waiting for a connection if the plan caps them: what came
-/// back, and the wait, if there was a cap.
-async fn send_capped(shared: &Shared, spec: AttemptSpec<'_>) -> (attempt::Answer, Option<Wait>) {
-    let Some(connections) = &shared.connections else {
-        return (attempt::send(&shared.http, spec).await, None);
-    };
-    match connections.take(spec.timeout).await {
-        Slot::Taken {
-            _slot,
-            waited,
-            timeout,
-        } => {
-            let answer = attempt::send(&shared.http, AttemptSpec { timeout, ..spec }).await;
-            let wait = Wait {
-                waited,
-                timed_out: false,
-            };
-            (answer, Some(wait))
-        }
-        // Never handed to the client: the tracked send still reads as not on the wire.
-        Slot::TimedOut { waited } => {
-            let wait = Wait {
-                waited,
-                timed_out: true,
-            };
-            (attempt::Answer::of(Outcome::ConnectTimeout), Some(wait))
         }
     }
 }

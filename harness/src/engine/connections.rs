@@ -16,8 +16,11 @@
 
 use std::time::Duration;
 
+use chaos_policy::Outcome;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
+
+use crate::attempt::{self, Answer, AttemptSpec};
 
 pub(super) struct Connections {
     slots: Semaphore,
@@ -73,6 +76,47 @@ impl Connections {
             _slot: slot.ok(),
             waited,
             timeout,
+        }
+    }
+}
+
+/// How long an attempt waited for a connection under the plan's cap.
+#[derive(Clone, Copy)]
+pub(super) struct Wait {
+    pub(super) waited: Duration,
+    pub(super) timed_out: bool,
+}
+
+/// Sends one attempt, first waiting for a connection if the plan caps them: what came
+/// back, and the wait, if there was a cap.
+pub(super) async fn send(
+    http: &reqwest::Client,
+    connections: Option<&Connections>,
+    spec: AttemptSpec<'_>,
+) -> (Answer, Option<Wait>) {
+    let Some(connections) = connections else {
+        return (attempt::send(http, spec).await, None);
+    };
+    match connections.take(spec.timeout).await {
+        Slot::Taken {
+            _slot,
+            waited,
+            timeout,
+        } => {
+            let answer = attempt::send(http, AttemptSpec { timeout, ..spec }).await;
+            let wait = Wait {
+                waited,
+                timed_out: false,
+            };
+            (answer, Some(wait))
+        }
+        // Never handed to the client: the tracked send still reads as not on the wire.
+        Slot::TimedOut { waited } => {
+            let wait = Wait {
+                waited,
+                timed_out: true,
+            };
+            (Answer::of(Outcome::ConnectTimeout), Some(wait))
         }
     }
 }
