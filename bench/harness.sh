@@ -9,7 +9,11 @@
 #   RATE=2000 DURATION=30 CEILING="" bench/harness.sh
 #   SOAK=1 bench/harness.sh              # memory: RSS after 1 and 10 minutes at 2,000 req/s
 #
+# Every tool gets CONNECTIONS connections (50): oha and hey with `-c`, the harness with
+# `load.max_connections` (attempts beyond wait for one; the wait counts in latency).
+#
 # Rows besides the plain harness:
+# - `1 thread`: the same plan with `--threads 1`;
 # - `retrying`: a policy with three attempts and jittered backoff against a route that
 #   answers 503 half of the time, so the policy core's retry path is in the loop; its
 #   CPU is per 100k logical requests, and the attempts they took are printed beside it;
@@ -28,7 +32,7 @@ DURATION=${DURATION:-15}
 CONNECTIONS=${CONNECTIONS:-50}
 PORT=${PORT:-18090}
 FLAKY_PORT=${FLAKY_PORT:-18092}
-CEILING=${CEILING-5000 10000 15000 20000 30000 40000}
+CEILING=${CEILING-5000 10000 15000 20000 25000 30000 35000 40000}
 CEILING_DURATION=${CEILING_DURATION:-10}
 SOAK=${SOAK:-}
 SOAK_RATE=${SOAK_RATE:-2000}
@@ -94,6 +98,7 @@ load:
   rate: $1
   arrivals: uniform
   max_in_flight: 100000
+  max_connections: $CONNECTIONS
   requests: [ { name: read, path: /items/1 } ]
 policies: [ { name: no-retry, max_attempts: 1 } ]
 PLAN
@@ -144,6 +149,17 @@ print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["l
 PY
 )
 
+# The same on one worker thread (`--threads 1`), which leaves the server a core and spares
+# the wake-ups of two workers taking tasks from each other.
+echo "harness --threads 1: $RATE req/s for ${DURATION}s" >&2
+one_cpu=$(cpu_of "$OUT/harness-one" "$TARGET_DIR/release/harness" chaos --quiet --threads 1 --out "$OUT/report-one" "$OUT/plan.yaml")
+read -r one_logical one_lag_p50 one_lag_p99 one_p50 one_p99 < <(python3 - "$OUT/report-one/report.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["policies"][0]
+print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"])
+PY
+)
+
 # A retrying policy against a route that fails half of the time (on a second
 # fault-server, which the harness scripts with the plan's faults): first attempts, backoff
 # draws, retries and give-ups all go through the policy core.
@@ -159,6 +175,7 @@ load:
   rate: $RATE
   arrivals: uniform
   max_in_flight: 100000
+  max_connections: $CONNECTIONS
   requests: [ { name: read, path: /flaky/1 } ]
 faults:
   - name: flaky
@@ -228,6 +245,7 @@ echo
 echo "target $RATE req/s for ${DURATION}s, $CONNECTIONS connections for oha/hey, $(nproc) cores, faultless fault-server"
 printf "%-8s %10s %12s %10s %9s %9s %9s %9s\n" tool "cpu-s/100k" "achieved/s" "rate err" "p50 ms" "p99 ms" "lag p50" "lag p99"
 row harness "$h_cpu" "$h_logical" "$h_p50" "$h_p99" "$h_lag_p50" "$h_lag_p99"
+row "1 thread" "$one_cpu" "$one_logical" "$one_p50" "$one_p99" "$one_lag_p50" "$one_lag_p99"
 row retrying "$r_cpu" "$r_logical" "$r_p50" "$r_p99" "$r_lag_p50" "$r_lag_p99"
 row traced "$t_cpu" "$t_logical" "$t_p50" "$t_p99" "$t_lag_p50" "$t_lag_p99"
 row oha "$o_cpu" "$o_count" "$o_p50" "$o_p99" "–" "–"
@@ -237,28 +255,29 @@ awk -v a="$r_attempts" -v l="$r_logical" -v s="$r_success" -v cpu="$r_cpu" 'BEGI
     printf "retrying: %d attempts for %d logical requests (%.2f each), success rate %.3f; %.2f cpu-s per 100k attempts\n", a, l, a / l, s, cpu / a * 100000 }'
 echo "traced: the harness exporting every logical request as a trace ($t_spans spans exported, $t_dropped dropped) to bench/otlp-sink.py"
 awk -v a="$h_cpu" -v b="$t_cpu" 'BEGIN { printf "tracing costs %.2fx the CPU of the untraced run\n", b / a }'
-awk -v h="$h_cpu" -v hc="$h_logical" -v o="$o_cpu" -v oc="$o_count" 'BEGIN {
-    printf "harness over oha, cpu per request: %.2fx (goal <= 1)\n", (h / hc) / (o / oc) }'
+awk -v h="$h_cpu" -v hc="$h_logical" -v t="$one_cpu" -v tc="$one_logical" -v o="$o_cpu" -v oc="$o_count" 'BEGIN {
+    printf "harness over oha, cpu per request: %.2fx (goal <= 1); with --threads 1: %.2fx\n", (h / hc) / (o / oc), (t / tc) / (o / oc) }'
 
 # The ceiling: the highest rate the harness holds with arrival lag p99 <= 1 ms and
 # nothing dropped, the fault-server sharing the machine.
 if [ -n "$CEILING" ]; then
     echo
     echo "ceiling: the plain plan for ${CEILING_DURATION}s at each rate, until two in a row miss (lag p99 > 1 ms or drops)"
-    printf "%-8s %12s %9s %9s %9s %10s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k"
+    printf "%-8s %12s %9s %9s %9s %10s %10s %10s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k" "p99 ms" "wait p99"
     best=none
     misses=0
     for rate in $CEILING; do
         plan "$rate" "$CEILING_DURATION" >"$OUT/ceiling-$rate.yaml"
         c_cpu=$(cpu_of "$OUT/ceiling-$rate" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-ceiling-$rate" "$OUT/ceiling-$rate.yaml")
-        read -r c_logical c_dropped c_lag_p50 c_lag_p99 < <(python3 - "$OUT/report-ceiling-$rate/report.json" <<'PY'
+        read -r c_logical c_dropped c_lag_p50 c_lag_p99 c_p99 c_wait99 < <(python3 - "$OUT/report-ceiling-$rate/report.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["policies"][0]
-print(p["logical"], p["dropped"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"])
+w = (p.get("connection_wait") or {}).get("wait_ms", {}).get("p99", 0)
+print(p["logical"], p["dropped"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p99"], w)
 PY
 )
-        awk -v r="$rate" -v l="$c_logical" -v d="$c_dropped" -v l50="$c_lag_p50" -v l99="$c_lag_p99" -v cpu="$c_cpu" -v s="$CEILING_DURATION" 'BEGIN {
-            printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f\n", r, l / s, d, l50, l99, cpu / l * 100000 }'
+        awk -v r="$rate" -v l="$c_logical" -v d="$c_dropped" -v l50="$c_lag_p50" -v l99="$c_lag_p99" -v cpu="$c_cpu" -v s="$CEILING_DURATION" -v p99="$c_p99" -v w99="$c_wait99" 'BEGIN {
+            printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f %10.2f %10.2f\n", r, l / s, d, l50, l99, cpu / l * 100000, p99, w99 }'
         if awk -v d="$c_dropped" -v l99="$c_lag_p99" 'BEGIN { exit !(d == 0 && l99 <= 1.0) }'; then
             best=$rate
             misses=0

@@ -132,3 +132,41 @@ fn an_attempt_that_waits_out_its_timeout_is_a_connect_timeout_that_never_reached
         assert!(p.retries > 0, "{mode}: {:?}", p.outcomes);
     }
 }
+
+/// The real binary, on one worker thread, with a capped plan: the report says what the
+/// cap cost; and a thread count of 0 is refused before anything runs.
+#[test]
+fn one_thread_and_a_cap_run_end_to_end_from_the_command_line() {
+    let dir = common::scratch("connections-cli");
+    let plan = common::write_plan(&dir, "capped.yaml", &one_at_a_time("max_connections: 1"));
+    let out = common::harness()
+        .current_dir(&dir)
+        .args(["chaos", "--quiet", "--threads", "1"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("reports/one-connection/latest/report.json"))
+            .expect("report.json"),
+    )
+    .expect("json");
+    let p = &report["policies"][0];
+    assert_eq!(p["succeeded"], 40, "{p}");
+    assert_eq!(p["connection_wait"]["max_connections"], 1, "{p}");
+    let md = std::fs::read_to_string(dir.join("reports/one-connection/latest/report.md"))
+        .expect("report.md");
+    assert!(md.contains("At most 1 connection:"), "{md}");
+
+    let out = common::harness()
+        .args(["chaos", "--threads", "0"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("--threads"),
+        "{}",
+        common::stderr(&out)
+    );
+}

@@ -112,6 +112,11 @@ pub struct ChaosArgs {
     /// with neither, no telemetry (see docs/telemetry.md).
     #[arg(long, value_name = "ENDPOINT")]
     pub otlp: Option<String>,
+    /// Worker threads for the load (and an embedded fault-server); default: one per core.
+    /// On a machine the target shares, fewer leave it cores, and one thread also spares
+    /// the wake-ups of threads taking work from each other (docs/benchmarks.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -173,12 +178,14 @@ pub fn execute(cli: Cli) -> u8 {
     }
 }
 
-/// The async runtime, or why it cannot start (said on stderr).
-fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+/// The async runtime, with `threads` workers (default: tokio's, one per core), or why it
+/// cannot start (said on stderr).
+fn runtime(threads: Option<u16>) -> Option<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        builder.worker_threads(usize::from(threads));
+    }
+    match builder.enable_all().build() {
         Ok(rt) => Some(rt),
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -221,7 +228,7 @@ fn relay(args: RelayArgs) -> u8 {
         },
         None => plan::forward_once(),
     };
-    let Some(runtime) = runtime() else {
+    let Some(runtime) = runtime(None) else {
         return EXIT_CANNOT_RUN;
     };
     runtime.block_on(async move {
@@ -354,7 +361,7 @@ fn say_regressions(comparison: &baseline::Comparison) {
 }
 
 fn chaos(args: ChaosArgs) -> u8 {
-    let ChaosArgs { run, otlp } = args;
+    let ChaosArgs { run, otlp, threads } = args;
     let PlanArgs {
         plan: path,
         policies,
@@ -365,7 +372,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         save_baseline,
     } = run;
     let (path, out) = (path.as_path(), out.as_deref());
-    let Some(runtime) = runtime() else {
+    let Some(runtime) = runtime(threads) else {
         return EXIT_CANNOT_RUN;
     };
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report

@@ -394,8 +394,12 @@ impl ConnectionWait {
     /// One sentence on the cap and what waiting under it cost.
     pub fn sentence(&self) -> String {
         format!(
-            "At most {} connections: attempts waited for one {:.1} ms at p99 ({:.1} ms at most); {} ran out of time waiting (never sent; counted as connect_timeout).",
-            self.max_connections, self.wait_ms.p99, self.wait_ms.max, self.timed_out
+            "At most {} connection{}: attempts waited for one {:.1} ms at p99 ({:.1} ms at most); {} ran out of time waiting (never sent; counted as connect_timeout).",
+            self.max_connections,
+            if self.max_connections == 1 { "" } else { "s" },
+            self.wait_ms.p99,
+            self.wait_ms.max,
+            self.timed_out
         )
     }
 }
