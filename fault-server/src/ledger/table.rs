@@ -35,8 +35,27 @@ pub(super) struct IdTable {
 const MIN_SLOTS: usize = 1024;
 
 impl IdTable {
+    /// A table that holds `ids` ids without growing.
+    pub(super) fn with_room(ids: usize) -> IdTable {
+        let slots = ids
+            .saturating_add(1)
+            .saturating_mul(2)
+            .next_power_of_two()
+            .max(MIN_SLOTS);
+        IdTable {
+            slots: vec![Slot::default(); slots],
+            len: 0,
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many slots it has.
+    #[cfg(test)]
+    pub(super) fn slots(&self) -> usize {
+        self.slots.len()
     }
 
     /// Forgets every id, keeping the room.

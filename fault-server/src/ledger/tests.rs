@@ -129,6 +129,33 @@ fn ids_expire_after_the_ttl_and_beyond_the_cap() {
 }
 
 #[test]
+fn a_presized_ledger_counts_as_one_grown_from_nothing_and_never_grows() {
+    let limits = LedgerLimits {
+        max_ids: 5_000,
+        ..LedgerLimits::default()
+    };
+    let (grown, presized) = (Ledger::new(limits), Ledger::presized(limits));
+    let room = |l: &Ledger| {
+        let inner = l.lock();
+        (inner.ids.slots(), inner.id_order.capacity())
+    };
+    let before = room(&presized);
+    for i in 0..12_000u64 {
+        // Every third id repeats an earlier one; the cap evicts the oldest beyond 5,000.
+        let id = format!("id-{}", if i % 3 == 0 { i / 2 } else { i });
+        for ledger in [&grown, &presized] {
+            ledger.record_request(who(&id, "p"), Duration::from_millis(i));
+        }
+    }
+    let (a, b) = (grown.snapshot(), presized.snapshot());
+    assert_eq!(
+        (a.attempts, a.logical, a.tracked_ids, a.evicted_ids),
+        (b.attempts, b.logical, b.tracked_ids, b.evicted_ids)
+    );
+    assert_eq!(room(&presized), before, "a presized ledger never grows");
+}
+
+#[test]
 fn keys_expire_and_are_capped() {
     let limits = LedgerLimits {
         key_ttl: Duration::from_secs(10),

@@ -172,7 +172,7 @@ impl Shared {
     pub(super) fn new(config: ServerConfig) -> Shared {
         let shared = Shared {
             active: RwLock::new(Arc::new(Active::new(Arc::new(config.script), config.seed))),
-            ledger: Ledger::new(config.ledger),
+            ledger: Ledger::presized(config.ledger),
             metrics: Metrics::default(),
             token: config.token,
             hang_cap: config.hang_cap,
