@@ -130,6 +130,14 @@ fn an_attempt_that_waits_out_its_timeout_is_a_connect_timeout_that_never_reached
             "{mode}: a wait outlasted the timeout that covers it: {wait:?}"
         );
         assert!(p.retries > 0, "{mode}: {:?}", p.outcomes);
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("ran out of time waiting for one of its 1 connections")),
+            "{mode}: {:?}",
+            report.warnings
+        );
     }
 }
 

@@ -41,6 +41,23 @@ pub struct Ending {
 /// Above this share of dropped arrivals the planned load was not delivered: say so.
 pub const DROPPED_WARNING: f64 = 0.01;
 
+/// A warning when more than [`DROPPED_WARNING`] of a policy's attempts ran out of time
+/// waiting for one of the client's capped connections: the cap, not the server, failed
+/// them.
+fn starved_of_connections(p: &PolicyReport) -> Option<String> {
+    let wait = p.connection_wait.as_ref()?;
+    (wait.timed_out as f64 > DROPPED_WARNING * p.attempts as f64).then(|| {
+        format!(
+            "policy `{}`: {} of its {} attempts ({:.1}%) ran out of time waiting for one of its {} connections (load.max_connections) and never reached the server; raise the cap if the production client allows more",
+            p.name,
+            wait.timed_out,
+            p.attempts,
+            wait.timed_out as f64 * 100.0 / p.attempts.max(1) as f64,
+            wait.max_connections
+        )
+    })
+}
+
 pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> Report {
     let policies: Vec<PolicyReport> = outcomes
         .into_iter()
@@ -65,6 +82,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
                 plan.load.max_in_flight
             )
         }))
+        .chain(policies.iter().filter_map(starved_of_connections))
         .collect();
     Report {
         schema: SCHEMA.to_owned(),
