@@ -149,6 +149,19 @@ pub fn left_process<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
         .is_some_and(|reach| reach.get() == Reach::Handed)
 }
 
+/// Whether a tracked send that ended was still waiting for a new connection when it did.
+/// A timeout then is no proof either way: the pool races a new connection against one of
+/// its own coming free, and may have handed the request to the latter just before.
+pub fn was_connecting<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
+    send.take_value()
+        .is_some_and(|reach| reach.get() == Reach::Connecting)
+}
+
+/// The shortest timeout an attempt is sent with: tokio's timers tick by the millisecond,
+/// so an attempt with less left would time out before it could be answered, perhaps
+/// before it was written. One with less left after waiting for a connection is not sent.
+pub const SHORTEST_TIMEOUT: Duration = Duration::from_millis(1);
+
 /// The connector layer that tells a tracked send a new connection is being made for it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MarkConnect;

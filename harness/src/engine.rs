@@ -509,7 +509,11 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     }
                 };
                 let now = shared.now();
-                if !answer.outcome.proves_unsent() {
+                let unsure = answer.outcome == Outcome::AttemptTimeout
+                    && attempt::was_connecting(send.as_mut());
+                if unsure {
+                    running.reached = running.reached.max(Reached::Maybe);
+                } else if !answer.outcome.proves_unsent() {
                     running.reached = Reached::Yes;
                 }
                 // A wait for one of the client's own connections says nothing of the target.
@@ -520,6 +524,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     if let Some(wait) = wait {
                         recorder.waited(wait.waited, wait.timed_out);
                     }
+                    recorder.unsure += u64::from(unsure);
                     record_sent(recorder);
                     recorder.attempt_done(
                         answer.outcome,

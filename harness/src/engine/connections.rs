@@ -66,10 +66,11 @@ impl Connections {
             },
         };
         let waited = since.elapsed();
-        let timeout = match timeout.map(|t| t.checked_sub(waited)) {
-            Some(None | Some(Duration::ZERO)) => return Slot::TimedOut { waited },
-            Some(Some(left)) => Some(left),
-            None => None,
+        let timeout = match timeout.map(|t| t.saturating_sub(waited)) {
+            Some(left) if left < attempt::SHORTEST_TIMEOUT => {
+                return Slot::TimedOut { waited };
+            }
+            left => left,
         };
         Slot::Taken {
             // The semaphore is never closed; were it, the attempt would go uncapped.

@@ -497,8 +497,8 @@ impl World<'_> {
             };
             let waited = now.saturating_sub(since);
             let left = match timeout.map(|t| t.saturating_sub(waited)) {
-                // Out of time at this instant: its timeout event ends it, as live.
-                Some(Duration::ZERO) => continue,
+                // Too little time left to be sent: its timeout event ends the wait, as live.
+                Some(left) if left < crate::attempt::SHORTEST_TIMEOUT => continue,
                 left => left,
             };
             running.queued = None;
