@@ -320,9 +320,14 @@ fn circuit_breakers(cluster: &Value, warnings: &mut Vec<String>) -> Result<Budge
         });
     };
     for key in t.as_mapping().map(keys).into_iter().flatten() {
-        if matches!(
+        if key == "max_connections" {
+            // A plan-wide key, not a policy's: the import can only point at it.
+            warnings.push(
+                "circuit_breakers `max_connections` is not imported: a policy holds no connections; set the plan's `load.max_connections` to cap them (attempts beyond it wait, as with Envoy's pending requests)".to_owned(),
+            );
+        } else if matches!(
             key,
-            "max_connections" | "max_pending_requests" | "max_requests" | "max_connection_pools"
+            "max_pending_requests" | "max_requests" | "max_connection_pools"
         ) {
             warnings.push(format!(
                 "circuit_breakers `{key}` is not modelled: only retries are limited"
@@ -465,7 +470,7 @@ circuit_breakers:
                 "`rate_limited_retry_back_off`: a Retry-After above max_interval (10s) is capped here; Envoy discards it and backs off as usual",
                 "`retry_policy.retry_host_predicate` is not modelled",
                 "circuit_breakers thresholds for priority HIGH are not modelled: every request is DEFAULT",
-                "circuit_breakers `max_connections` is not modelled: only retries are limited",
+                "circuit_breakers `max_connections` is not imported: a policy holds no connections; set the plan's `load.max_connections` to cap them (attempts beyond it wait, as with Envoy's pending requests)",
             ]
         );
     }
