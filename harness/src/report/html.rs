@@ -248,6 +248,17 @@ pub fn render(report: &Report) -> String {
             out,
             "<h2>Attempts the client sent per second</h2><p>Behind relay tiers: each policy's call-chain chart below shows every hop.</p>"
         );
+    } else if report
+        .policies
+        .iter()
+        .any(|p| p.ledger.as_ref().is_some_and(|l| l.client_unsent > 0))
+    {
+        // Attempts that failed to connect, or ran out of time waiting for a capped
+        // connection, are sent by the client and never reach the server.
+        let _ = write!(
+            out,
+            "<h2>Attempts the client sent per second</h2><p>Some never reached the server: they failed to connect or ran out of time waiting for a connection (each policy's <code>connect_refused</code> and <code>connect_timeout</code> below).</p>"
+        );
     } else {
         let _ = write!(out, "<h2>Attempts reaching the server per second</h2>");
     }
