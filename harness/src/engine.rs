@@ -7,9 +7,9 @@
 //! `max_connections` an attempt waits for a connection (see [`connections`]). Each task
 //! feeds a [`Session`] the outcomes of its attempts and acts on what comes out; the budget
 //! and breaker, shared by all requests of the policy, sit in one [`Client`] behind a mutex
-//! that is held only for a decision. The schedule runs on an OS timer (see [`dispatch`]), against
-//! the real clock, so the engine is not meant for paused tokio time; the schedule's own
-//! timing is tested purely.
+//! that is held only for a decision. The schedule runs on an OS timer (see [`dispatch`]),
+//! against the real clock, so the engine is not meant for paused tokio time; the
+//! schedule's own timing is tested purely.
 //!
 //! Two clocks, each for one thing. Latency (and a session's place in the time series)
 //! counts from the arrival's scheduled time, so a dispatcher that falls behind cannot hide
