@@ -66,11 +66,8 @@ impl Connections {
             },
         };
         let waited = since.elapsed();
-        let timeout = match timeout.map(|t| t.saturating_sub(waited)) {
-            Some(left) if left < attempt::SHORTEST_TIMEOUT => {
-                return Slot::TimedOut { waited };
-            }
-            left => left,
+        let Some(timeout) = attempt::left_after_wait(timeout, waited) else {
+            return Slot::TimedOut { waited };
         };
         Slot::Taken {
             // The semaphore is never closed; were it, the attempt would go uncapped.

@@ -496,10 +496,9 @@ impl World<'_> {
                 continue;
             };
             let waited = now.saturating_sub(since);
-            let left = match timeout.map(|t| t.saturating_sub(waited)) {
-                // Too little time left to be sent: its timeout event ends the wait, as live.
-                Some(left) if left < crate::attempt::SHORTEST_TIMEOUT => continue,
-                left => left,
+            // Too little time left to be sent: its timeout event ends the wait, as live.
+            let Some(left) = crate::attempt::left_after_wait(timeout, waited) else {
+                continue;
             };
             running.queued = None;
             // A step of its own, so the timeout of the wait that was scheduled is stale.
