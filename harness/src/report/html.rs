@@ -527,17 +527,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         ));
     }
     out.push_str("<table><tr><th>latency ms</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>");
-    for (name, l) in [
-        ("logical (from schedule)", &p.latency_ms),
-        ("single attempt", &p.attempt_latency_ms),
-        ("arrival lag", &p.arrival_lag_ms),
-    ]
-    .into_iter()
-    .chain(
-        p.connection_wait
-            .as_ref()
-            .map(|c| ("waiting for a connection", &c.wait_ms)),
-    ) {
+    for (name, l) in p.latency_rows() {
         let _ = write!(
             out,
             "<tr><td>{name}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",

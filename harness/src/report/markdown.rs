@@ -323,17 +323,7 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         out,
         "| latency (ms) | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |"
     );
-    for (name, l) in [
-        ("logical (from schedule)", &p.latency_ms),
-        ("single attempt", &p.attempt_latency_ms),
-        ("arrival lag", &p.arrival_lag_ms),
-    ]
-    .into_iter()
-    .chain(
-        p.connection_wait
-            .as_ref()
-            .map(|c| ("waiting for a connection", &c.wait_ms)),
-    ) {
+    for (name, l) in p.latency_rows() {
         let _ = writeln!(
             out,
             "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",

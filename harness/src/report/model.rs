@@ -185,6 +185,20 @@ pub struct HopRow {
 }
 
 impl PolicyReport {
+    /// The rows of the latency table every renderer shows: the wait for a connection
+    /// only when the plan caps them.
+    pub fn latency_rows(&self) -> Vec<(&'static str, &Percentiles)> {
+        let mut rows = vec![
+            ("logical (from schedule)", &self.latency_ms),
+            ("single attempt", &self.attempt_latency_ms),
+            ("arrival lag", &self.arrival_lag_ms),
+        ];
+        if let Some(c) = &self.connection_wait {
+            rows.push(("waiting for a connection", &c.wait_ms));
+        }
+        rows
+    }
+
     /// Attempts the client sent that the next hop may not have received: those that
     /// failed to connect, those abandoned on the wire at the end, and those that timed out
     /// while connecting.
