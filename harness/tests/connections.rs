@@ -5,25 +5,8 @@
 
 mod common;
 
-use harness::report::{PolicyReport, Report};
-
-fn live(plan: &harness::plan::Plan) -> Report {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-        .block_on(harness::run::run(
-            plan,
-            &harness::run::RunOptions::default(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn simulated(plan: &harness::plan::Plan) -> Report {
-    harness::simulate::simulate(plan, &[])
-        .unwrap_or_else(|e| panic!("{e}"))
-        .0
-}
+use common::{live, simulated};
+use harness::report::PolicyReport;
 
 fn outcome(p: &PolicyReport, name: &str) -> u64 {
     p.outcomes.get(name).copied().unwrap_or(0)

@@ -60,17 +60,8 @@ fn figures(report: &Report, name: &str) -> [f64; 3] {
 }
 
 fn compare(plan: &harness::plan::Plan) -> Vec<Row> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let live = runtime
-        .block_on(harness::run::run(
-            plan,
-            &harness::run::RunOptions::default(),
-        ))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let (simulated, _) = harness::simulate::simulate(plan, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let live = common::live(plan);
+    let simulated = common::simulated(plan);
     assert_eq!(simulated.mode, "simulated");
     live.policies
         .iter()

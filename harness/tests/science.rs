@@ -7,17 +7,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use harness::plan::Plan;
-use harness::report::Report;
 
 fn load(name: &str) -> Plan {
     let path = common::repo().join("plans/science").join(name);
     harness::plan::load(&path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn simulate(plan: &Plan) -> Report {
-    harness::simulate::simulate(plan, &[])
-        .unwrap_or_else(|e| panic!("{e}"))
-        .0
 }
 
 /// Seeds the Brooker experiment is averaged over (the blog averaged 100 runs).
@@ -29,7 +22,7 @@ fn brooker_means() -> BTreeMap<String, (f64, f64)> {
     let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
     for seed in 1..=SEEDS {
         plan.reseed(seed);
-        for p in simulate(&plan).policies {
+        for p in common::simulated(&plan).policies {
             let entry = sums.entry(p.name.clone()).or_default();
             entry.0 += p.attempts as f64 / SEEDS as f64;
             entry.1 += p.latency_ms.max / SEEDS as f64;
@@ -86,7 +79,7 @@ fn brooker_2015_jitter_ranking_is_reproduced() {
 
 #[test]
 fn naive_retries_keep_a_storm_going_after_its_trigger_and_a_budget_ends_it() {
-    let report = simulate(&load("metastability.yaml"));
+    let report = common::simulated(&load("metastability.yaml"));
     let policy = |name: &str| common::policy(&report, name);
     for stuck in ["naive", "backoff-only"] {
         let p = policy(stuck);
@@ -106,7 +99,7 @@ fn naive_retries_keep_a_storm_going_after_its_trigger_and_a_budget_ends_it() {
 
 #[test]
 fn a_long_total_outage_takes_each_budget_to_its_limit() {
-    let report = simulate(&load("budget-bound.yaml"));
+    let report = common::simulated(&load("budget-bound.yaml"));
     for p in &report.policies {
         let measured = p.amplification.client;
         let bound = p.amplification.budget_bound.expect("a budget's bound");

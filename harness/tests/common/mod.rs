@@ -68,6 +68,26 @@ pub async fn run(yaml: &str) -> harness::report::Report {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Runs a plan live, every policy, on a runtime of its own (for tests that are not async).
+pub fn live(plan: &harness::plan::Plan) -> harness::report::Report {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(harness::run::run(
+            plan,
+            &harness::run::RunOptions::default(),
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs a plan in virtual time, every policy.
+pub fn simulated(plan: &harness::plan::Plan) -> harness::report::Report {
+    harness::simulate::simulate(plan, &[])
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
+}
+
 /// A policy's part of a report, by name.
 pub fn policy<'a>(
     report: &'a harness::report::Report,
