@@ -87,6 +87,19 @@ cpu_of() {
     awk '{ printf "%.3f", $1 + $2 }' "$log.time"
 }
 
+# The figures of a report's first policy: logical requests, arrival lag p50 and p99,
+# latency p50 and p99, then each extra key named (a policy's, or `telemetry.KEY`).
+figures() {
+    python3 - "$@" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p = r["policies"][0]
+t = r.get("telemetry", {})
+extra = [t.get(k[len("telemetry."):], 0) if k.startswith("telemetry.") else p[k] for k in sys.argv[2:]]
+print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"], *extra)
+PY
+}
+
 # The plain plan: no retries, one route, uniform arrivals at $1 req/s for $2 seconds.
 plan() {
     cat <<PLAN
@@ -142,23 +155,13 @@ plan "$RATE" 3 >"$OUT/warmup.yaml"
 
 echo "harness: $RATE req/s for ${DURATION}s" >&2
 h_cpu=$(cpu_of "$OUT/harness" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report" "$OUT/plan.yaml")
-read -r h_logical h_lag_p50 h_lag_p99 h_p50 h_p99 < <(python3 - "$OUT/report/report.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))["policies"][0]
-print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"])
-PY
-)
+read -r h_logical h_lag_p50 h_lag_p99 h_p50 h_p99 < <(figures "$OUT/report/report.json")
 
 # The same on one worker thread (`--threads 1`), which leaves the server a core and spares
 # the wake-ups of two workers taking tasks from each other.
 echo "harness --threads 1: $RATE req/s for ${DURATION}s" >&2
 one_cpu=$(cpu_of "$OUT/harness-one" "$TARGET_DIR/release/harness" chaos --quiet --threads 1 --out "$OUT/report-one" "$OUT/plan.yaml")
-read -r one_logical one_lag_p50 one_lag_p99 one_p50 one_p99 < <(python3 - "$OUT/report-one/report.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))["policies"][0]
-print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"])
-PY
-)
+read -r one_logical one_lag_p50 one_lag_p99 one_p50 one_p99 < <(figures "$OUT/report-one/report.json")
 
 # A retrying policy against a route that fails half of the time (on a second
 # fault-server, which the harness scripts with the plan's faults): first attempts, backoff
@@ -190,12 +193,7 @@ policies:
 PLAN
 echo "harness, retrying policy against a flaky route: $RATE req/s for ${DURATION}s" >&2
 r_cpu=$(cpu_of "$OUT/retrying" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-retrying" "$OUT/retrying.yaml")
-read -r r_logical r_lag_p50 r_lag_p99 r_p50 r_p99 r_attempts r_success < <(python3 - "$OUT/report-retrying/report.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))["policies"][0]
-print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"], p["attempts"], p["success_rate"])
-PY
-)
+read -r r_logical r_lag_p50 r_lag_p99 r_p50 r_p99 r_attempts r_success < <(figures "$OUT/report-retrying/report.json" attempts success_rate)
 
 # The same run with full tracing (every logical request a trace, metrics every 5 s) into
 # bench/otlp-sink.py, a stand-in collector: what telemetry costs the harness's CPU.
@@ -209,14 +207,7 @@ done
 echo "harness with tracing: $RATE req/s for ${DURATION}s" >&2
 t_cpu=$(OTEL_TRACES_SAMPLER_ARG=1 cpu_of "$OUT/harness-traced" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-traced" --otlp "http://127.0.0.1:$SINK_PORT" "$OUT/plan.yaml")
 kill -INT "$SINK_PID" 2>/dev/null; wait "$SINK_PID" 2>/dev/null || true
-read -r t_logical t_lag_p50 t_lag_p99 t_p50 t_p99 t_spans t_dropped < <(python3 - "$OUT/report-traced/report.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-p = r["policies"][0]
-t = r.get("telemetry", {})
-print(p["logical"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p50"], p["latency_ms"]["p99"], t.get("spans_exported", 0), t.get("spans_dropped", 0))
-PY
-)
+read -r t_logical t_lag_p50 t_lag_p99 t_p50 t_p99 t_spans t_dropped < <(figures "$OUT/report-traced/report.json" telemetry.spans_exported telemetry.spans_dropped)
 
 echo "oha: $RATE req/s for ${DURATION}s" >&2
 o_cpu=$(cpu_of "$OUT/oha" oha --no-tui --output-format json -q "$RATE" -z "${DURATION}s" -c "$CONNECTIONS" --latency-correction "$URL")
