@@ -5,74 +5,136 @@
 //! hyper error, never by their text.
 //!
 //! An attempt counts when it left the process. [`tracked`] runs a send with a marker that
-//! says how far it got: a connection from the pool was handed the request, or a new
-//! connection was still being made (the connector layer, [`MarkConnect`], reports that). An
-//! attempt stopped while connecting never reached the wire; one stopped after it was handed
-//! to a connection did (hyper writes it at once).
+//! says how far it got, as the engine's pool ([`crate::pool`]) reports it: still waiting
+//! for a connection, or handed to one. An attempt stopped or timed out while waiting never
+//! reached the wire; one stopped after it was handed to a connection did (hyper writes it
+//! at once).
 
 use std::cell::Cell;
 use std::error::Error as StdError;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use chaos_policy::{Attempt, Outcome, ResetPhase};
-
-use reqwest::header::{HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Uri};
 
 use crate::plan::RequestKind;
+use crate::pool::{self, Failure, Pool, Stage};
 
 /// What every attempt of one request kind shares, built once per run rather than once
-/// per attempt: the method, the URL when the path has no `{n}` (parsing a URL is a
-/// good part of what a request costs the client), and the header values that never
-/// change.
+/// per attempt: the method, the request target when the path has no `{n}`, the `Host`
+/// header, and the header values that never change.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    method: reqwest::Method,
-    /// The base URL and the path, joined: the path itself when it has a `{n}`.
-    url: String,
-    /// `url`, parsed, when it is fixed and well formed.
-    parsed: Option<reqwest::Url>,
+    method: Method,
+    /// The base URL's path and the kind's, joined (origin form): with a `{n}` if the
+    /// kind's path has one.
+    path: String,
+    /// `path`, parsed, when it is fixed and well formed.
+    fixed: Option<Uri>,
+    host: HeaderValue,
     policy: HeaderValue,
-    /// The kind's own headers, with names and values parsed; one that does not parse is
-    /// left to the HTTP client to refuse, as it would be without preparation.
+    /// The kind's own headers, with names and values parsed.
     headers: Vec<(HeaderName, HeaderValue)>,
-    raw_headers: Vec<(String, String)>,
-    body: Option<String>,
+    /// Why no attempt of this kind can be built (a header or base URL the plan should
+    /// have refused), if none can.
+    unbuildable: bool,
+    body: Option<Bytes>,
     idempotency_key: bool,
 }
 
 impl Prepared {
     pub fn new(base_url: &str, kind: &RequestKind, policy: &str) -> Prepared {
-        let url = format!("{base_url}{}", kind.path);
-        let parsed = (!kind.path.contains("{n}"))
-            .then(|| reqwest::Url::parse(&url).ok())
+        let base = reqwest::Url::parse(base_url).ok();
+        let prefix = base
+            .as_ref()
+            .map_or("", |url| url.path().trim_end_matches('/'));
+        let path = format!("{prefix}{}", kind.path);
+        let fixed = (!kind.path.contains("{n}"))
+            .then(|| Uri::try_from(path.as_str()).ok())
             .flatten();
+        let host = base.as_ref().and_then(|url| {
+            let host = url.host_str()?;
+            let host = match url.port() {
+                Some(port) => format!("{host}:{port}"),
+                None => host.to_owned(),
+            };
+            HeaderValue::from_str(&host).ok()
+        });
+        let mut unbuildable = host.is_none();
         let mut headers = Vec::new();
-        let mut raw_headers = Vec::new();
         for (name, value) in &kind.headers {
             match (
                 HeaderName::from_bytes(name.as_bytes()),
                 HeaderValue::from_str(value),
             ) {
                 (Ok(name), Ok(value)) => headers.push((name, value)),
-                _ => raw_headers.push((name.clone(), value.clone())),
+                _ => unbuildable = true,
             }
         }
         Prepared {
-            method: reqwest::Method::from_bytes(kind.method.as_bytes())
-                .unwrap_or(reqwest::Method::GET),
-            url,
-            parsed,
+            method: Method::from_bytes(kind.method.as_bytes()).unwrap_or(Method::GET),
+            path,
+            fixed,
+            host: host.unwrap_or_else(|| HeaderValue::from_static("invalid")),
             policy: HeaderValue::from_str(policy)
                 .unwrap_or_else(|_| HeaderValue::from_static("(invalid)")),
             headers,
-            raw_headers,
-            body: kind.body.clone(),
+            unbuildable,
+            body: kind.body.clone().map(Bytes::from),
             idempotency_key: kind.idempotency_key,
         }
+    }
+
+    /// The request for one attempt, or `None` when it cannot be built.
+    fn request(&self, spec: &AttemptSpec<'_>) -> Option<Request<pool::Body>> {
+        if self.unbuildable {
+            return None;
+        }
+        let uri = match &self.fixed {
+            Some(uri) => uri.clone(),
+            None => Uri::try_from(self.path.replace("{n}", &spec.n.to_string())).ok()?,
+        };
+        let mut headers = HeaderMap::with_capacity(8);
+        headers.insert(HOST, self.host.clone());
+        // Ids are the policy's name and a number, and the plan refuses a name that cannot
+        // be sent in a header.
+        let id = HeaderValue::from_str(spec.id).ok()?;
+        if self.idempotency_key {
+            headers.insert(IDEMPOTENCY_KEY, id.clone());
+        }
+        headers.insert(REQUEST_ID, id);
+        headers.insert(ATTEMPT, HeaderValue::from(spec.attempt.get()));
+        headers.insert(POLICY, self.policy.clone());
+        if let Some(traceparent) = spec.traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
+            headers.insert(TRACEPARENT, traceparent);
+        }
+        for (name, value) in &self.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        if let Some(timeout) = spec.timeout.filter(|_| spec.propagate_deadline) {
+            headers.insert(
+                HeaderName::from_static(crate::relay::DEADLINE_MS),
+                HeaderValue::from(u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX)),
+            );
+        }
+        let body = match &self.body {
+            Some(body) => {
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                pool::Body::new(body.clone())
+            }
+            None => pool::Body::default(),
+        };
+        let mut request = Request::new(body);
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers;
+        Some(request)
     }
 }
 
@@ -117,9 +179,9 @@ impl Answer {
 /// How far an attempt got before it ended or was stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
-    /// Not yet handed to the HTTP client.
+    /// Not yet handed to the pool.
     Idle,
-    /// A new connection is being made for it: nothing of it is on the wire yet.
+    /// Waiting for a connection, pooled or new: nothing of it is on the wire yet.
     Connecting,
     /// Handed to a connection, which writes it straight away.
     Handed,
@@ -149,14 +211,6 @@ pub fn left_process<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
         .is_some_and(|reach| reach.get() == Reach::Handed)
 }
 
-/// Whether a tracked send that ended was still waiting for a new connection when it did.
-/// A timeout then is no proof either way: the pool races a new connection against one of
-/// its own coming free, and may have handed the request to the latter just before.
-pub fn was_connecting<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
-    send.take_value()
-        .is_some_and(|reach| reach.get() == Reach::Connecting)
-}
-
 /// The shortest timeout an attempt is sent with: tokio's timers tick by the millisecond,
 /// so an attempt with less left would time out before it could be answered, perhaps
 /// before it was written.
@@ -173,56 +227,9 @@ pub fn left_after_wait(timeout: Option<Duration>, waited: Duration) -> Option<Op
     }
 }
 
-/// The connector layer that tells a tracked send a new connection is being made for it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MarkConnect;
-
-impl<S> tower::Layer<S> for MarkConnect {
-    type Service = MarkConnectService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        MarkConnectService(inner)
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct MarkConnectService<S>(S);
-
-impl<S: tower::Service<R>, R> tower::Service<R> for MarkConnectService<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Connecting<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: R) -> Self::Future {
-        mark(Reach::Connecting);
-        Connecting(Box::pin(self.0.call(request)))
-    }
-}
-
-/// A connection being made; once made, the request it was made for is handed to it.
-#[derive(Debug)]
-pub struct Connecting<F>(Pin<Box<F>>);
-
-impl<F: Future<Output = Result<T, E>>, T, E> Future for Connecting<F> {
-    type Output = F::Output;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let done = self.0.as_mut().poll(cx);
-        if let Poll::Ready(Ok(_)) = done {
-            mark(Reach::Handed);
-        }
-        done
-    }
-}
-
 /// A client that never retries on its own: the only retries are the policy's.
 pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
-        .connector_layer(MarkConnect)
         .retry(reqwest::retry::never())
         // A redirect followed by the client would be a second request behind the policy's
         // back (and could lead off loopback): a 3xx is the attempt's outcome.
@@ -246,90 +253,69 @@ const ATTEMPT: HeaderName = HeaderName::from_static("x-chaos-attempt");
 const POLICY: HeaderName = HeaderName::from_static("x-chaos-policy");
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const DUPLICATE: HeaderName = HeaderName::from_static("x-chaos-duplicate");
 
-pub async fn send(client: &reqwest::Client, spec: AttemptSpec<'_>) -> Answer {
-    let kind = spec.kind;
-    let request = match &kind.parsed {
-        Some(url) => client.request(kind.method.clone(), url.clone()),
-        None => client.request(
-            kind.method.clone(),
-            kind.url.replace("{n}", &spec.n.to_string()),
-        ),
+/// Sends one attempt through `pool` and reads its answer, within the attempt's timeout.
+pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
+    let Some(request) = spec.kind.request(&spec) else {
+        // It could not be built, so it never left.
+        return Answer::of(Outcome::ConnectRefused);
     };
-    let mut headers = reqwest::header::HeaderMap::with_capacity(8);
-    match HeaderValue::from_str(spec.id) {
-        Ok(id) => {
-            if kind.idempotency_key {
-                headers.insert(IDEMPOTENCY_KEY, id.clone());
-            }
-            headers.insert(REQUEST_ID, id);
+    // Atomics, not cells: the send is part of a task that may move between threads.
+    let handed = AtomicBool::new(false);
+    let duplicate = AtomicBool::new(false);
+    let stage = |stage: Stage| {
+        let on_wire = stage == Stage::Handed;
+        handed.store(on_wire, Ordering::Relaxed);
+        mark(if on_wire {
+            Reach::Handed
+        } else {
+            Reach::Connecting
+        });
+    };
+    let exchange = async {
+        let answering = match pool.send(request, &stage).await {
+            Ok(answering) => answering,
+            Err(failure) => return Answer::of(classify_failure(&failure)),
+        };
+        let headers = &answering.head.headers;
+        let status = answering.head.status.as_u16();
+        let retry_after = headers
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let duplicated = headers.contains_key(DUPLICATE);
+        duplicate.store(duplicated, Ordering::Relaxed);
+        let no_retry = headers.contains_key(crate::relay::NO_RETRY);
+        match answering.finish().await {
+            Ok(()) => Answer {
+                outcome: Outcome::Status(status),
+                retry_after,
+                duplicate: duplicated,
+                no_retry,
+            },
+            // The status line and headers came; the body did not, in full.
+            Err(_) => Answer {
+                outcome: Outcome::TruncatedBody,
+                retry_after: None,
+                duplicate: duplicated,
+                no_retry: false,
+            },
         }
-        // Ids are the policy's name and a number, and the plan refuses a name that cannot
-        // be sent in a header: this attempt could not be built, so it never left.
-        Err(_) => return Answer::of(Outcome::ConnectRefused),
-    }
-    headers.insert(ATTEMPT, HeaderValue::from(spec.attempt.get()));
-    headers.insert(POLICY, kind.policy.clone());
-    if let Some(traceparent) = spec.traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
-        headers.insert(TRACEPARENT, traceparent);
-    }
-    for (name, value) in &kind.headers {
-        headers.append(name.clone(), value.clone());
-    }
-    let mut request = request.headers(headers);
-    for (name, value) in &kind.raw_headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
-    if let Some(body) = &kind.body {
-        request = request
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.clone());
-    }
-    if let Some(timeout) = spec.timeout {
-        request = request.timeout(timeout);
-        if spec.propagate_deadline {
-            request = request.header(
-                crate::relay::DEADLINE_MS,
-                timeout.as_millis().max(1).to_string(),
-            );
-        }
-    }
-    // The pool hands the request to an idle connection within this first poll, unless a
-    // new connection must be made first (then the connector marks it as connecting).
-    mark(Reach::Handed);
-    match request.send().await {
-        Ok(response) => {
-            let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(parse_retry_after);
-            let duplicate = response.headers().contains_key("x-chaos-duplicate");
-            let no_retry = response.headers().contains_key(crate::relay::NO_RETRY);
-            match response.bytes().await {
-                Ok(_) => Answer {
-                    outcome: Outcome::Status(status),
-                    retry_after,
-                    duplicate,
-                    no_retry,
-                },
-                Err(e) if e.is_timeout() => Answer {
-                    outcome: Outcome::AttemptTimeout,
-                    retry_after: None,
-                    duplicate,
-                    no_retry: false,
-                },
-                // The status line and headers came; the body did not, in full.
-                Err(_) => Answer {
-                    outcome: Outcome::TruncatedBody,
-                    retry_after: None,
-                    duplicate,
-                    no_retry: false,
-                },
-            }
-        }
-        Err(e) => Answer::of(classify(&e)),
+    };
+    let Some(timeout) = spec.timeout else {
+        return exchange.await;
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(answer) => answer,
+        Err(_) if handed.load(Ordering::Relaxed) => Answer {
+            outcome: Outcome::AttemptTimeout,
+            retry_after: None,
+            duplicate: duplicate.load(Ordering::Relaxed),
+            no_retry: false,
+        },
+        // Still waiting for a connection: nothing of it was written.
+        Err(_) => Answer::of(Outcome::ConnectTimeout),
     }
 }
 
@@ -339,9 +325,8 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// Classifies a failed send by what its source chain holds.
+/// Classifies a failed send of the relay's client by what its source chain holds.
 pub fn classify(error: &reqwest::Error) -> Outcome {
-    let io_kind = io_kind(error);
     if error.is_timeout() {
         return if error.is_connect() {
             Outcome::ConnectTimeout
@@ -349,21 +334,37 @@ pub fn classify(error: &reqwest::Error) -> Outcome {
             Outcome::AttemptTimeout
         };
     }
+    if error.is_connect() {
+        return match io_kind(error) {
+            Some(io::ErrorKind::TimedOut) => Outcome::ConnectTimeout,
+            _ => Outcome::ConnectRefused,
+        };
+    }
+    classify_wire(error)
+}
+
+/// Classifies a failed send of the engine's pool.
+pub fn classify_failure(failure: &Failure) -> Outcome {
+    match failure {
+        Failure::ConnectTimeout => Outcome::ConnectTimeout,
+        Failure::Connect(e) if e.kind() == io::ErrorKind::TimedOut => Outcome::ConnectTimeout,
+        Failure::Connect(_) => Outcome::ConnectRefused,
+        Failure::Wire(e) => classify_wire(e),
+    }
+}
+
+/// An attempt that failed on a connection it was handed to, by its error's source chain.
+fn classify_wire(error: &(dyn StdError + 'static)) -> Outcome {
+    let io_kind = io_kind(error);
     match io_kind {
         Some(io::ErrorKind::ConnectionRefused) => return Outcome::ConnectRefused,
-        Some(io::ErrorKind::TimedOut) if error.is_connect() => return Outcome::ConnectTimeout,
         Some(io::ErrorKind::TimedOut) => return Outcome::AttemptTimeout,
         Some(
             io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::BrokenPipe,
-        ) => {
-            return Outcome::Reset(ResetPhase::Unknown);
-        }
+        ) => return Outcome::Reset(ResetPhase::Unknown),
         _ => {}
-    }
-    if error.is_connect() {
-        return Outcome::ConnectRefused;
     }
     if hyper_incomplete(error) || io_kind == Some(io::ErrorKind::UnexpectedEof) {
         return Outcome::Closed;

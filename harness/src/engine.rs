@@ -44,6 +44,7 @@ use recorders::Recorders;
 
 use crate::attempt::{self, AttemptSpec};
 use crate::plan::{NamedPolicy, Plan, RequestKind};
+use crate::pool::{BadTarget, Pool};
 use crate::schedule::{Arrival, Schedule};
 use crate::stats::{Reached, Recorder};
 use crate::telemetry::trace::attr;
@@ -54,6 +55,8 @@ use crate::telemetry::{About, Counts, LogicalTrace, Target, Telemetry};
 pub enum EngineError {
     #[error("the load dispatcher failed: {0}")]
     Dispatcher(String),
+    #[error(transparent)]
+    Target(#[from] BadTarget),
 }
 
 /// What one policy's run produced.
@@ -82,7 +85,6 @@ pub struct EngineConfig<'a> {
     pub plan: &'a Plan,
     pub policy: &'a NamedPolicy,
     pub base_url: String,
-    pub http: reqwest::Client,
     /// Cancelled when the user interrupts the run.
     pub abort: CancellationToken,
     pub progress: Option<Progress>,
@@ -109,7 +111,7 @@ struct Shared {
     policy: String,
     /// The plan's request kinds, ready to send.
     kinds: Vec<attempt::Prepared>,
-    http: reqwest::Client,
+    http: Pool,
     /// The plan's cap on connections, if it sets one.
     connections: Option<Connections>,
     plan: Arc<Plan>,
@@ -205,6 +207,13 @@ where
     A: Iterator<Item = Arrival> + Send + 'static,
 {
     let plan = Arc::new(config.plan.clone());
+    // Idle connections kept for the next attempts: as many as may be busy at once.
+    let pooled = plan
+        .load
+        .max_connections
+        .unwrap_or(plan.load.max_in_flight)
+        .min(1024);
+    let http = Pool::new(&config.base_url, pooled as usize)?;
     let start = Instant::now();
     let telemetry = config.telemetry.map(|telemetry| {
         let target = Target::new(&config.base_url);
@@ -233,7 +242,7 @@ where
             .collect(),
         base_url: config.base_url,
         policy: config.policy.name.clone(),
-        http: config.http,
+        http,
         connections: plan.load.max_connections.map(Connections::new),
         plan: Arc::clone(&plan),
         seed: plan.seed,
@@ -509,11 +518,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     }
                 };
                 let now = shared.now();
-                let unsure = answer.outcome == Outcome::AttemptTimeout
-                    && attempt::was_connecting(send.as_mut());
-                if unsure {
-                    running.reached = running.reached.max(Reached::Maybe);
-                } else if !answer.outcome.proves_unsent() {
+                if !answer.outcome.proves_unsent() {
                     running.reached = Reached::Yes;
                 }
                 // A wait for one of the client's own connections says nothing of the target.
@@ -524,7 +529,6 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     if let Some(wait) = wait {
                         recorder.waited(wait.waited, wait.timed_out);
                     }
-                    recorder.unsure += u64::from(unsure);
                     record_sent(recorder);
                     recorder.attempt_done(
                         answer.outcome,

@@ -155,15 +155,14 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 measured: Some(l.attempts as f64),
                 limit: Some(r.attempts as f64),
                 detail: format!(
-                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} logical requests, {} of which reached the server ({} attempts failed to connect, {} were abandoned on the wire at the end, {} timed out while connecting)",
+                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} logical requests, {} of which reached the server ({} attempts failed to connect, {} were abandoned on the wire at the end)",
                     l.attempts,
                     l.logical,
                     r.attempts,
                     r.logical,
                     l.client_reached,
                     l.client_unsent,
-                    l.client_abandoned,
-                    l.client_unsure
+                    l.client_abandoned
                 ),
             },
             None => GateResult {

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod engine;
 pub mod gates;
 pub mod plan;
+pub mod pool;
 pub mod relay;
 pub mod report;
 pub mod run;

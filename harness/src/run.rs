@@ -8,7 +8,6 @@ use fault_server::script::Script;
 use fault_server::{ServerConfig, ServerHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::attempt::http_client;
 use crate::engine::{self, EngineConfig, Progress};
 use crate::plan::{NamedPolicy, Plan, Target};
 use crate::relay::{Relay, RelayConfig};
@@ -121,12 +120,6 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             Server::BlackBox { url: url.clone() }
         }
     };
-    let pooled = plan
-        .load
-        .max_connections
-        .unwrap_or(plan.load.max_in_flight)
-        .min(1024);
-    let http = http_client(pooled as usize).map_err(|e| RunError::Client(e.to_string()))?;
 
     let mut outcomes = Vec::new();
     let mut aborted = false;
@@ -198,7 +191,6 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             plan,
             policy,
             base_url: next.clone(),
-            http: http.clone(),
             abort: options.abort.clone(),
             progress: options.progress.as_ref().map(|p| p(policy, plan)),
             telemetry: options.telemetry.clone(),

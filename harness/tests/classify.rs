@@ -1,5 +1,6 @@
-//! `attempt::send` and `attempt::classify` against real sockets that fail in each way the
-//! design names: refused, connect timeout, reset, clean close, timeout, truncated body.
+//! `attempt::send` (the engine's pool) and `attempt::classify` (the relay's client) against
+//! real sockets that fail in each way the design names: refused, connect timeout, reset,
+//! clean close, timeout, truncated body.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use chaos_policy::{Attempt, Outcome, ResetPhase};
 use harness::attempt::{self, AttemptSpec};
 use harness::plan::RequestKind;
+use harness::pool::Pool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -25,7 +27,7 @@ fn kind() -> RequestKind {
 
 /// What one attempt to `addr` produces, with an attempt timeout of 300 ms.
 async fn outcome(addr: SocketAddr) -> Outcome {
-    let client = attempt::http_client(1).expect("client");
+    let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
     let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
     let spec = AttemptSpec {
         kind: &kind,
@@ -36,7 +38,7 @@ async fn outcome(addr: SocketAddr) -> Outcome {
         traceparent: None,
         propagate_deadline: false,
     };
-    attempt::send(&client, spec).await.outcome
+    attempt::send(&pool, spec).await.outcome
 }
 
 /// A server that reads one request head and then does `then` with the connection.
@@ -99,6 +101,9 @@ async fn a_connect_that_never_completes_is_a_connect_timeout() {
         .await
         .expect_err("no connection");
     assert_eq!(attempt::classify(&error), Outcome::ConnectTimeout);
+    // The engine's pool: the attempt's timeout runs out before a connection is made, so
+    // nothing was written.
+    assert_eq!(outcome(addr).await, Outcome::ConnectTimeout);
     drop(listener);
 }
 
@@ -163,10 +168,10 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
             .await;
     })
     .await;
-    let client = attempt::http_client(1).expect("client");
+    let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
     let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
     let answer = attempt::send(
-        &client,
+        &pool,
         AttemptSpec {
             kind: &kind,
             id: "t-0000002",

@@ -119,12 +119,10 @@ load:
 policies: [ {{ name: once, max_attempts: 1 }} ]
 "#
     ));
-    let http = harness::attempt::http_client(16).expect("client");
     let run = engine::run(EngineConfig {
         plan: &plan,
         policy: &plan.policies[0],
         base_url: format!("http://{addr}"),
-        http,
         abort: CancellationToken::new(),
         progress: None,
         telemetry: None,
@@ -168,7 +166,6 @@ policies: [ { name: once } ]
             plan: &plan,
             policy: &plan.policies[0],
             base_url: server.url(),
-            http: harness::attempt::http_client(4).expect("client"),
             abort: CancellationToken::new(),
             progress: None,
             telemetry: None,
@@ -184,6 +181,7 @@ policies: [ { name: once } ]
                 "{message}"
             );
         }
+        Err(other) => panic!("the wrong error: {other}"),
         Ok(run) => panic!(
             "a crashed dispatcher reported a run (aborted: {})",
             run.aborted

@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::attempt::{self, Answer, AttemptSpec};
+use crate::pool::Pool;
 
 pub(super) struct Connections {
     slots: Semaphore,
@@ -88,7 +89,7 @@ pub(super) struct Wait {
 /// Sends one attempt, first waiting for a connection if the plan caps them: what came
 /// back, and the wait, if there was a cap.
 pub(super) async fn send(
-    http: &reqwest::Client,
+    http: &Pool,
     connections: Option<&Connections>,
     spec: AttemptSpec<'_>,
 ) -> (Answer, Option<Wait>) {

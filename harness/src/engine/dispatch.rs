@@ -302,7 +302,6 @@ mod tests {
                 plan: &plan,
                 policy: &plan.policies[0],
                 base_url: server.url(),
-                http: crate::attempt::http_client(8).expect("client"),
                 abort: CancellationToken::new(),
                 progress: None,
                 telemetry: None,

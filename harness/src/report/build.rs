@@ -194,8 +194,7 @@ fn tier_reports(
 
 /// The range of ledger counts that agrees with what the client sent: every attempt that
 /// left the process, except those that failed to connect (the server cannot have seen
-/// them); attempts abandoned on the wire at the run's end may not have been read yet, and
-/// those that timed out while their connection was being made may not have been written.
+/// them); attempts abandoned on the wire at the run's end may not have been read yet.
 /// The same holds of logical requests: those with an attempt that reached the server, and
 /// perhaps those whose only such attempt was abandoned.
 pub fn reconciliation(r: &Recorder) -> Reconciliation {
@@ -207,7 +206,7 @@ pub fn reconciliation(r: &Recorder) -> Reconciliation {
     let (surely, perhaps) = r.reached;
     Reconciliation {
         unsent,
-        attempts: may_have.saturating_sub(r.abandoned + r.unsure)..=may_have,
+        attempts: may_have.saturating_sub(r.abandoned)..=may_have,
         logical: surely..=surely + perhaps,
     }
 }
@@ -284,7 +283,6 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             idempotent_replays: l.idempotent_replays,
             client_unsent: agree.unsent,
             client_abandoned: r.abandoned,
-            client_unsure: r.unsure,
             client_reached: r.reached.0,
             reconciled,
             by_outcome: l.by_outcome.clone(),

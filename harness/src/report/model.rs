@@ -200,12 +200,11 @@ impl PolicyReport {
     }
 
     /// Attempts the client sent that the next hop may not have received: those that
-    /// failed to connect, those abandoned on the wire at the end, and those that timed out
-    /// while connecting.
+    /// failed to connect, and those abandoned on the wire at the end.
     fn cut_or_unsent(&self) -> u64 {
-        self.ledger.as_ref().map_or(0, |l| {
-            l.client_unsent + l.client_abandoned + l.client_unsure
-        })
+        self.ledger
+            .as_ref()
+            .map_or(0, |l| l.client_unsent + l.client_abandoned)
     }
 
     /// The chain hop by hop, client first and leaf last; empty without relay tiers.
@@ -320,10 +319,6 @@ pub struct LedgerView {
     /// Attempts on the wire, unanswered, when the run stopped: the server may not have
     /// read them yet.
     pub client_abandoned: u64,
-    /// Attempts that timed out while their connection was being made: the client cannot
-    /// tell whether they were written.
-    #[serde(default)]
-    pub client_unsure: u64,
     /// Logical requests with an attempt the client saw reach the server.
     pub client_reached: u64,
     /// The server saw every attempt the client sent, except those that failed to connect

@@ -106,10 +106,6 @@ pub struct Recorder {
     /// Attempts on the wire, unanswered, when the run stopped: counted in `attempts`, and
     /// the server may not have read them yet.
     pub abandoned: u64,
-    /// Attempts that timed out while a connection was still being made for them: counted
-    /// in `attempts`, though the client cannot tell whether they were written (the pool
-    /// may have handed them meanwhile to a connection that came free).
-    pub unsure: u64,
     /// Attempts that left the process.
     pub attempts: u64,
     /// Logical requests that reached the server, surely and perhaps: the ledger's count of
@@ -154,7 +150,6 @@ impl Default for Recorder {
             unfinished: 0,
             cut: 0,
             abandoned: 0,
-            unsure: 0,
             attempts: 0,
             reached: (0, 0),
             retries: 0,
@@ -343,7 +338,6 @@ impl Recorder {
             (&mut self.unfinished, &mut other.unfinished),
             (&mut self.cut, &mut other.cut),
             (&mut self.abandoned, &mut other.abandoned),
-            (&mut self.unsure, &mut other.unsure),
             (&mut self.attempts, &mut other.attempts),
             (&mut self.reached.0, &mut other.reached.0),
             (&mut self.reached.1, &mut other.reached.1),
@@ -517,7 +511,6 @@ mod tests {
         }
         r.cut();
         r.abandoned += salt;
-        r.unsure += salt * 2;
     }
 
     #[test]
@@ -532,7 +525,6 @@ mod tests {
             merged.absorb(&mut shard);
             let mut empty = Recorder::new(window);
             empty.abandoned = shard.abandoned;
-            empty.unsure = shard.unsure;
             assert_eq!(
                 format!("{shard:?}"),
                 format!("{empty:?}"),
@@ -559,7 +551,6 @@ mod tests {
                 merged.unfinished,
                 merged.cut,
                 merged.abandoned,
-                merged.unsure,
                 merged.attempts,
                 merged.reached,
                 merged.retries,
@@ -573,7 +564,6 @@ mod tests {
                 one.unfinished,
                 one.cut,
                 one.abandoned,
-                one.unsure,
                 one.attempts,
                 one.reached,
                 one.retries,

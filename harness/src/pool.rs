@@ -1,0 +1,245 @@
+//! The engine's own HTTP/1.1 client: a pool of hyper connections to the one target a run
+//! sends to.
+//!
+//! Why not a general client: the engine sends to one origin over plain HTTP, and what it
+//! must know of every attempt is exact: was it written or not. A general pool races a new
+//! connection against one of its own coming free and hands the request to whichever wins,
+//! so an attempt stopped meanwhile may or may not have been written; this pool decides
+//! itself (an idle connection if there is one, else a new one), so an attempt stopped
+//! before it was handed to a connection surely never left, and one handed to a
+//! connection that closed before writing it is handed to another. It also spares every
+//! attempt what a general client pays for (its connector stack cloned, the URL parsed
+//! again, a task to watch each connection come free): the harness's CPU per request is
+//! what `just bench` holds against oha's.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Request, body::Incoming};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// How long a new connection may take before the attempt it is for gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a connection may sit idle before it is closed rather than reused: below the
+/// fault-server's 30 s idle cut-off, so an attempt is never handed to a connection the
+/// server is closing (an attempt the server would never see).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A request body: the plan's, or none.
+pub type Body = Full<Bytes>;
+
+/// Connections to one target, shared by every task of a run; cloning shares them.
+#[derive(Clone)]
+pub struct Pool(Arc<Inner>);
+
+struct Inner {
+    /// Where to connect: an address, or a name to look up on each new connection.
+    at: Address,
+    /// Connections with nothing on them, the most recently used last.
+    idle: Mutex<Vec<(SendRequest<Body>, Instant)>>,
+    max_idle: usize,
+}
+
+enum Address {
+    Ip(SocketAddr),
+    Name(String, u16),
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("max_idle", &self.0.max_idle)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A base URL the pool cannot send to.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot send to `{url}`: {why}")]
+pub struct BadTarget {
+    url: String,
+    why: String,
+}
+
+/// How far a send got, for an attempt stopped or timed out on the way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for a connection, pooled or new: nothing of it is on the wire.
+    Connecting,
+    /// Handed to a connection, which writes it straight away.
+    Handed,
+}
+
+/// Why a send failed, and how far it got.
+#[derive(Debug)]
+pub enum Failure {
+    /// No connection could be made (its error), or one made could not take the request.
+    Connect(io::Error),
+    /// A new connection took longer than [`CONNECT_TIMEOUT`].
+    ConnectTimeout,
+    /// Handed to a connection, which failed before the whole answer came.
+    Wire(hyper::Error),
+}
+
+/// An answer whose head came: read its body with [`Answering::finish`], which gives the
+/// connection back to the pool for the next attempt.
+#[derive(Debug)]
+pub struct Answering {
+    pub head: hyper::http::response::Parts,
+    body: Incoming,
+    connection: SendRequest<Body>,
+    pool: Pool,
+}
+
+impl Answering {
+    /// Reads the body to its end (and drops it); an error is the connection's, which
+    /// failed before the whole body came.
+    pub async fn finish(mut self) -> Result<(), hyper::Error> {
+        while let Some(frame) = self.body.frame().await {
+            frame?;
+        }
+        self.pool.give_back(self.connection);
+        Ok(())
+    }
+}
+
+impl Pool {
+    /// A pool for `base_url` (`http://host[:port][/prefix]`) that keeps at most
+    /// `max_idle` idle connections.
+    pub fn new(base_url: &str, max_idle: usize) -> Result<Pool, BadTarget> {
+        let bad = |why: String| BadTarget {
+            url: base_url.to_owned(),
+            why,
+        };
+        let url = reqwest::Url::parse(base_url).map_err(|e| bad(e.to_string()))?;
+        if url.scheme() != "http" {
+            return Err(bad("only http:// is supported".into()));
+        }
+        let port = url.port_or_known_default().unwrap_or(80);
+        let Some(host) = url.host_str() else {
+            return Err(bad("it has no host".into()));
+        };
+        // An IPv6 host comes in brackets.
+        let at = match host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
+            Ok(ip) => Address::Ip(SocketAddr::new(ip, port)),
+            Err(_) => Address::Name(host.to_owned(), port),
+        };
+        Ok(Pool(Arc::new(Inner {
+            at,
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+        })))
+    }
+
+    /// Sends `request` and waits for its answer's head. `stage` is kept up to date, so
+    /// that whoever stops this future knows whether the request was handed to a
+    /// connection.
+    pub async fn send(
+        &self,
+        mut request: Request<Body>,
+        stage: &(dyn Fn(Stage) + Sync),
+    ) -> Result<Answering, Failure> {
+        stage(Stage::Connecting);
+        let mut fresh = false;
+        loop {
+            let mut connection = match self.idle_connection().await {
+                Some(connection) => connection,
+                None if fresh => {
+                    // A connection just made closed before it could take the request.
+                    return Err(Failure::Connect(io::ErrorKind::ConnectionAborted.into()));
+                }
+                None => {
+                    fresh = true;
+                    self.connect().await?
+                }
+            };
+            stage(Stage::Handed);
+            match connection.try_send_request(request).await {
+                Ok(response) => {
+                    let (head, body) = response.into_parts();
+                    return Ok(Answering {
+                        head,
+                        body,
+                        connection,
+                        pool: self.clone(),
+                    });
+                }
+                Err(mut error) => match error.take_message() {
+                    // Never written: the connection closed first. Another takes it.
+                    Some(unsent) => {
+                        stage(Stage::Connecting);
+                        request = unsent;
+                    }
+                    None => return Err(Failure::Wire(error.into_error())),
+                },
+            }
+        }
+    }
+
+    fn give_back(&self, connection: SendRequest<Body>) {
+        if connection.is_closed() {
+            return;
+        }
+        let mut idle = self.idle();
+        if idle.len() < self.0.max_idle {
+            idle.push((connection, Instant::now()));
+        }
+    }
+
+    /// The most recently used idle connection that is still open, once it can take a
+    /// request.
+    async fn idle_connection(&self) -> Option<SendRequest<Body>> {
+        loop {
+            let (mut connection, since) = self.idle().pop()?;
+            if since.elapsed() >= IDLE_TIMEOUT {
+                // Every connection below it has been idle longer still.
+                self.idle().clear();
+                return None;
+            }
+            // Given back as soon as its answer was read, a connection is ready once its
+            // own task has seen the answer end: at most a turn of the runtime.
+            if connection.ready().await.is_ok() {
+                return Some(connection);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Body>, Failure> {
+        let connect = async {
+            match &self.0.at {
+                Address::Ip(addr) => TcpStream::connect(addr).await,
+                Address::Name(name, port) => TcpStream::connect((name.as_str(), *port)).await,
+            }
+        };
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+            .await
+            .map_err(|_| Failure::ConnectTimeout)?
+            .map_err(Failure::Connect)?;
+        stream.set_nodelay(true).map_err(Failure::Connect)?;
+        let (connection, driver) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| Failure::Connect(io::Error::other(e)))?;
+        // The connection's own task: it ends when the connection closes or the pool lets
+        // go of it. Its error, if any, reaches the request it was writing or reading.
+        tokio::spawn(async move {
+            let _ = driver.await;
+        });
+        Ok(connection)
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<(SendRequest<Body>, Instant)>> {
+        // A panic under this lock cannot leave the list half changed.
+        self.0.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
