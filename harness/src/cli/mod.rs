@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+mod runtime;
 mod simulate;
 use indicatif::{ProgressBar, ProgressStyle};
 pub use simulate::SimulateArgs;
@@ -24,6 +25,7 @@ use crate::policy::Preset;
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
+use runtime::Interrupts;
 
 /// The annotated reference plan, `docs/plan-reference.yaml`.
 pub const PLAN_REFERENCE: &str = include_str!("../../../docs/plan-reference.yaml");
@@ -112,9 +114,11 @@ pub struct ChaosArgs {
     /// with neither, no telemetry (see docs/telemetry.md).
     #[arg(long, value_name = "ENDPOINT")]
     pub otlp: Option<String>,
-    /// Worker threads for the load (and an embedded fault-server); default: one per core.
-    /// On a machine the target shares, fewer leave it cores, and one thread also spares
-    /// the wake-ups of threads taking work from each other (docs/benchmarks.md).
+    /// Worker threads for the load (and an embedded fault-server and relay tiers).
+    /// Default: one when the target is a process of its own and the plan's peak rate
+    /// times its most attempts per request is at most 15,000 a second (one thread spares
+    /// the wake-ups of threads taking work from each other, and leaves a loopback target
+    /// its cores: docs/benchmarks.md); else one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
 }
@@ -178,22 +182,6 @@ pub fn execute(cli: Cli) -> u8 {
     }
 }
 
-/// The async runtime, with `threads` workers (default: tokio's, one per core), or why it
-/// cannot start (said on stderr).
-fn runtime(threads: Option<u16>) -> Option<tokio::runtime::Runtime> {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = threads {
-        builder.worker_threads(usize::from(threads));
-    }
-    match builder.enable_all().build() {
-        Ok(rt) => Some(rt),
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            None
-        }
-    }
-}
-
 fn relay(args: RelayArgs) -> u8 {
     let host = reqwest::Url::parse(&args.to)
         .ok()
@@ -228,7 +216,7 @@ fn relay(args: RelayArgs) -> u8 {
         },
         None => plan::forward_once(),
     };
-    let Some(runtime) = runtime(None) else {
+    let Some(runtime) = runtime::runtime(None) else {
         return EXIT_CANNOT_RUN;
     };
     runtime.block_on(async move {
@@ -372,20 +360,14 @@ fn chaos(args: ChaosArgs) -> u8 {
         save_baseline,
     } = run;
     let (path, out) = (path.as_path(), out.as_deref());
-    let Some(runtime) = runtime(threads) else {
-        return EXIT_CANNOT_RUN;
-    };
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report
     // marked aborted, however early it comes.
     let abort = CancellationToken::new();
-    let signals = {
-        let _entered = runtime.enter();
-        match Interrupts::install() {
-            Ok(signals) => runtime.spawn(signals.wait(abort.clone())),
-            Err(e) => {
-                eprintln!("error: cannot listen for Ctrl-C: {e}");
-                return EXIT_CANNOT_RUN;
-            }
+    let listening = match Interrupts::listen(abort.clone()) {
+        Ok(listening) => listening,
+        Err(e) => {
+            eprintln!("error: cannot listen for Ctrl-C: {e}");
+            return EXIT_CANNOT_RUN;
         }
     };
     // The embedded fault-server and the client's sockets share this process's descriptors.
@@ -399,6 +381,10 @@ fn chaos(args: ChaosArgs) -> u8 {
     let (plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref()) {
         Ok(both) => both,
         Err(code) => return code,
+    };
+    let workers = threads.map(usize::from).or_else(|| runtime::workers(&plan));
+    let Some(runtime) = runtime::runtime(workers) else {
+        return EXIT_CANNOT_RUN;
     };
     let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, |m| {
         eprintln!("{m}");
@@ -429,7 +415,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         telemetry: telemetry.clone(),
     };
     let result = runtime.block_on(run::run(&plan, &options));
-    signals.abort();
+    drop(listening);
     // Bounded: a collector that is down or slow costs at most a few seconds here.
     let telemetry_view = telemetry.map(|t| t.shutdown());
     let mut report = match result {
@@ -581,51 +567,6 @@ fn save(report: &report::Report, plan: &Plan, file: &Path) -> bool {
             eprintln!("error: cannot save the baseline to {}: {e}", file.display());
             false
         }
-    }
-}
-
-/// The signals that interrupt a run, registered with the OS when made (tokio's
-/// `ctrl_c()` registers only when first polled, which leaves the default action, death
-/// without a report, in place until then).
-struct Interrupts {
-    #[cfg(unix)]
-    interrupt: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    terminate: tokio::signal::unix::Signal,
-}
-
-impl Interrupts {
-    /// Must be called inside the runtime.
-    fn install() -> std::io::Result<Interrupts> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Interrupts {
-                interrupt: signal(SignalKind::interrupt())?,
-                terminate: signal(SignalKind::terminate())?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Interrupts {})
-    }
-
-    /// Resolves on Ctrl-C or SIGTERM.
-    async fn received(mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-    }
-
-    /// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and
-    /// cancels the run.
-    async fn wait(self, abort: CancellationToken) {
-        self.received().await;
-        eprintln!("interrupted: stopping, the report will be written and marked aborted");
-        abort.cancel();
     }
 }
 
