@@ -91,14 +91,14 @@ pub enum Failure {
 /// An answer whose head came: read its body with [`Answering::finish`], which gives the
 /// connection back to the pool for the next attempt.
 #[derive(Debug)]
-pub struct Answering {
+pub struct Answering<'p> {
     pub head: hyper::http::response::Parts,
     body: Incoming,
     connection: SendRequest<Body>,
-    pool: Pool,
+    pool: &'p Pool,
 }
 
-impl Answering {
+impl Answering<'_> {
     /// Reads the body to its end (and drops it); an error is the connection's, which
     /// failed before the whole body came.
     pub async fn finish(mut self) -> Result<(), hyper::Error> {
@@ -149,7 +149,7 @@ impl Pool {
         &self,
         mut request: Request<Body>,
         stage: &(dyn Fn(Stage) + Sync),
-    ) -> Result<Answering, Failure> {
+    ) -> Result<Answering<'_>, Failure> {
         stage(Stage::Connecting);
         let mut fresh = false;
         loop {
@@ -172,7 +172,7 @@ impl Pool {
                         head,
                         body,
                         connection,
-                        pool: self.clone(),
+                        pool: self,
                     });
                 }
                 Err(mut error) => match error.take_message() {
