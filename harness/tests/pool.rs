@@ -66,6 +66,14 @@ fn kind() -> RequestKind {
     }
 }
 
+/// A pool keeping at most `max_idle` connections to `addr`, and the test's request kind
+/// prepared for it.
+fn client(addr: SocketAddr, max_idle: usize) -> (Pool, Prepared) {
+    let url = format!("http://{addr}");
+    let pool = Pool::new(&url, max_idle).expect("pool");
+    (pool, Prepared::new(&url, &kind(), "t"))
+}
+
 async fn send(pool: &Pool, kind: &Prepared, n: u64) -> Outcome {
     let id = format!("t-{n:07}");
     let spec = AttemptSpec {
@@ -83,9 +91,7 @@ async fn send(pool: &Pool, kind: &Prepared, n: u64) -> Outcome {
 #[tokio::test]
 async fn one_attempt_at_a_time_uses_one_connection() {
     let (addr, accepted) = server(usize::MAX).await;
-    let url = format!("http://{addr}");
-    let pool = Pool::new(&url, 4).expect("pool");
-    let kind = Prepared::new(&url, &kind(), "t");
+    let (pool, kind) = client(addr, 4);
     for n in 0..50 {
         assert_eq!(send(&pool, &kind, n).await, Outcome::Status(200));
     }
@@ -97,9 +103,7 @@ async fn a_connection_the_server_closed_is_never_handed_an_attempt() {
     // Every connection takes two requests, then closes: 30 attempts, 15 connections, and
     // not one attempt lost to a closed connection.
     let (addr, accepted) = server(2).await;
-    let url = format!("http://{addr}");
-    let pool = Pool::new(&url, 4).expect("pool");
-    let kind = Prepared::new(&url, &kind(), "t");
+    let (pool, kind) = client(addr, 4);
     for n in 0..30 {
         assert_eq!(
             send(&pool, &kind, n).await,
@@ -113,9 +117,7 @@ async fn a_connection_the_server_closed_is_never_handed_an_attempt() {
 #[tokio::test]
 async fn concurrent_attempts_make_as_many_connections_as_are_busy_at_once_and_keep_them() {
     let (addr, accepted) = server(usize::MAX).await;
-    let url = format!("http://{addr}");
-    let pool = Pool::new(&url, 8).expect("pool");
-    let kind = Prepared::new(&url, &kind(), "t");
+    let (pool, kind) = client(addr, 8);
     for round in 0..10u64 {
         let tasks: Vec<_> = (0..8)
             .map(|i| {
