@@ -35,6 +35,25 @@ async fn control_endpoints_are_never_faulted_nor_counted() {
 }
 
 #[tokio::test]
+async fn paths_beside_the_control_routes_are_faulted_like_any_other() {
+    let server = server("faults: [ { respond: { status: 503 } } ]").await;
+    let url = server.url();
+    let beside = [
+        "/__chaosx",
+        "/healthz/",
+        "/healthzz",
+        "/metrics/x",
+        "/",
+        "/items/1",
+    ];
+    for path in beside {
+        let status = get(&format!("{url}{path}")).await.status().as_u16();
+        assert_eq!(status, 503, "{path} is not a control route");
+    }
+    assert_eq!(server.ledger().requests, beside.len() as u64);
+}
+
+#[tokio::test]
 async fn put_script_replaces_the_script_and_bad_scripts_get_400() {
     let server = server("").await;
     let url = server.url();

@@ -7,8 +7,9 @@
 //! hyper serves and a [`ConnControl`](super::socket::ConnControl), which every request on
 //! the connection reaches while it is handled.
 //!
-//! The loop takes the router as an argument and knows nothing of what it routes to, so
-//! it is tested here with a trivial router.
+//! The loop takes what serves each request as an argument (a [`Serve`]: any router, or
+//! the server's dispatch) and knows nothing of what it routes to, so it is tested here
+//! with a trivial router.
 //!
 //! Two guards against clients that hold resources without using them. Slow clients: a
 //! request's headers must arrive within [`HEADER_READ_TIMEOUT`] and its body within
@@ -21,6 +22,7 @@
 //! 503. So 5,000 idle connections cannot make `/healthz` unreachable.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -29,11 +31,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -43,6 +45,29 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use super::socket;
+
+/// What the accept loop hands each request to: a router, or anything that answers.
+pub(crate) trait Serve: Clone + Send + Sync + 'static {
+    fn serve(
+        &self,
+        request: hyper::Request<DeadlineBody>,
+    ) -> impl Future<Output = Response> + Send + use<Self>;
+}
+
+impl Serve for Router {
+    fn serve(
+        &self,
+        request: hyper::Request<DeadlineBody>,
+    ) -> impl Future<Output = Response> + Send + use<> {
+        let answer = self.clone().oneshot(request);
+        async move {
+            match answer.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
 
 /// How long a client may take to send a request's headers (slowloris guard).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -91,15 +116,17 @@ impl StdError for BodyTimedOut {}
 pub(crate) struct DeadlineBody {
     inner: Incoming,
     limit: Duration,
-    deadline: Pin<Box<tokio::time::Sleep>>,
+    /// None for a body that is over before it starts (a GET's): no timer to arm.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl DeadlineBody {
     fn new(inner: Incoming, limit: Duration) -> DeadlineBody {
+        let deadline = (!inner.is_end_stream()).then(|| Box::pin(tokio::time::sleep(limit)));
         DeadlineBody {
             inner,
             limit,
-            deadline: Box::pin(tokio::time::sleep(limit)),
+            deadline,
         }
     }
 }
@@ -114,9 +141,9 @@ impl Body for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(self.limit))))),
-                Poll::Pending => Poll::Pending,
+            Poll::Pending => match self.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(self.limit))))),
+                Some(Poll::Pending) | None => Poll::Pending,
             },
         }
     }
@@ -135,25 +162,35 @@ impl Body for DeadlineBody {
 struct Open {
     /// Requests being handled on it.
     busy: AtomicUsize,
-    /// When it last finished a request (a tick of [`Budget::clock`]).
+    /// When it last finished a request, in nanoseconds since `epoch`: a clock read rather
+    /// than a counter every connection shares, whose cache line would cross between the
+    /// cores on every request.
     last_active: AtomicU64,
+    /// The budget's epoch.
+    epoch: Instant,
+    /// Ends the connection, fired by the budget (evicted), by a handler (reset, close:
+    /// this is its [`ConnControl`](super::socket::ConnControl)'s kill signal) and, a child
+    /// of [`Stop::force`], by the end of the grace period. One token for the three, so a
+    /// connection waking to serve a request looks at one signal of its own, not at three.
     kill: CancellationToken,
+}
+
+impl Open {
+    fn now(epoch: Instant) -> u64 {
+        u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
 }
 
 /// The open connections, bounded.
 #[derive(Debug)]
 struct Budget {
     max: usize,
-    clock: AtomicU64,
+    epoch: Instant,
     next_id: AtomicU64,
     open: Mutex<HashMap<u64, Arc<Open>>>,
 }
 
 impl Budget {
-    fn tick(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::Relaxed)
-    }
-
     /// Registers a new connection. Over budget, closes the connection idle longest to
     /// make room; returns false when there was none (every connection is busy).
     fn admit(&self, id: u64, open: Arc<Open>) -> bool {
@@ -199,7 +236,7 @@ pub(crate) struct Stop {
 /// Accepts until shutdown; each connection runs on its own task, tracked for shutdown.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
-    router: Router,
+    service: impl Serve,
     stop: Stop,
     tracker: TaskTracker,
     limits: Limits,
@@ -217,7 +254,7 @@ pub(crate) async fn accept_loop(
     let over = Arc::new(over);
     let budget = Arc::new(Budget {
         max: limits.max_connections.max(1),
-        clock: AtomicU64::new(0),
+        epoch: Instant::now(),
         next_id: AtomicU64::new(0),
         open: Mutex::new(HashMap::new()),
     });
@@ -232,8 +269,9 @@ pub(crate) async fn accept_loop(
                 let id = budget.next_id.fetch_add(1, Ordering::Relaxed);
                 let open = Arc::new(Open {
                     busy: AtomicUsize::new(0),
-                    last_active: AtomicU64::new(budget.tick()),
-                    kill: CancellationToken::new(),
+                    last_active: AtomicU64::new(Open::now(budget.epoch)),
+                    epoch: budget.epoch,
+                    kill: stop.force.child_token(),
                 });
                 let within = budget.admit(id, Arc::clone(&open));
                 let connection = Connection {
@@ -247,8 +285,8 @@ pub(crate) async fn accept_loop(
                 };
                 tracker.spawn(serve_connection(
                     stream,
-                    stop.clone(),
-                    router.clone(),
+                    stop.shutdown.child_token(),
+                    service.clone(),
                     Arc::clone(if within { &builder } else { &over }),
                     connection,
                 ));
@@ -290,58 +328,63 @@ impl Drop for Connection {
 }
 
 /// Marks a connection busy while a request is handled.
-struct Busy(Arc<Open>, Arc<Budget>);
+struct Busy(Arc<Open>);
 
 impl Busy {
-    fn new(open: &Arc<Open>, budget: &Arc<Budget>) -> Busy {
+    fn new(open: &Arc<Open>) -> Busy {
         open.busy.fetch_add(1, Ordering::Relaxed);
-        Busy(Arc::clone(open), Arc::clone(budget))
+        Busy(Arc::clone(open))
     }
 }
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.last_active.store(self.1.tick(), Ordering::Relaxed);
+        self.0
+            .last_active
+            .store(Open::now(self.0.epoch), Ordering::Relaxed);
         self.0.busy.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
+/// Serves one connection until it ends, is killed, or shutdown is over. `shutdown` is
+/// this connection's child of [`Stop::shutdown`]: waiting on the server's own token
+/// would take a lock every connection shares each time one wakes.
 async fn serve_connection(
     stream: TcpStream,
-    stop: Stop,
-    router: Router,
+    shutdown: CancellationToken,
+    service: impl Serve,
     builder: Arc<http1::Builder>,
     connection: Connection,
 ) {
     let _ = stream.set_nodelay(true);
-    let Ok((stream, control)) = socket::split_control(stream).await else {
+    let kill = connection.open.kill.clone();
+    let Ok((stream, control)) = socket::split_control(stream, kill.clone()).await else {
         // Could not duplicate the descriptor (out of descriptors): drop the connection.
         return;
     };
-    let kill = control.kill_signal();
-    let evicted = connection.open.kill.clone();
-    let (open, budget, only, body_timeout) = (
+    let (open, only, body_timeout) = (
         Arc::clone(&connection.open),
-        Arc::clone(&connection.budget),
         connection.only,
         connection.body_timeout,
     );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let busy = Busy::new(&open, &budget);
+        let busy = Busy::new(&open);
         let refused = only.is_some_and(|serve| !serve(request.uri().path()));
         let request = request.map(|body| DeadlineBody::new(body, body_timeout));
-        let response = socket::scope(control.clone(), router.clone().oneshot(request));
+        let response = socket::scope(control.clone(), service.serve(request));
         async move {
             let _busy = busy;
             if refused {
-                return Ok((
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                    [(axum::http::header::CONNECTION, "close")],
-                    "the server is at its connection limit: every connection is busy\n",
-                )
-                    .into_response());
+                return Ok::<_, Infallible>(
+                    (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        [(axum::http::header::CONNECTION, "close")],
+                        "the server is at its connection limit: every connection is busy\n",
+                    )
+                        .into_response(),
+                );
             }
-            response.await
+            Ok(response.await)
         }
     });
     let served = builder.serve_connection(TokioIo::new(stream), service);
@@ -349,15 +392,12 @@ async fn serve_connection(
     tokio::select! {
         biased;
         () = kill.cancelled() => return,
-        () = evicted.cancelled() => return,
-        () = stop.force.cancelled() => return,
         _ = served.as_mut() => return,
-        () = stop.shutdown.cancelled() => served.as_mut().graceful_shutdown(),
+        () = shutdown.cancelled() => served.as_mut().graceful_shutdown(),
     }
     tokio::select! {
         biased;
         () = kill.cancelled() => {}
-        () = stop.force.cancelled() => {}
         _ = served.as_mut() => {}
     }
     drop(connection);

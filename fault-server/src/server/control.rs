@@ -6,25 +6,72 @@
 //! reach the server it is breaking. An optional bearer token guards `/__chaos/` (not
 //! `/healthz` and `/metrics`, which scrapers and orchestrators poll without credentials).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde::Serialize;
+use tokio_util::either::Either;
 
 use super::body::{BodyError, read_body};
+use super::conn::{DeadlineBody, Serve};
 use super::handler;
 use super::state::Shared;
 use crate::duration::format_duration;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 
+/// What the accept loop serves: requests for the control API through its router, every
+/// other request straight to the fault handler. The router would hand those to the same
+/// handler as its fallback; going straight skips its path matching and the boxing of a
+/// route's future on the path every faulted request takes.
+#[derive(Clone)]
+pub(crate) struct Dispatch {
+    router: Router,
+    shared: Arc<Shared>,
+}
+
+impl Dispatch {
+    pub(crate) fn new(shared: Arc<Shared>) -> Dispatch {
+        Dispatch {
+            router: router(Arc::clone(&shared)),
+            shared,
+        }
+    }
+}
+
+impl Serve for Dispatch {
+    fn serve(
+        &self,
+        request: hyper::Request<DeadlineBody>,
+    ) -> impl Future<Output = Response> + Send + use<> {
+        // A superset of the control routes: a path here the router does not know (say
+        // `/__chaosx`) still reaches the handler, as its fallback.
+        if always_serve(request.uri().path()) {
+            Either::Left(self.router.serve(request))
+        } else {
+            Either::Right(handler::handle(
+                State(Arc::clone(&self.shared)),
+                request.map(Body::new),
+            ))
+        }
+    }
+}
+
+/// The paths a connection over budget is still served: the control API and health
+/// checks, so an operator can always see and stop a server that is being flooded.
+pub(crate) fn always_serve(path: &str) -> bool {
+    path == "/healthz" || path == "/metrics" || path.starts_with("/__chaos")
+}
+
 /// The whole router: control routes, then every other request to the fault handler.
-pub(crate) fn router(shared: Arc<Shared>) -> Router {
+fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))

@@ -11,10 +11,10 @@
 //! server was reset ([`ServerHandle::reset`], `POST /__chaos/reset`), whichever came last.
 //!
 //! The shell's modules depend one way, leaves first: `socket` (a connection's control
-//! handle), `conn` (the accept loop, given a router), `body` (reading a request body),
-//! `config`, `state` (what every request shares), `handler` (the fault handler),
-//! `control` (the router and the control API), and this module, whose [`start`] builds
-//! the router and hands it to the accept loop.
+//! handle), `conn` (the accept loop, given what serves each request), `body` (reading a
+//! request body), `config`, `state` (what every request shares), `handler` (the fault
+//! handler), `control` (the control API, its router, and the dispatch between it and the
+//! fault handler), and this module, whose [`start`] hands that dispatch to the accept loop.
 
 mod body;
 mod config;
@@ -106,14 +106,14 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         max_connections: config.max_connections.unwrap_or_else(|| {
             crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget)
         }),
-        always_serve,
+        always_serve: control::always_serve,
         body_timeout: config.body_timeout,
     };
     let shared = Arc::new(Shared::new(config));
     let tracker = TaskTracker::new();
     let accept = tokio::spawn(conn::accept_loop(
         listener,
-        control::router(Arc::clone(&shared)),
+        control::Dispatch::new(Arc::clone(&shared)),
         shared.stop.clone(),
         tracker.clone(),
         limits,
@@ -127,12 +127,6 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             shutdown_grace,
         }),
     })
-}
-
-/// The paths a connection over budget is still served: the control API and health
-/// checks, so an operator can always see and stop a server that is being flooded.
-fn always_serve(path: &str) -> bool {
-    path == "/healthz" || path == "/metrics" || path.starts_with("/__chaos")
 }
 
 /// A running server. Cheap to clone; the server stops when [`ServerHandle::shutdown`] is

@@ -2,8 +2,8 @@
 //! `reset`, `close` and `truncate` real on the wire.
 //!
 //! Each accepted stream is split ([`split_control`]) into the stream hyper serves and a
-//! [`ConnControl`] holding a `try_clone()` of it (same socket, second descriptor) and a
-//! kill signal the accept loop selects on. A handler finds the control of its connection
+//! [`ConnControl`] holding a `try_clone()` of it (same socket, second descriptor) and the
+//! connection's kill signal, which the accept loop selects on. A handler finds the control of its connection
 //! with [`current_connection`], a task-local the accept loop sets around each request's
 //! service future ([`scope`]; no allocation per request, unlike a request extension):
 //!
@@ -50,11 +50,6 @@ struct ConnInner {
 }
 
 impl ConnControl {
-    /// The signal a handler fires when it resets or closes the connection.
-    pub(crate) fn kill_signal(&self) -> CancellationToken {
-        self.inner.kill.clone()
-    }
-
     /// Ends the connection with a TCP RST: no response, and the client sees
     /// "connection reset by peer".
     pub(crate) fn reset(&self) {
@@ -98,11 +93,15 @@ pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<O
     CONNECTION.scope(control, future)
 }
 
-/// Splits an accepted stream into the stream hyper serves and the control handle.
+/// Splits an accepted stream into the stream hyper serves and the control handle, whose
+/// reset and close fire `kill`.
 ///
 /// Out of descriptors, it waits a little for some to be freed (connections the budget
 /// just closed release theirs as their tasks end) rather than drop the connection.
-pub(crate) async fn split_control(stream: TcpStream) -> io::Result<(TcpStream, ConnControl)> {
+pub(crate) async fn split_control(
+    stream: TcpStream,
+    kill: CancellationToken,
+) -> io::Result<(TcpStream, ConnControl)> {
     /// How long to wait for a descriptor, in steps of [`DESCRIPTOR_WAIT_STEP`].
     const DESCRIPTOR_WAIT: u32 = 100;
     const DESCRIPTOR_WAIT_STEP: Duration = Duration::from_millis(10);
@@ -122,10 +121,7 @@ pub(crate) async fn split_control(stream: TcpStream) -> io::Result<(TcpStream, C
     Ok((
         stream,
         ConnControl {
-            inner: Arc::new(ConnInner {
-                socket,
-                kill: CancellationToken::new(),
-            }),
+            inner: Arc::new(ConnInner { socket, kill }),
         },
     ))
 }
