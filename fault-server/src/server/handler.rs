@@ -27,13 +27,17 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use serde::Serialize;
+use tokio::time::Instant;
 
+use super::answer::{
+    ANONYMOUS_OK, FaultBody, JSON, OkBody, WithStatus, json, problem, replay, status_response,
+    truncated_bytes,
+};
 use super::body::read_body;
 use super::flight::InFlight;
 use super::kept::{Kept, kept_headers};
@@ -41,7 +45,7 @@ use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
 use crate::otel::TRACEPARENT;
-use crate::script::{Decision, Fault, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
+use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts};
 use crate::seed::{fnv1a, request_seed, splitmix64};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
@@ -57,7 +61,20 @@ pub(crate) const DUPLICATE_HEADER: &str = "x-chaos-duplicate";
 /// Marks a response replayed from an `Idempotency-Key` (Stripe's header name).
 pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
-const JSON: &str = "application/json";
+// The names the handler looks up on every request, made once: a lookup by `&str` parses
+// and checks the name each time.
+pub(super) const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
+pub(super) const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
+pub(super) const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
+const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
+const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
+
+/// A header's value as UTF-8 text, as [`HeaderLookup`] reads it.
+fn text<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    headers
+        .get(name)
+        .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+}
 
 /// The shell's header lookup, for the script's matchers and the control API alike: a
 /// value is read as UTF-8 (`HeaderValue::to_str` would take visible ASCII only).
@@ -92,6 +109,23 @@ enum AppResult {
     KeyMismatch,
 }
 
+/// What an `Idempotency-Key` already used answers instead of executing.
+enum KeyAnswer {
+    Replayed(Arc<StoredResponse>),
+    InFlight,
+    Mismatch,
+}
+
+impl From<KeyAnswer> for AppResult {
+    fn from(answer: KeyAnswer) -> AppResult {
+        match answer {
+            KeyAnswer::Replayed(stored) => AppResult::Replayed(stored),
+            KeyAnswer::InFlight => AppResult::KeyInFlight,
+            KeyAnswer::Mismatch => AppResult::KeyMismatch,
+        }
+    }
+}
+
 /// The facts of one request the handler needs after its body is read.
 struct Facts {
     method: Method,
@@ -115,26 +149,6 @@ impl Facts {
         self.method == Method::POST || self.method == Method::PATCH
     }
 }
-
-#[derive(Serialize)]
-struct OkBody<'a> {
-    ok: bool,
-    id: Option<&'a str>,
-    attempt: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    effect: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct FaultBody<'a> {
-    error: &'a str,
-    status: u16,
-    phase: &'a str,
-}
-
-/// The body of a normal response to a request without `x-request-id` nor
-/// `x-chaos-attempt`, and without a side effect: the hot path of a benchmark.
-const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let mut flight = InFlight::new(&shared);
@@ -164,8 +178,10 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         }
     };
     let active = shared.active();
-    let now = active.epoch.elapsed();
-    let attempt: Option<u32> = headers.header(ATTEMPT).and_then(|a| a.trim().parse().ok());
+    // One clock read for both clocks: the script's run clock and the ledger's.
+    let arrived = Instant::now();
+    let now = arrived.saturating_duration_since(active.epoch);
+    let attempt: Option<u32> = text(headers, &ATTEMPT_NAME).and_then(|a| a.trim().parse().ok());
     flight.span(|span| {
         if let Some(id) = &request_id {
             span.set("chaos.request_id", id.clone());
@@ -182,7 +198,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             request_id: request_id.as_deref(),
             policy: policy.as_deref(),
         },
-        shared.ledger_now(),
+        shared.ledger_time(arrived),
     );
 
     let script = &active.script;
@@ -192,7 +208,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         let seed = match &request_id {
             // Behind relay tiers the same attempt number comes once per attempt of every
             // tier above: the chain of those numbers keeps each one's draw its own.
-            Some(id) => match headers.header(UPSTREAM_ATTEMPTS) {
+            Some(id) => match text(headers, &UPSTREAM_ATTEMPTS_NAME) {
                 Some(chain) => {
                     request_seed(active.seed, id, attempt.unwrap_or(0))
                         ^ splitmix64(fnv1a([chain.as_bytes()]))
@@ -256,8 +272,29 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 action: FaultAction::Delay(d),
                 ..
             } => delay = d,
+            Fault {
+                action: FaultAction::Status(response),
+                processed,
+            } => {
+                if processed {
+                    // The work is done, then the answer is lost: the retry that follows
+                    // is the double-charge scenario (unless an Idempotency-Key saves it).
+                    let _ = app_now(&shared, &facts, &mut flight);
+                }
+                flight.outcome(Outcome::Status(response.status));
+                return status_response(&response, &phase_name);
+            }
+            // Rare next to the rest and ending the connection: boxed, so the future of
+            // every request does not carry its room.
             fault => {
-                return inject(&shared, &mut flight, fault, &phase_name, &facts).await;
+                return Box::pin(end_connection(
+                    &shared,
+                    &mut flight,
+                    fault,
+                    &phase_name,
+                    &facts,
+                ))
+                .await;
             }
         }
     }
@@ -273,7 +310,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         || !delay.is_zero()
         || script.capacity().is_some_and(|c| !c.service_time.is_zero());
     if !waits {
-        return serve(Arc::clone(&shared), active, facts, flight, delay, rng).await;
+        return respond(app_now(&shared, &facts, &mut flight), &mut flight);
     }
     let work = tokio::spawn(serve(
         Arc::clone(&shared),
@@ -334,7 +371,13 @@ async fn serve(
         (Some(limits), Some(rng)) => limits.service_time.sample(rng),
         _ => Duration::ZERO,
     };
-    match app(&shared, &facts, delay + service_time, &mut flight).await {
+    let done = app(&shared, &facts, delay + service_time, &mut flight).await;
+    respond(done, &mut flight)
+}
+
+/// The response to what the application did, with its outcome.
+fn respond(done: AppResult, flight: &mut InFlight) -> Response {
+    match done {
         AppResult::Done(response) => {
             flight.outcome(Outcome::Served);
             response
@@ -364,17 +407,6 @@ async fn serve(
     }
 }
 
-trait WithStatus {
-    fn with_status(self, status: StatusCode) -> Self;
-}
-
-impl WithStatus for Response {
-    fn with_status(mut self, status: StatusCode) -> Response {
-        *self.status_mut() = status;
-        self
-    }
-}
-
 /// The application: idempotency-key check, service time, side effect, response.
 async fn app(
     shared: &Shared,
@@ -382,6 +414,27 @@ async fn app(
     service_time: Duration,
     flight: &mut InFlight,
 ) -> AppResult {
+    let guard = match claim_key(shared, facts) {
+        Ok(guard) => guard,
+        Err(answered) => return answered.into(),
+    };
+    if !service_time.is_zero() {
+        tokio::time::sleep(service_time).await;
+    }
+    execute_and_answer(guard, facts, flight)
+}
+
+/// The application without a service time: all of it at once, nothing to wait for.
+fn app_now(shared: &Shared, facts: &Facts, flight: &mut InFlight) -> AppResult {
+    match claim_key(shared, facts) {
+        Ok(guard) => execute_and_answer(guard, facts, flight),
+        Err(answered) => answered.into(),
+    }
+}
+
+/// Checks a side effect's `Idempotency-Key`: a claim on a fresh key (released if the
+/// request is abandoned before it executes), or the answer for a key already used.
+fn claim_key<'a>(shared: &'a Shared, facts: &Facts) -> Result<ClaimGuard<'a>, KeyAnswer> {
     let mut guard = ClaimGuard {
         shared,
         claim: None,
@@ -401,15 +454,22 @@ async fn app(
                     .metrics
                     .idempotent_replays
                     .fetch_add(1, Ordering::Relaxed);
-                return AppResult::Replayed(stored);
+                return Err(KeyAnswer::Replayed(stored));
             }
-            KeyCheck::InFlight => return AppResult::KeyInFlight,
-            KeyCheck::Mismatch => return AppResult::KeyMismatch,
+            KeyCheck::InFlight => return Err(KeyAnswer::InFlight),
+            KeyCheck::Mismatch => return Err(KeyAnswer::Mismatch),
         }
     }
-    if !service_time.is_zero() {
-        tokio::time::sleep(service_time).await;
-    }
+    Ok(guard)
+}
+
+/// Executes the side effect (POST, PATCH) and answers 200, completing the key's claim.
+fn execute_and_answer(
+    mut guard: ClaimGuard<'_>,
+    facts: &Facts,
+    flight: &mut InFlight,
+) -> AppResult {
+    let shared = guard.shared;
     let effect = facts.has_side_effect().then(|| execute(shared, facts));
     if let Some(effect) = &effect {
         flight.span(|span| {
@@ -425,7 +485,7 @@ async fn app(
         });
     }
     if effect.is_none() && facts.request_id.is_none() && facts.attempt.is_none() {
-        return AppResult::Done(([(CONTENT_TYPE, JSON)], ANONYMOUS_OK).into_response());
+        return AppResult::Done(json(Body::from(ANONYMOUS_OK)));
     }
     let body = serde_json::to_string(&OkBody {
         ok: true,
@@ -443,7 +503,7 @@ async fn app(
             },
         );
     }
-    let mut response = ([(CONTENT_TYPE, JSON)], body).into_response();
+    let mut response = json(Body::from(body));
     if effect.is_some_and(|e| e.duplicate) {
         // Tells a tracing client that this logical request broke an invariant here.
         response
@@ -465,8 +525,8 @@ fn execute(shared: &Shared, facts: &Facts) -> Execution {
     execution
 }
 
-/// Executes a fault other than `delay`.
-async fn inject(
+/// Executes a fault that ends the connection: reset, close, truncate, timeout.
+async fn end_connection(
     shared: &Shared,
     flight: &mut InFlight,
     fault: Fault,
@@ -476,11 +536,7 @@ async fn inject(
     if fault.processed {
         // The work is done, then the answer is lost: the retry that follows is the
         // double-charge scenario (unless an Idempotency-Key saves it).
-        let _ = app(shared, facts, Duration::ZERO, flight).await;
-    }
-    if let FaultAction::Status(response) = &fault.action {
-        flight.outcome(Outcome::Status(response.status));
-        return status_response(response, phase);
+        let _ = app_now(shared, facts, flight);
     }
     let Some(control): Option<ConnControl> = current_connection() else {
         // Only reachable when the router is driven without this crate's accept loop.
@@ -501,7 +557,12 @@ async fn inject(
         }
         FaultAction::Truncate(response) => {
             flight.outcome(Outcome::Truncate);
-            let _ = control.write_raw(&truncated_bytes(&response, phase, facts));
+            let _ = control.write_raw(&truncated_bytes(
+                &response,
+                phase,
+                facts.request_id.as_deref(),
+                facts.attempt,
+            ));
             control.reset();
         }
         FaultAction::Timeout { hold } => {
@@ -514,112 +575,11 @@ async fn inject(
             control.close();
         }
         FaultAction::Status(_) | FaultAction::Delay(_) => {
-            unreachable!("status and delay faults are handled before")
+            unreachable!("status and delay faults are handled by the caller")
         }
     }
     // The connection task drops this future together with the connection.
     future::pending().await
-}
-
-fn status_response(fault: &FaultResponse, phase: &str) -> Response {
-    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-    let mut headers = HeaderMap::new();
-    let body = match &fault.body {
-        Some(body) => {
-            headers.insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            );
-            body.clone()
-        }
-        None => {
-            headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
-            serde_json::to_string(&FaultBody {
-                error: "injected fault",
-                status: fault.status,
-                phase,
-            })
-            .unwrap_or_default()
-        }
-    };
-    if let Some(secs) = fault.retry_after_secs() {
-        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
-    }
-    if let Ok(value) = HeaderValue::from_str(phase) {
-        headers.insert(HeaderName::from_static(FAULT_HEADER), value);
-    }
-    for (name, value) in &fault.headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(value),
-        ) {
-            headers.insert(name, value);
-        }
-    }
-    (status, headers, body).into_response()
-}
-
-/// A status line, headers announcing the full body, and the first half of it.
-fn truncated_bytes(fault: &FaultResponse, phase: &str, facts: &Facts) -> Vec<u8> {
-    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
-    let (content_type, body) = match &fault.body {
-        Some(body) if !body.is_empty() => ("text/plain; charset=utf-8", body.clone()),
-        _ => (
-            JSON,
-            serde_json::to_string(&OkBody {
-                ok: true,
-                id: facts.request_id.as_deref(),
-                attempt: facts.attempt,
-                effect: None,
-            })
-            .unwrap_or_default(),
-        ),
-    };
-    let sent = body.len() / 2;
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\n{CONTENT_TYPE}: {content_type}\r\n{CONTENT_LENGTH}: {}\r\n{FAULT_HEADER}: {}\r\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("Status"),
-        body.len(),
-        sanitize_header_value(phase),
-    );
-    for (name, value) in &fault.headers {
-        if name.as_str() != "content-length" {
-            out.push_str(&format!("{name}: {}\r\n", sanitize_header_value(value)));
-        }
-    }
-    out.push_str("\r\n");
-    let mut bytes = out.into_bytes();
-    bytes.extend_from_slice(&body.as_bytes()[..sent]);
-    bytes
-}
-
-fn sanitize_header_value(value: &str) -> String {
-    value
-        .chars()
-        .filter(|c| *c == '\t' || (' '..='~').contains(c))
-        .collect()
-}
-
-fn replay(stored: &StoredResponse) -> Response {
-    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
-    (
-        status,
-        [
-            (CONTENT_TYPE, HeaderValue::from_static(JSON)),
-            (
-                HeaderName::from_static(REPLAYED_HEADER),
-                HeaderValue::from_static("true"),
-            ),
-        ],
-        Body::from(stored.body.clone()),
-    )
-        .into_response()
-}
-
-fn problem(status: StatusCode, detail: &str) -> Response {
-    let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
-    (status, [(CONTENT_TYPE, JSON)], body).into_response()
 }
 
 /// FNV-1a over method, path and query, and body: identifies "the same request" for

@@ -1,9 +1,11 @@
 //! The request headers the ledger keeps (`x-request-id`, `x-chaos-policy`,
 //! `Idempotency-Key`), read and bounded before the script sees the request.
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 
-use super::handler::{IDEMPOTENCY_KEY, POLICY, REQUEST_ID};
+use super::handler::{
+    IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_NAME, POLICY, POLICY_NAME, REQUEST_ID, REQUEST_ID_NAME,
+};
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
 pub(super) struct Kept {
@@ -42,8 +44,8 @@ impl BadHeader {
 /// Reads the headers the ledger keeps: each at most `max` bytes of UTF-8 text, and a key
 /// not empty.
 pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
-    let read = |name: &'static str| {
-        let Some(value) = headers.get(name) else {
+    let read = |header: &HeaderName, name: &'static str| {
+        let Some(value) = headers.get(header) else {
             return Ok(None);
         };
         if value.len() > max {
@@ -58,7 +60,7 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
             Err(_) => Err(BadHeader::NotUtf8 { name }),
         }
     };
-    let key = match read(IDEMPOTENCY_KEY)? {
+    let key = match read(&IDEMPOTENCY_KEY_NAME, IDEMPOTENCY_KEY)? {
         Some(key) if key.is_empty() => {
             return Err(BadHeader::Empty {
                 name: IDEMPOTENCY_KEY,
@@ -67,8 +69,8 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
         key => key,
     };
     Ok(Kept {
-        request_id: read(REQUEST_ID)?,
-        policy: read(POLICY)?,
+        request_id: read(&REQUEST_ID_NAME, REQUEST_ID)?,
+        policy: read(&POLICY_NAME, POLICY)?,
         key,
     })
 }

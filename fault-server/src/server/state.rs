@@ -230,4 +230,9 @@ impl Shared {
     pub(crate) fn ledger_now(&self) -> Duration {
         self.started.elapsed()
     }
+
+    /// The ledger's clock at `at`, for a caller that read the time already.
+    pub(crate) fn ledger_time(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.started)
+    }
 }

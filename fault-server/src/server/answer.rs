@@ -1,0 +1,160 @@
+//! The handler's answers, as bytes on the wire: a 200's JSON body, an injected status
+//! with its headers, a truncated response, a replay, a problem.
+
+use axum::body::Body;
+use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::handler::{FAULT_HEADER, REPLAYED_HEADER};
+use crate::ledger::StoredResponse;
+use crate::script::FaultResponse;
+
+pub(super) const JSON: &str = "application/json";
+
+#[derive(Serialize)]
+pub(super) struct OkBody<'a> {
+    pub(super) ok: bool,
+    pub(super) id: Option<&'a str>,
+    pub(super) attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) effect: Option<u64>,
+}
+
+#[derive(Serialize)]
+pub(super) struct FaultBody<'a> {
+    pub(super) error: &'a str,
+    pub(super) status: u16,
+    pub(super) phase: &'a str,
+}
+
+/// The body of a normal response to a request without `x-request-id` nor
+/// `x-chaos-attempt`, and without a side effect: the hot path of a benchmark.
+pub(super) const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
+
+pub(super) trait WithStatus {
+    fn with_status(self, status: StatusCode) -> Self;
+}
+
+impl WithStatus for Response {
+    fn with_status(mut self, status: StatusCode) -> Response {
+        *self.status_mut() = status;
+        self
+    }
+}
+
+/// A 200 answer with a JSON body.
+pub(super) fn json(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+    response
+}
+
+pub(super) fn status_response(fault: &FaultResponse, phase: &str) -> Response {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut headers = HeaderMap::new();
+    let body = match &fault.body {
+        Some(body) => {
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            body.clone()
+        }
+        None => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+            serde_json::to_string(&FaultBody {
+                error: "injected fault",
+                status: fault.status,
+                phase,
+            })
+            .unwrap_or_default()
+        }
+    };
+    if let Some(secs) = fault.retry_after_secs() {
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if let Ok(value) = HeaderValue::from_str(phase) {
+        headers.insert(HeaderName::from_static(FAULT_HEADER), value);
+    }
+    for (name, value) in &fault.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    (status, headers, body).into_response()
+}
+
+/// A status line, headers announcing the full body, and the first half of it.
+pub(super) fn truncated_bytes(
+    fault: &FaultResponse,
+    phase: &str,
+    id: Option<&str>,
+    attempt: Option<u32>,
+) -> Vec<u8> {
+    let status = StatusCode::from_u16(fault.status).unwrap_or(StatusCode::OK);
+    let (content_type, body) = match &fault.body {
+        Some(body) if !body.is_empty() => ("text/plain; charset=utf-8", body.clone()),
+        _ => (
+            JSON,
+            serde_json::to_string(&OkBody {
+                ok: true,
+                id,
+                attempt,
+                effect: None,
+            })
+            .unwrap_or_default(),
+        ),
+    };
+    let sent = body.len() / 2;
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n{CONTENT_TYPE}: {content_type}\r\n{CONTENT_LENGTH}: {}\r\n{FAULT_HEADER}: {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("Status"),
+        body.len(),
+        sanitize_header_value(phase),
+    );
+    for (name, value) in &fault.headers {
+        if name.as_str() != "content-length" {
+            out.push_str(&format!("{name}: {}\r\n", sanitize_header_value(value)));
+        }
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(&body.as_bytes()[..sent]);
+    bytes
+}
+
+fn sanitize_header_value(value: &str) -> String {
+    value
+        .chars()
+        .filter(|c| *c == '\t' || (' '..='~').contains(c))
+        .collect()
+}
+
+pub(super) fn replay(stored: &StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    (
+        status,
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(JSON)),
+            (
+                HeaderName::from_static(REPLAYED_HEADER),
+                HeaderValue::from_static("true"),
+            ),
+        ],
+        Body::from(stored.body.clone()),
+    )
+        .into_response()
+}
+
+pub(super) fn problem(status: StatusCode, detail: &str) -> Response {
+    let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
+    (status, [(CONTENT_TYPE, JSON)], body).into_response()
+}
