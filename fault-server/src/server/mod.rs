@@ -13,8 +13,9 @@
 //! The shell's modules depend one way, leaves first: `socket` (a connection's control
 //! handle), `conn` (the accept loop, given what serves each request), `body` (reading a
 //! request body), `config`, `state` (what every request shares), `answer` (the bodies
-//! and headers of the handler's answers), `handler` (the fault handler), `control` (the control API, its router, and the dispatch between it and the
-//! fault handler), and this module, whose [`start`] hands that dispatch to the accept loop.
+//! and headers of the handler's answers), `handler` (the fault handler), `control` (the
+//! control API, its router, and the dispatch between it and the fault handler), and this
+//! module, whose [`start`] hands that dispatch to the accept loop.
 
 mod answer;
 mod body;
