@@ -47,7 +47,7 @@ use tower::ServiceExt;
 use super::socket;
 
 /// What the accept loop hands each request to: a router, or anything that answers.
-pub(crate) trait Serve: Clone + Send + Sync + 'static {
+pub(crate) trait Serve: Clone + Send + 'static {
     fn serve(
         &self,
         request: hyper::Request<DeadlineBody>,

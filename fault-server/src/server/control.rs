@@ -6,6 +6,7 @@
 //! reach the server it is breaking. An optional bearer token guards `/__chaos/` (not
 //! `/healthz` and `/metrics`, which scrapers and orchestrators poll without credentials).
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -23,7 +24,7 @@ use tokio_util::either::Either;
 use super::body::{BodyError, read_body};
 use super::conn::{DeadlineBody, Serve};
 use super::handler;
-use super::state::Shared;
+use super::state::{Shared, View};
 use crate::duration::format_duration;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 
@@ -31,10 +32,13 @@ use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 /// other request straight to the fault handler. The router would hand those to the same
 /// handler as its fallback; going straight skips its path matching and the boxing of a
 /// route's future on the path every faulted request takes.
-#[derive(Clone)]
+///
+/// One per connection (the accept loop clones it for each), each with its connection's
+/// [`View`] of the server.
 pub(crate) struct Dispatch {
     router: Router,
     shared: Arc<Shared>,
+    view: RefCell<Option<Arc<View>>>,
 }
 
 impl Dispatch {
@@ -42,6 +46,27 @@ impl Dispatch {
         Dispatch {
             router: router(Arc::clone(&shared)),
             shared,
+            view: RefCell::new(None),
+        }
+    }
+
+    /// The connection's view, taken again when the script has changed since.
+    fn view(&self) -> Arc<View> {
+        let mut cached = self.view.borrow_mut();
+        match &*cached {
+            Some(view) if view.is_current() => Arc::clone(view),
+            _ => Arc::clone(cached.insert(Arc::new(View::now(&self.shared)))),
+        }
+    }
+}
+
+impl Clone for Dispatch {
+    /// For another connection: the same router and state, a view of its own.
+    fn clone(&self) -> Dispatch {
+        Dispatch {
+            router: self.router.clone(),
+            shared: Arc::clone(&self.shared),
+            view: RefCell::new(None),
         }
     }
 }
@@ -56,10 +81,7 @@ impl Serve for Dispatch {
         if always_serve(request.uri().path()) {
             Either::Left(self.router.serve(request))
         } else {
-            Either::Right(handler::handle(
-                State(Arc::clone(&self.shared)),
-                request.map(Body::new),
-            ))
+            Either::Right(handler::handle(self.view(), request.map(Body::new)))
         }
     }
 }
@@ -81,7 +103,9 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/__chaos", any(not_found))
         .route("/__chaos/", any(not_found))
         .route("/__chaos/{*rest}", any(not_found))
-        .fallback(handler::handle)
+        .fallback(|State(shared): State<Arc<Shared>>, request: Request| {
+            handler::handle(Arc::new(View::now(&shared)), request)
+        })
         .with_state(shared)
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::state::Shared;
+use super::state::View;
 use crate::ledger::Outcome;
 use crate::otel::ServerSpan;
 
@@ -12,16 +12,19 @@ use crate::otel::ServerSpan;
 /// recorded outcome (`abandoned` when its future is dropped before one). With tracing on,
 /// it carries the request's span and ends it when the request ends.
 pub(super) struct InFlight {
-    shared: Arc<Shared>,
+    view: Arc<View>,
     done: bool,
     pub(super) span: Option<ServerSpan>,
 }
 
 impl InFlight {
-    pub(super) fn new(shared: &Arc<Shared>) -> InFlight {
-        shared.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn new(view: &Arc<View>) -> InFlight {
+        view.shared
+            .metrics
+            .in_flight
+            .fetch_add(1, Ordering::Relaxed);
         InFlight {
-            shared: Arc::clone(shared),
+            view: Arc::clone(view),
             done: false,
             span: None,
         }
@@ -30,7 +33,7 @@ impl InFlight {
     pub(super) fn outcome(&mut self, outcome: Outcome) {
         if !self.done {
             self.done = true;
-            self.shared.ledger.record_outcome(outcome);
+            self.view.shared.ledger.record_outcome(outcome);
             if let Some(span) = &mut self.span {
                 annotate(span, outcome);
             }
@@ -48,10 +51,11 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.outcome(Outcome::Abandoned);
-        if let (Some(tracing), Some(span)) = (&self.shared.tracing, self.span.take()) {
+        if let (Some(tracing), Some(span)) = (&self.view.shared.tracing, self.span.take()) {
             tracing.end(span);
         }
-        self.shared
+        self.view
+            .shared
             .metrics
             .in_flight
             .fetch_sub(1, Ordering::Relaxed);

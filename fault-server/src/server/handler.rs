@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -42,7 +42,7 @@ use super::body::read_body;
 use super::flight::InFlight;
 use super::kept::{Kept, kept_headers};
 use super::socket::{ConnControl, current_connection};
-use super::state::{Active, Shared};
+use super::state::{Shared, View};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
 use crate::otel::TRACEPARENT;
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts};
@@ -150,8 +150,9 @@ impl Facts {
     }
 }
 
-pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let mut flight = InFlight::new(&shared);
+pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
+    let shared = &view.shared;
+    let mut flight = InFlight::new(&view);
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     if let Some(tracing) = &shared.tracing {
@@ -177,7 +178,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             return problem(bad.status(), &bad.to_string());
         }
     };
-    let active = shared.active();
+    let active = &view.active;
     // One clock read for both clocks: the script's run clock and the ledger's.
     let arrived = Instant::now();
     let now = arrived.saturating_duration_since(active.epoch);
@@ -279,7 +280,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
                 if processed {
                     // The work is done, then the answer is lost: the retry that follows
                     // is the double-charge scenario (unless an Idempotency-Key saves it).
-                    let _ = app_now(&shared, &facts, &mut flight);
+                    let _ = app_now(shared, &facts, &mut flight);
                 }
                 flight.outcome(Outcome::Status(response.status));
                 return status_response(&response, &phase_name);
@@ -288,7 +289,7 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
             // every request does not carry its room.
             fault => {
                 return Box::pin(end_connection(
-                    &shared,
+                    shared,
                     &mut flight,
                     fault,
                     &phase_name,
@@ -310,16 +311,9 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
         || !delay.is_zero()
         || script.capacity().is_some_and(|c| !c.service_time.is_zero());
     if !waits {
-        return respond(app_now(&shared, &facts, &mut flight), &mut flight);
+        return respond(app_now(shared, &facts, &mut flight), &mut flight);
     }
-    let work = tokio::spawn(serve(
-        Arc::clone(&shared),
-        active,
-        facts,
-        flight,
-        delay,
-        rng,
-    ));
+    let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng));
     match work.await {
         Ok(response) => response,
         Err(_) => problem(
@@ -332,13 +326,13 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, request: Request) 
 /// Admission through the capacity model, then the application. A `delay` fault is spent
 /// inside the slot: the server is slow, so a slow request holds its worker.
 async fn serve(
-    shared: Arc<Shared>,
-    active: Arc<Active>,
+    view: Arc<View>,
     facts: Facts,
     mut flight: InFlight,
     delay: Duration,
     mut rng: Option<ChaCha8Rng>,
 ) -> Response {
+    let (shared, active) = (&view.shared, &view.active);
     let script = &active.script;
     let _slot = match &active.capacity {
         Some(capacity) => match timed(capacity.admit()).await {
@@ -371,7 +365,7 @@ async fn serve(
         (Some(limits), Some(rng)) => limits.service_time.sample(rng),
         _ => Duration::ZERO,
     };
-    let done = app(&shared, &facts, delay + service_time, &mut flight).await;
+    let done = app(shared, &facts, delay + service_time, &mut flight).await;
     respond(done, &mut flight)
 }
 

@@ -143,10 +143,45 @@ impl Active {
     }
 }
 
+/// The state and the script in force as a connection's requests read them: taken once
+/// per connection and again only when the script changes, so a request neither takes the
+/// script's lock nor counts references on lines every connection shares.
+#[derive(Debug)]
+pub(crate) struct View {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) active: Arc<Active>,
+    /// [`Shared::generation`] when `active` was read.
+    generation: u64,
+}
+
+impl View {
+    /// The state and the script in force now.
+    pub(crate) fn now(shared: &Arc<Shared>) -> View {
+        let slot = shared
+            .active
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        View {
+            shared: Arc::clone(shared),
+            active: Arc::clone(&slot),
+            // Read under the lock it changes under: the two agree.
+            generation: shared.generation.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether the script in force is still the one this view holds.
+    pub(crate) fn is_current(&self) -> bool {
+        self.generation == self.shared.generation.load(Ordering::Acquire)
+    }
+}
+
 /// State shared by every connection and the handle.
 #[derive(Debug)]
 pub(crate) struct Shared {
     active: RwLock<Arc<Active>>,
+    /// Counts the replacements of `active` (a script installed, a reset), made under its
+    /// write lock: a [`View`] is current while this has not moved.
+    generation: AtomicU64,
     pub(crate) ledger: Ledger,
     pub(crate) metrics: Metrics,
     pub(crate) token: Option<String>,
@@ -172,6 +207,7 @@ impl Shared {
     pub(super) fn new(config: ServerConfig) -> Shared {
         let shared = Shared {
             active: RwLock::new(Arc::new(Active::new(Arc::new(config.script), config.seed))),
+            generation: AtomicU64::new(0),
             ledger: Ledger::presized(config.ledger),
             metrics: Metrics::default(),
             token: config.token,
@@ -197,10 +233,12 @@ impl Shared {
     }
 
     fn replace_active(&self, active: Active) {
-        *self
+        let mut slot = self
             .active
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(active);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Arc::new(active);
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Installs a script and restarts the run clock. A script with a `seed:` sets the
