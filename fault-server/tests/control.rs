@@ -100,6 +100,53 @@ async fn put_script_replaces_the_script_and_bad_scripts_get_400() {
     assert_eq!(spec["faults"][0]["respond"][0]["status"], 418);
 }
 
+/// Sends one request on a kept-alive connection and reads its answer whole; returns the
+/// status.
+async fn exchange(stream: &mut tokio::net::TcpStream, head: &str, body: &str) -> u16 {
+    let request = format!(
+        "{head} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let read = stream.read(&mut chunk).await.expect("read");
+        assert!(read > 0, "the connection closed mid-answer");
+        reply.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&reply).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length: "))
+                .map_or(0, |n| n.trim().parse().expect("a length"));
+            if reply.len() >= end + 4 + length {
+                return text[9..12].parse().expect("a status");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_new_script_applies_to_the_next_request_on_an_open_connection() {
+    // Each connection keeps the script it read until the script changes: a script put
+    // on the very connection that then sends the next request must still take effect.
+    let server = server("").await;
+    let mut stream = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("connect");
+    assert_eq!(exchange(&mut stream, "GET /x", "").await, 200);
+    let script = "faults: [ { respond: { status: 503 } } ]";
+    assert_eq!(
+        exchange(&mut stream, "PUT /__chaos/script", script).await,
+        200
+    );
+    assert_eq!(exchange(&mut stream, "GET /x", "").await, 503);
+    server.set_script(Script::from_yaml_str("").expect("an empty script"));
+    assert_eq!(exchange(&mut stream, "GET /x", "").await, 200);
+    assert_eq!(server.ledger().requests, 3);
+}
+
 #[tokio::test]
 async fn reset_clears_the_ledger_but_keeps_the_script() {
     let server = server("faults: [ { match: { path: /f }, respond: { status: 500 } } ]").await;
