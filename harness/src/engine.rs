@@ -39,7 +39,7 @@ mod dispatch;
 mod recorders;
 
 use connections::Connections;
-use dispatch::{Timer, dispatch};
+use dispatch::{Arrivals, Timer, dispatch};
 use recorders::Recorders;
 
 use crate::attempt::{self, AttemptSpec};
@@ -122,6 +122,8 @@ struct Shared {
     halt: CancellationToken,
     gone: OnceLock<String>,
     telemetry: Option<Traced>,
+    /// The arrivals still to come, for the dispatcher and the tasks to hand over.
+    arrivals: Arrivals,
 }
 
 /// What a traced run needs besides the telemetry: the wall-clock time of the run's start
@@ -229,6 +231,10 @@ where
             base,
         }
     });
+    let tasks = TaskTracker::new();
+    let halt = config.abort.child_token();
+    // Cancelled when the drain ends: requests still running stop and count as unfinished.
+    let stop = halt.child_token();
     let shared = Arc::new(Shared {
         client: Mutex::new(Client::new(config.policy.policy.clone())),
         recorders: Recorders::new(plan.fault_window),
@@ -247,14 +253,11 @@ where
         plan: Arc::clone(&plan),
         seed: plan.seed,
         refusing_since: AtomicU64::new(0),
-        halt: config.abort.child_token(),
+        halt: halt.clone(),
         gone: OnceLock::new(),
         telemetry,
+        arrivals: Arrivals::new(arrivals, tasks.clone(), stop.clone()),
     });
-    let tasks = TaskTracker::new();
-    // Cancelled when the drain ends: requests still running stop and count as unfinished.
-    let stop = shared.halt.child_token();
-    let halt = shared.halt.clone();
 
     let sampler = tokio::spawn(sample_every_second(
         Arc::clone(&shared),
@@ -263,7 +266,7 @@ where
     ));
 
     let (stop_all, all_tasks) = (&stop, &tasks);
-    let mut halted = match dispatch(&shared, arrivals, &tasks, &stop, timer).await {
+    let mut halted = match dispatch(&shared, timer).await {
         Ok(halted) => halted,
         Err(e) => {
             // Stop what was started, then say what went wrong: a crash is no interruption.
@@ -419,7 +422,9 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
     let id = format!("{}-{:07}", shared.policy, arrival.index);
     let mut rng = request_rng(shared.seed, arrival.index);
     // The lag is measured where the request really starts: on a worker, after the spawn.
-    let lag = shared.now().saturating_sub(arrival.at);
+    let started = shared.now();
+    shared.arrivals.hand_over_due(&shared, started);
+    let lag = started.saturating_sub(arrival.at);
     shared.recorders.record(|r| r.arrived(arrival.at, lag));
     let traced = shared.telemetry.as_ref();
     let mut trace = traced.map(|t| {
@@ -518,6 +523,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
                     }
                 };
                 let now = shared.now();
+                shared.arrivals.hand_over_due(&shared, now);
                 if !answer.outcome.proves_unsent() {
                     running.reached = Reached::Yes;
                 }
