@@ -406,4 +406,54 @@ mod tests {
         }
         server.shutdown().await;
     }
+
+    /// A worker kept busy makes the dispatcher late, and the request tasks then hand over
+    /// arrivals beside it: each still goes out once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn arrivals_go_out_once_while_a_busy_worker_holds_the_dispatcher_back() {
+        let plan = crate::plan::parse(
+            Path::new("busy.yaml"),
+            "name: busy\nduration: 1s\ndrain: 2s\n\
+             load: { rate: 10, requests: [ { name: r, path: /items/1 } ] }\n\
+             policies: [ { name: once, max_attempts: 1 } ]\n",
+        )
+        .expect("plan");
+        let server = fault_server::start(fault_server::ServerConfig::default())
+            .await
+            .expect("start a fault-server");
+        // Holds the only worker for a millisecond at a time, twice the wake-up gap.
+        let hog = tokio::spawn(async {
+            for _ in 0..150 {
+                std::thread::sleep(Duration::from_millis(1));
+                tokio::task::yield_now().await;
+            }
+        });
+        let arrivals = (0..600u64).map(|index| Arrival {
+            index,
+            at: Duration::from_micros(index * 250),
+            kind: 0,
+            n: index,
+        });
+        let config = EngineConfig {
+            plan: &plan,
+            policy: &plan.policies[0],
+            base_url: server.url(),
+            abort: CancellationToken::new(),
+            progress: None,
+            telemetry: None,
+        };
+        let run = run_on(config, arrivals, Timer::Os).await.expect("a run");
+        hog.await.expect("the hog ends");
+        let r = &run.recorder;
+        assert_eq!(
+            (r.logical, r.dropped, r.succeeded, r.attempts, r.lag.len()),
+            (600, 0, 600, 600, 600)
+        );
+        assert_eq!(
+            server.ledger().attempts,
+            600,
+            "each arrival reached the server once"
+        );
+        server.shutdown().await;
+    }
 }
