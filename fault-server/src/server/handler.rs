@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
+use axum::http::header::AsHeaderName;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -69,19 +70,18 @@ pub(super) const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEM
 const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
 const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
 
-/// A header's value as UTF-8 text, as [`HeaderLookup`] reads it.
-fn text<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+/// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
+/// by a name made once or by one as text ([`HeaderLookup`]).
+fn text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers
         .get(name)
         .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
 }
 
-/// The shell's header lookup, for the script's matchers and the control API alike: a
-/// value is read as UTF-8 (`HeaderValue::to_str` would take visible ASCII only).
+/// The shell's header lookup, for the script's matchers and the control API alike.
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
-        self.get(name)
-            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+        text(self, name)
     }
 }
 
@@ -268,35 +268,28 @@ pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
             span.set("chaos.fault.phase", phase_name.clone());
             span.set("chaos.fault.kind", fault.kind().name());
         });
-        match fault {
-            Fault {
-                action: FaultAction::Delay(d),
-                ..
-            } => delay = d,
-            Fault {
-                action: FaultAction::Status(response),
-                processed,
-            } => {
-                if processed {
-                    // The work is done, then the answer is lost: the retry that follows
-                    // is the double-charge scenario (unless an Idempotency-Key saves it).
-                    let _ = app_now(shared, &facts, &mut flight);
-                }
+        if let FaultAction::Delay(d) = fault.action {
+            delay = d;
+        } else {
+            if fault.processed {
+                // The work is done, then the answer is lost: the retry that follows is
+                // the double-charge scenario (unless an Idempotency-Key saves it).
+                let _ = app_now(shared, &facts, &mut flight);
+            }
+            if let FaultAction::Status(response) = &fault.action {
                 flight.outcome(Outcome::Status(response.status));
-                return status_response(&response, &phase_name);
+                return status_response(response, &phase_name);
             }
             // Rare next to the rest and ending the connection: boxed, so the future of
             // every request does not carry its room.
-            fault => {
-                return Box::pin(end_connection(
-                    shared,
-                    &mut flight,
-                    fault,
-                    &phase_name,
-                    &facts,
-                ))
-                .await;
-            }
+            return Box::pin(end_connection(
+                shared,
+                &mut flight,
+                fault,
+                &phase_name,
+                &facts,
+            ))
+            .await;
         }
     }
 
@@ -527,11 +520,6 @@ async fn end_connection(
     phase: &str,
     facts: &Facts,
 ) -> Response {
-    if fault.processed {
-        // The work is done, then the answer is lost: the retry that follows is the
-        // double-charge scenario (unless an Idempotency-Key saves it).
-        let _ = app_now(shared, facts, flight);
-    }
     let Some(control): Option<ConnControl> = current_connection() else {
         // Only reachable when the router is driven without this crate's accept loop.
         flight.outcome(Outcome::BadRequest);
