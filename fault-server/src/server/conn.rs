@@ -14,12 +14,13 @@
 //! Two guards against clients that hold resources without using them. Slow clients: a
 //! request's headers must arrive within [`HEADER_READ_TIMEOUT`] of the connection's last
 //! response (or its opening), and its body within [`Limits::body_timeout`] of the headers
-//! (a body trickled a byte a second is cut, its handler sees [`BodyTimedOut`]). Idle clients: open connections are bounded by a budget
-//! ([`Limits::max_connections`], from the descriptor limit); past it the connection idle
-//! longest is closed, as nginx and Envoy do under overload, and when every connection is
-//! busy the newcomer is served one request, and only if it is one that must stay
-//! reachable ([`Limits::always_serve`]: the control API and health checks); others get
-//! 503. So 5,000 idle connections cannot make `/healthz` unreachable.
+//! (a body trickled a byte a second is cut, its handler sees [`BodyTimedOut`]). Idle
+//! clients: open connections are bounded by a budget ([`Limits::max_connections`], from
+//! the descriptor limit); past it the connection idle longest is closed, as nginx and
+//! Envoy do under overload, and when every connection is busy the newcomer is served one
+//! request, and only if it is one that must stay reachable ([`Limits::always_serve`]: the
+//! control API and health checks); others get 503. So 5,000 idle connections cannot make
+//! `/healthz` unreachable.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -190,8 +191,13 @@ struct Open {
 
 impl Open {
     fn now(epoch: Instant) -> u64 {
-        u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        nanos(epoch.elapsed())
     }
+}
+
+/// A duration as the nanoseconds [`Open::last_active`] counts in.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// The open connections, bounded.
@@ -233,8 +239,7 @@ impl Budget {
     /// `timeout`: nothing in progress on it, and its last response (or its opening) that
     /// long ago. Returns how many it closed.
     fn close_stalled(&self, timeout: Duration) -> usize {
-        let now = Open::now(self.epoch);
-        let timeout = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        let (now, timeout) = (Open::now(self.epoch), nanos(timeout));
         let mut table = self
             .open
             .lock()

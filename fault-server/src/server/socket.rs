@@ -3,9 +3,10 @@
 //!
 //! Each accepted stream is split ([`split_control`]) into the stream hyper serves and a
 //! [`ConnControl`] holding a `try_clone()` of it (same socket, second descriptor) and the
-//! connection's kill signal, which the accept loop selects on. A handler finds the control of its connection
-//! with [`current_connection`], a task-local the accept loop sets around each request's
-//! service future ([`scope`]; no allocation per request, unlike a request extension):
+//! connection's kill signal, which the accept loop selects on. A handler finds the control
+//! of its connection with [`current_connection`], a task-local the accept loop sets
+//! around each request's service future ([`scope`]; no allocation per request, unlike a
+//! request extension):
 //!
 //! - reset: `SO_LINGER` 0 on the control handle, then the kill signal; dropping the
 //!   connection closes the last descriptor and the kernel sends RST instead of FIN.

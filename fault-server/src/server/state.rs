@@ -266,7 +266,7 @@ impl Shared {
 
     /// Time on the ledger's clock.
     pub(crate) fn ledger_now(&self) -> Duration {
-        self.started.elapsed()
+        self.ledger_time(Instant::now())
     }
 
     /// The ledger's clock at `at`, for a caller that read the time already.
