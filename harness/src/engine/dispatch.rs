@@ -363,39 +363,57 @@ mod tests {
 
     use super::Timer;
     use crate::engine::{EngineConfig, run_on};
+    use crate::plan::Plan;
     use crate::schedule::Arrival;
+
+    /// One request kind and one policy of a single attempt: each arrival is one request.
+    fn one_attempt_plan(name: &str) -> Plan {
+        crate::plan::parse(
+            Path::new("dispatch.yaml"),
+            &format!(
+                "name: {name}\nduration: 1s\ndrain: 2s\n\
+                 load: {{ rate: 10, requests: [ {{ name: r, path: /items/1 }} ] }}\n\
+                 policies: [ {{ name: once, max_attempts: 1 }} ]\n"
+            ),
+        )
+        .expect("plan")
+    }
+
+    fn config<'a>(plan: &'a Plan, server: &fault_server::ServerHandle) -> EngineConfig<'a> {
+        EngineConfig {
+            plan,
+            policy: &plan.policies[0],
+            base_url: server.url(),
+            abort: CancellationToken::new(),
+            progress: None,
+            telemetry: None,
+        }
+    }
+
+    fn arrival(index: u64, at: Duration) -> Arrival {
+        Arrival {
+            index,
+            at,
+            kind: 0,
+            n: index,
+        }
+    }
 
     /// Both timers hand over every arrival: the fallback is what runs off Linux, and no
     /// CI machine would take it otherwise.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn either_timer_sends_every_arrival_once() {
-        let plan = crate::plan::parse(
-            Path::new("dispatch.yaml"),
-            "name: dispatch\nduration: 1s\ndrain: 2s\n\
-             load: { rate: 10, requests: [ { name: r, path: /items/1 } ] }\n\
-             policies: [ { name: once, max_attempts: 1 } ]\n",
-        )
-        .expect("plan");
+        let plan = one_attempt_plan("dispatch");
         let server = fault_server::start(fault_server::ServerConfig::default())
             .await
             .expect("start a fault-server");
         for timer in [Timer::Thread, Timer::Os] {
             // Bunched and spread: some fall due together, some each alone.
-            let arrivals = (0..40u64).map(|index| Arrival {
-                index,
-                at: Duration::from_micros(index / 4 * 3_000),
-                kind: 0,
-                n: index,
-            });
-            let config = EngineConfig {
-                plan: &plan,
-                policy: &plan.policies[0],
-                base_url: server.url(),
-                abort: CancellationToken::new(),
-                progress: None,
-                telemetry: None,
-            };
-            let run = run_on(config, arrivals, timer).await.expect("a run");
+            let arrivals =
+                (0..40u64).map(|index| arrival(index, Duration::from_micros(index / 4 * 3_000)));
+            let run = run_on(config(&plan, &server), arrivals, timer)
+                .await
+                .expect("a run");
             let r = &run.recorder;
             assert_eq!(
                 (r.logical, r.dropped, r.succeeded, r.attempts, r.lag.len()),
@@ -411,13 +429,7 @@ mod tests {
     /// arrivals beside it: each still goes out once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn arrivals_go_out_once_while_a_busy_worker_holds_the_dispatcher_back() {
-        let plan = crate::plan::parse(
-            Path::new("busy.yaml"),
-            "name: busy\nduration: 1s\ndrain: 2s\n\
-             load: { rate: 10, requests: [ { name: r, path: /items/1 } ] }\n\
-             policies: [ { name: once, max_attempts: 1 } ]\n",
-        )
-        .expect("plan");
+        let plan = one_attempt_plan("busy");
         let server = fault_server::start(fault_server::ServerConfig::default())
             .await
             .expect("start a fault-server");
@@ -428,21 +440,10 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         });
-        let arrivals = (0..600u64).map(|index| Arrival {
-            index,
-            at: Duration::from_micros(index * 250),
-            kind: 0,
-            n: index,
-        });
-        let config = EngineConfig {
-            plan: &plan,
-            policy: &plan.policies[0],
-            base_url: server.url(),
-            abort: CancellationToken::new(),
-            progress: None,
-            telemetry: None,
-        };
-        let run = run_on(config, arrivals, Timer::Os).await.expect("a run");
+        let arrivals = (0..600u64).map(|index| arrival(index, Duration::from_micros(index * 250)));
+        let run = run_on(config(&plan, &server), arrivals, Timer::Os)
+            .await
+            .expect("a run");
         hog.await.expect("the hog ends");
         let r = &run.recorder;
         assert_eq!(
