@@ -29,6 +29,28 @@ pub(super) struct FaultBody<'a> {
     pub(super) phase: &'a str,
 }
 
+impl OkBody<'_> {
+    /// The body as JSON, in a buffer of exactly its length unless the id needs escaping:
+    /// `Bytes` takes a full `Vec` over as it is, where a `Vec` with room to spare (as
+    /// `serde_json::to_string` makes) costs a second allocation to remember its capacity.
+    pub(super) fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(self.plain_len());
+        if serde_json::to_writer(&mut out, self).is_err() {
+            return String::new();
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// The length of the JSON when the id needs no escaping.
+    fn plain_len(&self) -> usize {
+        let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+        let id = self.id.map_or(4, |id| id.len() + 2);
+        let attempt = self.attempt.map_or(4, |a| digits(u64::from(a)));
+        let effect = self.effect.map_or(0, |e| r#","effect":"#.len() + digits(e));
+        r#"{"ok":true,"id":"#.len() + id + r#","attempt":"#.len() + attempt + effect + 1
+    }
+}
+
 /// The body of a normal response to a request without `x-request-id` nor
 /// `x-chaos-attempt`, and without a side effect: the hot path of a benchmark.
 pub(super) const ANONYMOUS_OK: &str = r#"{"ok":true,"id":null,"attempt":null}"#;
@@ -103,13 +125,13 @@ pub(super) fn truncated_bytes(
         Some(body) if !body.is_empty() => ("text/plain; charset=utf-8", body.clone()),
         _ => (
             JSON,
-            serde_json::to_string(&OkBody {
+            OkBody {
                 ok: true,
                 id,
                 attempt,
                 effect: None,
-            })
-            .unwrap_or_default(),
+            }
+            .to_json(),
         ),
     };
     let sent = body.len() / 2;
@@ -157,4 +179,39 @@ pub(super) fn replay(stored: &StoredResponse) -> Response {
 pub(super) fn problem(status: StatusCode, detail: &str) -> Response {
     let body = serde_json::json!({ "error": detail, "status": status.as_u16() }).to_string();
     (status, [(CONTENT_TYPE, JSON)], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ok_body_is_serde_json_s_text_in_a_buffer_of_its_exact_length() {
+        let ids = [
+            None,
+            Some(""),
+            Some("bench-1-1"),
+            Some("ünïcode-✓"),
+            Some("quote\"back\\slash\nnewline\u{1}"),
+        ];
+        for id in ids {
+            for attempt in [None, Some(0), Some(7), Some(10), Some(u32::MAX)] {
+                for effect in [None, Some(0), Some(99), Some(100), Some(u64::MAX)] {
+                    let body = OkBody {
+                        ok: true,
+                        id,
+                        attempt,
+                        effect,
+                    };
+                    let json = body.to_json();
+                    assert_eq!(json, serde_json::to_string(&body).expect("serializes"));
+                    let escaped =
+                        id.is_some_and(|id| id.chars().any(|c| c < ' ' || "\"\\".contains(c)));
+                    if !escaped {
+                        assert_eq!(json.len(), json.capacity(), "{json}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -41,7 +41,7 @@ use super::answer::{
 };
 use super::body::read_body;
 use super::flight::InFlight;
-use super::kept::{Kept, kept_headers};
+use super::kept::{Kept, Text, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Shared, View};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
@@ -129,10 +129,10 @@ impl From<KeyAnswer> for AppResult {
 /// The facts of one request the handler needs after its body is read.
 struct Facts {
     method: Method,
-    request_id: Option<String>,
+    request_id: Option<Text>,
     attempt: Option<u32>,
-    policy: Option<String>,
-    key: Option<String>,
+    policy: Option<Text>,
+    key: Option<Text>,
     /// Identifies "the same request" for idempotency keys (computed only with a key).
     fingerprint: u64,
 }
@@ -185,13 +185,13 @@ pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
     let attempt: Option<u32> = text(headers, &ATTEMPT_NAME).and_then(|a| a.trim().parse().ok());
     flight.span(|span| {
         if let Some(id) = &request_id {
-            span.set("chaos.request_id", id.clone());
+            span.set("chaos.request_id", id.to_string());
         }
         if let Some(attempt) = attempt {
             span.set("chaos.attempt", i64::from(attempt));
         }
         if let Some(policy) = &policy {
-            span.set("chaos.policy", policy.clone());
+            span.set("chaos.policy", policy.to_string());
         }
     });
     shared.ledger.record_request(
@@ -474,13 +474,13 @@ fn execute_and_answer(
     if effect.is_none() && facts.request_id.is_none() && facts.attempt.is_none() {
         return AppResult::Done(json(Body::from(ANONYMOUS_OK)));
     }
-    let body = serde_json::to_string(&OkBody {
+    let body = OkBody {
         ok: true,
         id: facts.request_id.as_deref(),
         attempt: facts.attempt,
         effect: effect.map(|e| e.number),
-    })
-    .unwrap_or_default();
+    }
+    .to_json();
     if let Some(claim) = guard.claim.take() {
         shared.ledger.complete_key(
             claim,

