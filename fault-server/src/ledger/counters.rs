@@ -196,7 +196,8 @@ impl Ledger {
     /// A fault fired (a delay is recorded here and its request's outcome separately).
     pub fn record_fault(&self, kind: FaultKind, phase: &str) {
         self.counters.add_fault(kind);
-        let mut inner = self.lock();
+        // Phases are none of the queued arrivals' business.
+        let mut inner = self.lock_tables();
         if let Some(count) = inner.by_phase.get_mut(phase) {
             *count += 1;
         } else {

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::pending::Queue;
 use super::{Inner, Ledger, LedgerLimits, RequestIdentity};
 
 /// The receipt of one executed side effect.
@@ -44,6 +45,42 @@ impl Inner {
         self.id_order.push_back((now, u64::from(generation), id));
     }
 
+    /// One arrival of the id whose keyed hash is `key`: an attempt, and a logical
+    /// request if the id is new (or was forgotten).
+    fn arrive(&mut self, key: u64, now: Duration, policy: Option<&str>, limits: &LedgerLimits) {
+        self.attempts += 1;
+        // A full ledger evicts its oldest id below: both that id's slot and the new one's
+        // are random places in a table no cache holds, so start both misses together.
+        if self.id_order.len() >= limits.max_ids
+            && let Some(&(_, _, oldest)) = self.id_order.front()
+        {
+            self.ids.touch(oldest);
+        }
+        // One probe: a new id is inserted where the lookup found no entry.
+        let generation = self.generation + 1;
+        let new_id = self.ids.insert_new(
+            key,
+            IdEntry {
+                generation: id_generation(generation),
+                side_effects: 0,
+            },
+        );
+        if new_id {
+            self.generation = generation;
+            self.id_order
+                .push_back((now, u64::from(id_generation(generation)), key));
+            self.logical += 1;
+        }
+        if let Some(policy) = policy {
+            let entry = self.policy(policy, limits.max_policies);
+            entry.attempts += 1;
+            if new_id {
+                entry.logical += 1;
+            }
+        }
+        self.expire_ids(now, limits);
+    }
+
     /// Drops, oldest first, the ids older than the TTL and those beyond `max_ids`. A place
     /// in `id_order` whose id was tracked again since (a newer generation) just goes.
     fn expire_ids(&mut self, now: Duration, limits: &LedgerLimits) {
@@ -64,47 +101,46 @@ impl Inner {
 }
 
 impl Ledger {
-    /// A request arrived (call once per request, before any fault).
+    /// A request arrived (call once per request, before any fault). Its id is queued on
+    /// the calling thread and reaches the tables with its batch, or before anything
+    /// reads them ([`super::pending`]).
     pub fn record_request(&self, who: RequestIdentity<'_>, now: Duration) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let Some(id) = who.request_id else {
             return;
         };
         let key = self.id_key(id);
-        let mut inner = self.lock();
+        let mut queue = self.pending.mine();
+        if !queue.push(key, now, who.policy) {
+            self.apply(&mut queue);
+            queue.push(key, now, who.policy);
+        }
+        if queue.is_full() {
+            self.apply(&mut queue);
+        }
+    }
+
+    /// Applies a queue's arrivals, in the order they came, and empties it.
+    pub(super) fn apply(&self, queue: &mut Queue) {
+        if queue.arrivals.is_empty() {
+            return;
+        }
+        let mut inner = self.lock_tables();
         let inner = &mut *inner;
-        inner.attempts += 1;
-        // A full ledger evicts its oldest id below: both that id's slot and the new one's
-        // are random places in a table no cache holds, so start both misses together.
-        if inner.id_order.len() >= self.limits.max_ids
-            && let Some(&(_, _, oldest)) = inner.id_order.front()
-        {
-            inner.ids.touch(oldest);
+        // Each new id's slot is a random place in a table no cache holds: start every
+        // miss of the batch before waiting on the first.
+        for arrival in &queue.arrivals {
+            inner.ids.touch(arrival.key);
         }
-        // One probe: a new id is inserted where the lookup found no entry.
-        let generation = inner.generation + 1;
-        let new_id = inner.ids.insert_new(
-            key,
-            IdEntry {
-                generation: id_generation(generation),
-                side_effects: 0,
-            },
-        );
-        if new_id {
-            inner.generation = generation;
-            inner
-                .id_order
-                .push_back((now, u64::from(id_generation(generation)), key));
-            inner.logical += 1;
+        for arrival in &queue.arrivals {
+            inner.arrive(
+                arrival.key,
+                arrival.now,
+                queue.policy(arrival),
+                &self.limits,
+            );
         }
-        if let Some(policy) = who.policy {
-            let entry = inner.policy(policy, self.limits.max_policies);
-            entry.attempts += 1;
-            if new_id {
-                entry.logical += 1;
-            }
-        }
-        inner.expire_ids(now, &self.limits);
+        queue.clear();
     }
 
     /// Executes the side effect of a non-idempotent request.

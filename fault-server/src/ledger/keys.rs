@@ -127,7 +127,8 @@ impl Ledger {
     /// Stores the response of the execution that held `claim`; later requests with the
     /// key replay it.
     pub fn complete_key(&self, claim: KeyClaim, response: StoredResponse) {
-        let mut inner = self.lock();
+        // Keys are none of the queued arrivals' business.
+        let mut inner = self.lock_tables();
         if let Some(entry) = inner.keys.get_mut(&claim.key)
             && entry.generation == claim.generation
         {
@@ -138,7 +139,7 @@ impl Ledger {
     /// The request that held `claim` was abandoned before executing: forget the key so a
     /// retry may execute.
     pub fn release_key(&self, claim: KeyClaim) {
-        let mut inner = self.lock();
+        let mut inner = self.lock_tables();
         if inner.keys.get(&claim.key).is_some_and(|e| {
             e.generation == claim.generation && matches!(e.state, KeyState::InFlight)
         }) {

@@ -33,6 +33,7 @@
 mod counters;
 mod ids;
 mod keys;
+mod pending;
 mod snapshot;
 mod table;
 
@@ -47,6 +48,7 @@ use counters::{Counts, OutcomeCounters};
 pub use ids::Execution;
 use keys::KeyEntry;
 pub use keys::{KeyCheck, KeyClaim, StoredResponse};
+use pending::Pending;
 pub use snapshot::{LedgerSnapshot, PolicyLedger};
 use table::IdTable;
 
@@ -130,18 +132,18 @@ struct Inner {
 
 impl Inner {
     fn policy(&mut self, name: &str, max: usize) -> &mut PolicyLedger {
-        let name = if self.by_policy.contains_key(name) || self.by_policy.len() < max {
-            name
-        } else {
-            OTHER_POLICIES
-        };
+        // Two lookups for a name already counted, the case of every request but the first.
         if !self.by_policy.contains_key(name) {
-            self.by_policy
-                .insert(name.to_string(), PolicyLedger::default());
+            let name = if self.by_policy.len() < max {
+                name
+            } else {
+                OTHER_POLICIES
+            };
+            return self.by_policy.entry(name.to_string()).or_default();
         }
         self.by_policy
             .get_mut(name)
-            .expect("the entry was inserted just above")
+            .expect("the name was found just above")
     }
 
     fn next_generation(&mut self) -> u64 {
@@ -150,9 +152,10 @@ impl Inner {
     }
 }
 
-/// The ledger. Thread-safe: counters are atomics, the per-id and per-key tables sit
-/// behind one mutex that is taken only for requests carrying an `x-request-id` or an
-/// `Idempotency-Key`.
+/// The ledger. Thread-safe: counters are atomics, and the per-id and per-key tables sit
+/// behind one mutex. A request's `x-request-id` is queued on its thread and reaches the
+/// tables with a batch of others ([`pending`]); whatever reads the tables applies every
+/// queue first, so nothing ever sees a count short.
 #[derive(Debug)]
 pub struct Ledger {
     limits: LedgerLimits,
@@ -163,6 +166,8 @@ pub struct Ledger {
     /// `requests` and `counters` at the last reset.
     baseline: Mutex<(u64, Counts)>,
     inner: Mutex<Inner>,
+    /// Request ids recorded and not yet in `inner`.
+    pending: Pending,
     /// Keys the hash request ids are remembered by: random per ledger, so no client can
     /// choose ids that collide.
     id_keys: RandomState,
@@ -183,6 +188,7 @@ impl Ledger {
             counters: OutcomeCounters::default(),
             baseline: Mutex::new((0, Counts::default())),
             inner: Mutex::new(Inner::default()),
+            pending: Pending::default(),
             id_keys: RandomState::new(),
         }
     }
@@ -219,7 +225,17 @@ impl Ledger {
         &self.limits
     }
 
+    /// The tables, with every queued arrival applied: what anything reading or changing
+    /// what an id did takes.
     fn lock(&self) -> MutexGuard<'_, Inner> {
+        for mut queue in self.pending.each() {
+            self.apply(&mut queue);
+        }
+        self.lock_tables()
+    }
+
+    /// The tables as they are, queued arrivals aside.
+    fn lock_tables(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves counters that are still meaningful;
         // keep serving rather than poisoning every later request.
         self.inner
@@ -231,7 +247,10 @@ impl Ledger {
     /// is likely the size of the last, and a table regrown from nothing costs a run at
     /// these rates a good part of its time in page faults and rehashes.
     pub fn reset(&self) {
-        let mut inner = self.lock();
+        for mut queue in self.pending.each() {
+            queue.clear();
+        }
+        let mut inner = self.lock_tables();
         let mut ids = std::mem::take(&mut inner.ids);
         let mut id_order = std::mem::take(&mut inner.id_order);
         let mut keys = std::mem::take(&mut inner.keys);

@@ -250,3 +250,92 @@ fn snapshot_serialises_with_the_contract_names() {
     let back: LedgerSnapshot = serde_json::from_value(json).expect("deserialises");
     assert_eq!(back, ledger.snapshot());
 }
+
+#[test]
+fn an_arrival_queued_on_another_thread_counts_before_its_side_effect() {
+    let ledger = Ledger::default();
+    // Fewer than a batch: the arrival stays queued on the thread that recorded it.
+    std::thread::scope(|s| {
+        s.spawn(|| ledger.record_request(who("pay-1", "naive"), T0));
+    });
+    let first = ledger.execute(who("pay-1", "naive"), T0);
+    assert!(!first.duplicate, "the queued arrival is the id's first");
+    let snap = ledger.snapshot();
+    assert_eq!((snap.attempts, snap.logical, snap.tracked_ids), (1, 1, 1));
+    assert_eq!(snap.by_policy["naive"].logical, 1);
+    std::thread::scope(|s| {
+        s.spawn(|| ledger.record_request(who("pay-1", "naive"), T0));
+    });
+    assert!(ledger.execute(who("pay-1", "naive"), T0).duplicate);
+    let snap = ledger.snapshot();
+    assert_eq!((snap.attempts, snap.logical), (2, 1));
+    assert_eq!(snap.duplicate_side_effects, 1);
+}
+
+#[test]
+fn threads_recording_the_same_ids_at_once_count_exactly() {
+    let ledger = Ledger::default();
+    let (threads, per_thread, ids) = (6, 20_000, 5_000);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let ledger = &ledger;
+            s.spawn(move || {
+                for i in 0..per_thread {
+                    // Each thread walks the ids from its own place, so the same id comes
+                    // from several threads at nearly the same time.
+                    let id = format!("id-{}", (i * 7 + t * 811) % ids);
+                    let policy = ["a", "b", "c"][i % 3];
+                    ledger.record_request(who(&id, policy), T0);
+                }
+            });
+        }
+    });
+    let snap = ledger.snapshot();
+    let attempts = (threads * per_thread) as u64;
+    assert_eq!(snap.requests, attempts);
+    assert_eq!((snap.attempts, snap.untracked), (attempts, 0));
+    assert_eq!(snap.logical, ids as u64);
+    assert_eq!(snap.tracked_ids, ids as u64);
+    let by_policy: u64 = snap.by_policy.values().map(|p| p.attempts).sum();
+    assert_eq!(by_policy, attempts);
+    let logical: u64 = snap.by_policy.values().map(|p| p.logical).sum();
+    assert_eq!(logical, ids as u64);
+}
+
+#[test]
+fn a_reset_forgets_arrivals_still_queued() {
+    let ledger = Ledger::default();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for id in ["a", "b", "c"] {
+                ledger.record_request(who(id, "naive"), T0);
+            }
+        });
+    });
+    ledger.reset();
+    let snap = ledger.snapshot();
+    assert_eq!((snap.requests, snap.attempts, snap.logical), (0, 0, 0));
+    assert!(snap.by_policy.is_empty());
+    ledger.record_request(who("a", "naive"), T0);
+    assert_eq!(
+        ledger.snapshot().logical,
+        1,
+        "a is new again after the reset"
+    );
+}
+
+#[test]
+fn queued_arrivals_with_many_policy_names_count_each_under_its_own() {
+    let ledger = Ledger::default();
+    for i in 0..40 {
+        ledger.record_request(who(&format!("id-{i}"), &format!("policy-{i}")), T0);
+    }
+    let snap = ledger.snapshot();
+    assert_eq!(snap.logical, 40);
+    assert_eq!(snap.by_policy.len(), 40);
+    assert!(
+        snap.by_policy
+            .values()
+            .all(|p| p.attempts == 1 && p.logical == 1)
+    );
+}
