@@ -67,7 +67,7 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 pub(super) const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
 pub(super) const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
 pub(super) const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
-const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
+pub(super) const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
 const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
@@ -166,6 +166,7 @@ pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
         request_id,
         policy,
         key,
+        attempt,
     } = match kept_headers(headers, shared.ledger.limits().max_value_bytes) {
         Ok(kept) => kept,
         Err(bad) => {
@@ -182,7 +183,6 @@ pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
     // One clock read for both clocks: the script's run clock and the ledger's.
     let arrived = Instant::now();
     let now = arrived.saturating_duration_since(active.epoch);
-    let attempt: Option<u32> = text(headers, &ATTEMPT_NAME).and_then(|a| a.trim().parse().ok());
     flight.span(|span| {
         if let Some(id) = &request_id {
             span.set("chaos.request_id", id.to_string());

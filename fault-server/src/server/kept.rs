@@ -3,10 +3,11 @@
 
 use std::ops::Deref;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::handler::{
-    IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_NAME, POLICY, POLICY_NAME, REQUEST_ID, REQUEST_ID_NAME,
+    ATTEMPT_NAME, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_NAME, POLICY, POLICY_NAME, REQUEST_ID,
+    REQUEST_ID_NAME,
 };
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
@@ -14,6 +15,8 @@ pub(super) struct Kept {
     pub(super) request_id: Option<Text>,
     pub(super) policy: Option<Text>,
     pub(super) key: Option<Text>,
+    /// `x-chaos-attempt`, when it is a number.
+    pub(super) attempt: Option<u32>,
 }
 
 /// A header value found to be UTF-8 text, kept as the value itself: a reference-counted
@@ -59,11 +62,28 @@ impl BadHeader {
     }
 }
 
-/// Reads the headers the ledger keeps: each at most `max` bytes of UTF-8 text, and a key
-/// not empty.
+/// Reads the headers the ledger keeps, each at most `max` bytes of UTF-8 text and a key
+/// not empty, and `x-chaos-attempt`: the first value of each, in one pass over the
+/// headers (a lookup by name hashes the name and probes: four of them cost more than
+/// looking once at the few headers a request has).
 pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
-    let read = |header: &HeaderName, name: &'static str| {
-        let Some(value) = headers.get(header) else {
+    let (mut request_id, mut policy, mut key, mut attempt) = (None, None, None, None);
+    for (name, value) in headers {
+        let first = if *name == REQUEST_ID_NAME {
+            &mut request_id
+        } else if *name == POLICY_NAME {
+            &mut policy
+        } else if *name == IDEMPOTENCY_KEY_NAME {
+            &mut key
+        } else if *name == ATTEMPT_NAME {
+            &mut attempt
+        } else {
+            continue;
+        };
+        first.get_or_insert(value);
+    }
+    let read = |value: Option<&HeaderValue>, name: &'static str| {
+        let Some(value) = value else {
             return Ok(None);
         };
         if value.len() > max {
@@ -78,7 +98,7 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
             Err(_) => Err(BadHeader::NotUtf8 { name }),
         }
     };
-    let key = match read(&IDEMPOTENCY_KEY_NAME, IDEMPOTENCY_KEY)? {
+    let key = match read(key, IDEMPOTENCY_KEY)? {
         Some(key) if key.is_empty() => {
             return Err(BadHeader::Empty {
                 name: IDEMPOTENCY_KEY,
@@ -87,8 +107,72 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
         key => key,
     };
     Ok(Kept {
-        request_id: read(&REQUEST_ID_NAME, REQUEST_ID)?,
-        policy: read(&POLICY_NAME, POLICY)?,
+        request_id: read(request_id, REQUEST_ID)?,
+        policy: read(policy, POLICY)?,
         key,
+        attempt: attempt
+            .and_then(|a| std::str::from_utf8(a.as_bytes()).ok())
+            .and_then(|a| a.trim().parse().ok()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &[u8])]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            let value = HeaderValue::from_bytes(value).expect("a valid header value");
+            map.append(*name, value);
+        }
+        map
+    }
+
+    #[test]
+    fn the_first_value_of_each_kept_header_is_read_in_one_pass() {
+        let map = headers(&[
+            ("host", b"x"),
+            ("x-request-id", b"first"),
+            ("x-chaos-attempt", b" 3 "),
+            ("x-request-id", b"second"),
+            ("x-chaos-policy", b"naive"),
+            ("x-chaos-attempt", b"4"),
+        ]);
+        let kept = kept_headers(&map, 256).expect("fine headers");
+        assert_eq!(kept.request_id.as_deref(), Some("first"));
+        assert_eq!(kept.policy.as_deref(), Some("naive"));
+        assert!(kept.key.is_none());
+        assert_eq!(kept.attempt, Some(3));
+        let none = kept_headers(&headers(&[("x-chaos-attempt", b"three")]), 256)
+            .expect("an attempt that is not a number is no attempt");
+        assert_eq!(none.attempt, None);
+    }
+
+    #[test]
+    fn a_bad_kept_header_is_refused_key_first() {
+        let refused = |pairs: &[(&'static str, &[u8])]| {
+            kept_headers(&headers(pairs), 8)
+                .err()
+                .map(|bad| bad.to_string())
+        };
+        assert_eq!(
+            refused(&[("x-request-id", b"nine-long")]).as_deref(),
+            Some("x-request-id is 9 bytes long; at most 8 are accepted")
+        );
+        assert_eq!(
+            refused(&[("x-chaos-policy", b"\xff")]).as_deref(),
+            Some("x-chaos-policy is not UTF-8 text")
+        );
+        assert_eq!(
+            refused(&[("x-request-id", b"nine-long"), ("idempotency-key", b"")]).as_deref(),
+            Some("idempotency-key is empty")
+        );
+        assert_eq!(
+            refused(&[("x-request-id", b"ok"), ("x-chaos-attempt", b"\xff")]),
+            None
+        );
+    }
 }
