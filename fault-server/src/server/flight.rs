@@ -14,7 +14,9 @@ use crate::otel::ServerSpan;
 pub(super) struct InFlight {
     view: Arc<View>,
     done: bool,
-    pub(super) span: Option<ServerSpan>,
+    /// Boxed: the request's future carries an `InFlight`, and hyper moves that future
+    /// into place for every request, traced or not.
+    pub(super) span: Option<Box<ServerSpan>>,
 }
 
 impl InFlight {
@@ -52,7 +54,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.outcome(Outcome::Abandoned);
         if let (Some(tracing), Some(span)) = (&self.view.shared.tracing, self.span.take()) {
-            tracing.end(span);
+            tracing.end(*span);
         }
         self.view
             .shared

@@ -156,11 +156,11 @@ pub(crate) async fn handle(view: Arc<View>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     if let Some(tracing) = &shared.tracing {
-        flight.span = Some(tracing.begin(
+        flight.span = Some(Box::new(tracing.begin(
             headers.header(TRACEPARENT),
             parts.method.as_str(),
             parts.uri.path(),
-        ));
+        )));
     }
     let Kept {
         request_id,
@@ -580,4 +580,24 @@ async fn timed<T>(work: impl future::Future<Output = T>) -> (T, Duration) {
     let start = tokio::time::Instant::now();
     let out = work.await;
     (out, start.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::super::config::ServerConfig;
+    use super::*;
+
+    /// hyper moves each request's future into place (and tokio's task-local wraps it),
+    /// copying every byte of it on every request: 1,456 bytes before the span was boxed,
+    /// 1,328 after (rustc 1.95).
+    #[test]
+    fn the_request_future_stays_small() {
+        let shared = Arc::new(Shared::new(ServerConfig::default()));
+        let view = Arc::new(View::now(&shared));
+        let future = handle(view, Request::new(Body::empty()));
+        let size = std::mem::size_of_val(&future);
+        assert!(size <= 1_400, "the request's future is {size} bytes");
+    }
 }
