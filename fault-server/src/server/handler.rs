@@ -49,7 +49,7 @@ use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
 use crate::otel::TRACEPARENT;
-use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts};
+use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
 use crate::seed::{fnv1a, request_seed, splitmix64};
 
 pub(crate) const REQUEST_ID: &str = "x-request-id";
@@ -226,8 +226,7 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
     );
 
     let script = &active.script;
-    let needs_rng =
-        script.phase_count() > 0 || script.capacity().is_some_and(|c| !c.service_time.is_zero());
+    let needs_rng = script.phase_count() > 0 || has_service_time(script);
     let mut rng = if needs_rng {
         let attempt = kept.attempt;
         let seed = match &kept.request_id {
@@ -283,12 +282,12 @@ fn ready(response: Response) -> Handled {
 /// Whether serving waits for something (a capacity model, a delay, a service time), and
 /// so runs on a task of its own.
 fn waits(active: &Active, delay: Duration) -> bool {
-    active.capacity.is_some()
-        || !delay.is_zero()
-        || active
-            .script
-            .capacity()
-            .is_some_and(|c| !c.service_time.is_zero())
+    active.capacity.is_some() || !delay.is_zero() || has_service_time(&active.script)
+}
+
+/// Whether the script's server takes time to serve a request (drawn per request).
+fn has_service_time(script: &Script) -> bool {
+    script.capacity().is_some_and(|c| !c.service_time.is_zero())
 }
 
 /// The rest of [`handle`]: the body's read, then the fault or the service.
