@@ -6,9 +6,9 @@
 //! fills, retries keep the server saturated after the outage, which is what a harness
 //! must be able to show (and what a good retry budget prevents).
 //!
-//! Why it is pure: the live server drives this state machine under a mutex, and its
-//! tests drive it step by step without a clock; any other shell (one running in virtual
-//! time, say) would get the same "serve, queue or reject" from the same calls. Time
+//! Why it is pure: the live server drives this state machine under a mutex, its tests
+//! drive it step by step without a clock, and the harness's simulator drives it in
+//! virtual time; all get the same "serve, queue or reject" from the same calls. Time
 //! comes in as an argument (`now`, an offset from the start of the run); the model never
 //! sleeps and never reads a clock. Driving it is two
 //! calls: [`CapacityModel::arrive`] when a request arrives, [`CapacityModel::finish`]

@@ -10,10 +10,10 @@
 //! The shape (see ARCHITECTURE.md): pure, sans-IO decisions ([`script`] picks the fault
 //! for a request at a time, [`capacity`] serves, queues or rejects, [`seed`] mixes the
 //! seed of each request's draws) and a thin HTTP shell around them ([`start`],
-//! [`ServerHandle`]). The decisions take time and randomness as arguments and never
-//! touch a socket, so another shell could drive them in virtual time; today the HTTP
-//! shell is the only one. No module here depends on the harness or the retry-policy
-//! crate.
+//! [`ServerHandle`]), and [`wire`], the contract every hop of a call chain reads and
+//! writes. The decisions take time and randomness as arguments and never touch a
+//! socket, so the harness's simulator drives them in virtual time with the same seeds
+//! as this HTTP shell. No module here depends on the harness or the retry-policy crate.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -39,6 +39,7 @@ pub mod otel;
 pub mod script;
 pub mod seed;
 mod server;
+pub mod wire;
 pub mod yaml_guard;
 
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};

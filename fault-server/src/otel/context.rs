@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 /// The header's name.
-pub const TRACEPARENT: &str = "traceparent";
+pub use crate::wire::TRACEPARENT;
 
 /// What a `traceparent` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ impl<T: HeaderLookup + ?Sized> HeaderLookup for &T {
     }
 }
 
-/// Name-value pairs, e.g. `[("x-request-id", "r1")]`; names compare case-insensitively.
+/// Name-value pairs, e.g. `[(wire::REQUEST_ID, "r1")]`; names compare case-insensitively.
 impl<K: AsRef<str>, V: AsRef<str>> HeaderLookup for [(K, V)] {
     fn header(&self, name: &str) -> Option<&str> {
         self.iter()

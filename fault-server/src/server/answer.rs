@@ -7,9 +7,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::handler::{FAULT_HEADER, REPLAYED_HEADER};
 use crate::ledger::StoredResponse;
 use crate::script::FaultResponse;
+use crate::wire::{FAULT as FAULT_HEADER, REPLAYED as REPLAYED_HEADER};
 
 pub(super) const JSON: &str = "application/json";
 

@@ -48,29 +48,12 @@ use super::kept::{Kept, Text, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
 use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
-use crate::otel::TRACEPARENT;
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
-use crate::seed::{fnv1a, request_seed, splitmix64};
+use crate::seed::{IdSeed, fnv1a};
+use crate::wire::TRACEPARENT;
+use crate::wire::{DUPLICATE, UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
 
-pub(crate) const REQUEST_ID: &str = "x-request-id";
-pub(crate) const ATTEMPT: &str = "x-chaos-attempt";
-pub(crate) const POLICY: &str = "x-chaos-policy";
-/// Set by relay tiers: the attempt numbers of the tiers above this request (`2.1`).
-pub(crate) const UPSTREAM_ATTEMPTS: &str = "x-chaos-upstream-attempts";
-pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
-/// Names the phase whose fault produced a response.
-pub(crate) const FAULT_HEADER: &str = "x-chaos-fault";
-/// Marks a response whose side effect had already run for this `x-request-id`.
-pub(crate) const DUPLICATE_HEADER: &str = "x-chaos-duplicate";
-/// Marks a response replayed from an `Idempotency-Key` (Stripe's header name).
-pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
-
-// The names the handler looks up on every request, made once: a lookup by `&str` parses
-// and checks the name each time.
-pub(super) const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
-pub(super) const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
-pub(super) const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
-pub(super) const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
+// Made once: a lookup by `&str` parses and checks the name each time.
 const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
@@ -164,7 +147,7 @@ impl Facts {
     }
 
     fn has_side_effect(&self) -> bool {
-        self.method == Method::POST || self.method == Method::PATCH
+        crate::wire::has_side_effect(self.method.as_str())
     }
 }
 
@@ -230,16 +213,15 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
     let mut rng = if needs_rng {
         let attempt = kept.attempt;
         let seed = match &kept.request_id {
-            // Behind relay tiers the same attempt number comes once per attempt of every
-            // tier above: the chain of those numbers keeps each one's draw its own.
-            Some(id) => match text(headers, &UPSTREAM_ATTEMPTS_NAME) {
-                Some(chain) => {
-                    request_seed(active.seed, id, attempt.unwrap_or(0))
-                        ^ splitmix64(fnv1a([chain.as_bytes()]))
-                }
-                None => request_seed(active.seed, id, attempt.unwrap_or(0)),
-            },
-            None => splitmix64(active.seed ^ shared.anonymous.fetch_add(1, Ordering::Relaxed)),
+            Some(id) => attempt_seed(
+                IdSeed::new(active.seed, id),
+                attempt.unwrap_or(0),
+                text(headers, &UPSTREAM_ATTEMPTS_NAME),
+            ),
+            None => anonymous_seed(
+                active.seed,
+                shared.anonymous.fetch_add(1, Ordering::Relaxed),
+            ),
         };
         Some(ChaCha8Rng::seed_from_u64(seed))
     } else {
@@ -255,7 +237,7 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
                 sticky_seed: kept
                     .request_id
                     .as_deref()
-                    .map(|id| request_seed(active.seed, id, 0)),
+                    .map(|id| IdSeed::new(active.seed, id).attempt(0)),
             },
             now,
             rng,
@@ -544,7 +526,7 @@ fn execute_and_answer(
         // Tells a tracing client that this logical request broke an invariant here.
         response
             .headers_mut()
-            .insert(DUPLICATE_HEADER, HeaderValue::from_static("1"));
+            .insert(DUPLICATE, HeaderValue::from_static("1"));
     }
     AppResult::Done(response)
 }

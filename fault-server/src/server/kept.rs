@@ -5,10 +5,16 @@ use std::ops::Deref;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 
-use super::handler::{
-    ATTEMPT_NAME, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_NAME, POLICY, POLICY_NAME, REQUEST_ID,
-    REQUEST_ID_NAME,
-};
+use axum::http::HeaderName;
+
+use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, POLICY, REQUEST_ID};
+
+// The names read on every request, made once: a lookup by `&str` parses and checks the
+// name each time.
+const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
+const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
+const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
+const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
 pub(super) struct Kept {

@@ -13,6 +13,7 @@ use rand_core::SeedableRng;
 use super::*;
 use crate::dist::Distribution;
 use crate::seed::{request_rng, request_seed};
+use crate::wire;
 
 fn script(yaml: &str) -> Script {
     match Script::from_yaml_str(yaml) {
@@ -33,12 +34,10 @@ fn facts<'a>(
     RequestFacts {
         method,
         path,
-        attempt: headers
-            .header("x-chaos-attempt")
-            .and_then(|a| a.parse().ok()),
+        attempt: headers.header(wire::ATTEMPT).and_then(|a| a.parse().ok()),
         headers,
         sticky_seed: headers
-            .header("x-request-id")
+            .header(wire::REQUEST_ID)
             .map(|id| request_seed(7, id, 0)),
     }
 }

@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::wire;
 
 #[test]
 fn windows_are_half_open() {
@@ -82,21 +83,21 @@ faults:
             Some((2, FaultKind::Close)),
         ),
         ("GET", "/x", &[("x-tenant", "green")], None),
-        ("GET", "/x", &[("x-chaos-attempt", "1")], None),
+        ("GET", "/x", &[(wire::ATTEMPT, "1")], None),
         (
             "GET",
             "/x",
-            &[("x-chaos-attempt", "2")],
+            &[(wire::ATTEMPT, "2")],
             Some((3, FaultKind::Truncate)),
         ),
         (
             "GET",
             "/x",
-            &[("x-chaos-attempt", "3")],
+            &[(wire::ATTEMPT, "3")],
             Some((3, FaultKind::Truncate)),
         ),
-        ("GET", "/x", &[("x-chaos-attempt", "4")], None),
-        ("GET", "/x", &[("x-chaos-attempt", "two")], None),
+        ("GET", "/x", &[(wire::ATTEMPT, "4")], None),
+        ("GET", "/x", &[(wire::ATTEMPT, "two")], None),
         ("GET", "/items/7/price", &[], Some((5, FaultKind::Timeout))),
         ("HEAD", "/items/7/price", &[], Some((5, FaultKind::Timeout))),
         ("PUT", "/items/7/price", &[], None),
@@ -291,8 +292,8 @@ fn a_sticky_phase_gives_every_attempt_of_a_request_the_same_answer() {
         (1..=8u32)
             .map(|attempt| {
                 let headers = [
-                    ("x-request-id", id),
-                    ("x-chaos-attempt", &*attempt.to_string()),
+                    (wire::REQUEST_ID, id),
+                    (wire::ATTEMPT, &*attempt.to_string()),
                 ];
                 let headers: &[(&str, &str)] = &headers;
                 let facts = facts("GET", "/", &headers);

@@ -1,0 +1,199 @@
+//! The wire contract between the hops: the load generator, each relay tier and the
+//! fault-server, live or simulated.
+//!
+//! Why one module: every hop reads what the hop above wrote, and the simulator must see
+//! what a live hop would. A header name, the request-id format or the seed of an attempt's
+//! fault draw written in two places is a contract waiting to drift, so each is declared
+//! here once and every hop (this crate's HTTP shell, the harness's engine, relay tier and
+//! simulator) uses it. It lives in the fault-server because every hop depends on it.
+//!
+//! What crosses a hop:
+//! - [`REQUEST_ID`] names the logical request, the same at every hop and every attempt;
+//! - [`ATTEMPT`] is the sending hop's own attempt number (1-based);
+//! - [`UPSTREAM_ATTEMPTS`] the attempt numbers of the hops above the sender, outermost
+//!   first, joined by `.` ([`chain_below`]);
+//! - [`DEADLINE_MS`] how long the sender waits for this attempt;
+//! - [`POLICY`], [`IDEMPOTENCY_KEY`] and [`TRACEPARENT`] as the design says;
+//! - in answers: [`NO_RETRY`] from a tier that gave up, [`GAVE_UP`] its reason, [`FAULT`]
+//!   the phase that injected a fault, [`DUPLICATE`] a side effect run again, [`REPLAYED`]
+//!   an answer replayed for an idempotency key.
+
+use crate::seed::{IdSeed, fnv1a, splitmix64};
+
+/// The logical request's id, unchanged across attempts and hops.
+pub const REQUEST_ID: &str = "x-request-id";
+/// The sending hop's attempt number, 1-based.
+pub const ATTEMPT: &str = "x-chaos-attempt";
+/// The name of the client policy the logical request runs under.
+pub const POLICY: &str = "x-chaos-policy";
+/// Set by relay tiers: the attempt numbers of the hops above the sender (`2.1`).
+pub const UPSTREAM_ATTEMPTS: &str = "x-chaos-upstream-attempts";
+/// How long the sender waits for this attempt, in milliseconds.
+pub const DEADLINE_MS: &str = "x-chaos-deadline-ms";
+/// Marks the answer of a tier that gave up: "overloaded; don't retry" (SRE book, ch. 22).
+pub const NO_RETRY: &str = "x-chaos-no-retry";
+/// Why a tier gave up (a `GiveUp` reason's name).
+pub const GAVE_UP: &str = "x-chaos-gave-up";
+/// Names the phase whose fault produced a response.
+pub const FAULT: &str = "x-chaos-fault";
+/// Marks a response whose side effect had already run for this `x-request-id`.
+pub const DUPLICATE: &str = "x-chaos-duplicate";
+/// The client's idempotency key (Stripe's and the IETF draft's name).
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+/// Marks a response replayed from an `Idempotency-Key` (Stripe's header name).
+pub const REPLAYED: &str = "idempotent-replayed";
+/// W3C trace context.
+pub const TRACEPARENT: &str = "traceparent";
+
+/// The request headers the hops set themselves. A plan's request kind may not set them:
+/// one that did could rename the logical request, fake an attempt number or reseed the
+/// fault-server's draws ([`UPSTREAM_ATTEMPTS`]).
+pub const RESERVED: [&str; 8] = [
+    REQUEST_ID,
+    ATTEMPT,
+    POLICY,
+    UPSTREAM_ATTEMPTS,
+    DEADLINE_MS,
+    NO_RETRY,
+    IDEMPOTENCY_KEY,
+    TRACEPARENT,
+];
+
+/// Whether `name` is a header of this contract that only the hops may set: one of
+/// [`RESERVED`], or any other `x-chaos-` name (the contract's own prefix).
+pub fn is_reserved(name: &str) -> bool {
+    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name))
+        || name
+            .get(..8)
+            .is_some_and(|p| p.eq_ignore_ascii_case("x-chaos-"))
+}
+
+/// Whether a request of `method` runs a side effect at the fault-server (and so can run
+/// it twice): POST and PATCH, the methods HTTP does not make idempotent.
+pub fn has_side_effect(method: &str) -> bool {
+    method.eq_ignore_ascii_case("POST") || method.eq_ignore_ascii_case("PATCH")
+}
+
+/// The id of logical request `index` of `policy`: `{policy}-{index}`, the index
+/// zero-padded to at least seven digits, written into `out` (cleared first).
+pub fn write_request_id(out: &mut String, policy: &str, index: u64) {
+    out.clear();
+    out.push_str(policy);
+    out.push('-');
+    // By hand: `write!` costs the simulator, which writes an id per event, measurably.
+    let mut digits = [b'0'; 20];
+    let mut i = digits.len();
+    let mut n = index;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let start = i.min(digits.len() - 7);
+    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
+}
+
+/// [`write_request_id`] into a new string.
+pub fn request_id(policy: &str, index: u64) -> String {
+    let mut out = String::with_capacity(policy.len() + 8);
+    write_request_id(&mut out, policy, index);
+    out
+}
+
+/// The [`UPSTREAM_ATTEMPTS`] a tier sends below: the chain it received (`above`) and its
+/// caller's attempt number, `2.1` for the second attempt of a hop whose own caller was on
+/// its first. Empty when it knows neither.
+pub fn chain_below(above: Option<&str>, attempt: Option<u32>) -> String {
+    match (above, attempt) {
+        (Some(above), Some(n)) => format!("{above}.{n}"),
+        (None, Some(n)) => n.to_string(),
+        (Some(above), None) => above.to_owned(),
+        (None, None) => String::new(),
+    }
+}
+
+/// The seed of the fault draw for one attempt of logical request `id` (its [`IdSeed`]) at
+/// a hop, from the attempt number it carries and the chain of attempts above it. Behind
+/// relay tiers the same attempt number arrives once per attempt of every hop above: the
+/// chain keeps each such arrival's draw its own. The one definition for every hop that
+/// draws faults, live and simulated.
+pub fn attempt_seed(id: IdSeed, attempt: u32, upstream: Option<&str>) -> u64 {
+    let seed = id.attempt(attempt);
+    match upstream {
+        Some(chain) => seed ^ splitmix64(fnv1a([chain.as_bytes()])),
+        None => seed,
+    }
+}
+
+/// The seed of the fault draw for a request without an `x-request-id` (another load tool
+/// in front of the server): the `counter`-th such request gets draws of its own.
+pub fn anonymous_seed(seed: u64, counter: u64) -> u64 {
+    splitmix64(seed ^ counter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_pad_to_seven_digits_and_grow_past_them() {
+        assert_eq!(request_id("naive", 0), "naive-0000000");
+        assert_eq!(request_id("naive", 42), "naive-0000042");
+        assert_eq!(request_id("p", 12_345_678), "p-12345678");
+        assert_eq!(request_id("p", u64::MAX), format!("p-{}", u64::MAX));
+        for index in [0, 9, 10, 999_999, 1_000_000, 10_000_000, 123_456_789_012] {
+            assert_eq!(request_id("a-b", index), format!("a-b-{index:07}"));
+        }
+    }
+
+    #[test]
+    fn every_contract_header_is_reserved_and_ordinary_ones_are_not() {
+        for name in RESERVED
+            .iter()
+            .chain(&[GAVE_UP, FAULT, DUPLICATE, "X-Chaos-Anything"])
+        {
+            assert!(is_reserved(name), "{name}");
+            assert!(is_reserved(&name.to_ascii_uppercase()), "{name}");
+        }
+        for name in ["accept", "x-chaos", "x-tenant", "content-type", REPLAYED] {
+            assert!(!is_reserved(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_chain_below_appends_the_callers_attempt() {
+        assert_eq!(chain_below(None, Some(2)), "2");
+        assert_eq!(chain_below(Some("3"), Some(1)), "3.1");
+        assert_eq!(chain_below(Some("3.1"), None), "3.1");
+        assert_eq!(chain_below(None, None), "");
+    }
+
+    #[test]
+    fn attempt_seeds_are_pinned_and_the_chain_separates_them() {
+        let id = IdSeed::new(42, "req-1");
+        // Without a chain, the seed the fault-server has always used (seed.rs pins it).
+        assert_eq!(
+            attempt_seed(id, 1, None),
+            crate::seed::request_seed(42, "req-1", 1)
+        );
+        assert_eq!(attempt_seed(id, 1, None), 0xe873_e003_c314_0b39);
+        assert_ne!(
+            attempt_seed(id, 1, Some("1")),
+            attempt_seed(id, 1, Some("2"))
+        );
+        assert_ne!(attempt_seed(id, 1, Some("1")), attempt_seed(id, 1, None));
+    }
+
+    #[test]
+    fn side_effects_are_posts_and_patches() {
+        for m in ["POST", "PATCH", "post"] {
+            assert!(has_side_effect(m));
+        }
+        for m in ["GET", "PUT", "DELETE", "HEAD", "OPTIONS"] {
+            assert!(!has_side_effect(m));
+        }
+    }
+}
