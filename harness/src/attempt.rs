@@ -23,6 +23,8 @@ use chaos_policy::{Attempt, Outcome, ResetPhase};
 use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Uri};
 
+use fault_server::wire;
+
 use crate::plan::RequestKind;
 use crate::pool::{self, Failure, Pool, Stage};
 
@@ -119,7 +121,7 @@ impl Prepared {
         }
         if let Some(timeout) = spec.timeout.filter(|_| spec.propagate_deadline) {
             headers.insert(
-                HeaderName::from_static(crate::relay::DEADLINE_MS),
+                DEADLINE_MS,
                 HeaderValue::from(u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX)),
             );
         }
@@ -248,12 +250,15 @@ pub fn path_of(kind: &RequestKind, n: u64) -> String {
     kind.path.replace("{n}", &n.to_string())
 }
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-const ATTEMPT: HeaderName = HeaderName::from_static("x-chaos-attempt");
-const POLICY: HeaderName = HeaderName::from_static("x-chaos-policy");
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-const DUPLICATE: HeaderName = HeaderName::from_static("x-chaos-duplicate");
+// The contract's names (`fault_server::wire`), made once.
+const REQUEST_ID: HeaderName = HeaderName::from_static(wire::REQUEST_ID);
+const ATTEMPT: HeaderName = HeaderName::from_static(wire::ATTEMPT);
+const POLICY: HeaderName = HeaderName::from_static(wire::POLICY);
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(wire::IDEMPOTENCY_KEY);
+const TRACEPARENT: HeaderName = HeaderName::from_static(wire::TRACEPARENT);
+const DUPLICATE: HeaderName = HeaderName::from_static(wire::DUPLICATE);
+const DEADLINE_MS: HeaderName = HeaderName::from_static(wire::DEADLINE_MS);
+const NO_RETRY: HeaderName = HeaderName::from_static(wire::NO_RETRY);
 
 /// Sends one attempt through `pool` and reads its answer, within the attempt's timeout.
 pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
@@ -286,7 +291,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
             .and_then(parse_retry_after);
         let duplicated = headers.contains_key(DUPLICATE);
         duplicate.store(duplicated, Ordering::Relaxed);
-        let no_retry = headers.contains_key(crate::relay::NO_RETRY);
+        let no_retry = headers.contains_key(NO_RETRY);
         match answering.finish().await {
             Ok(()) => Answer {
                 outcome: Outcome::Status(status),

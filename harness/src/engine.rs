@@ -419,7 +419,7 @@ async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
         reached: Reached::No,
     };
     let kind = &shared.plan.load.requests[arrival.kind];
-    let id = format!("{}-{:07}", shared.policy, arrival.index);
+    let id = fault_server::wire::request_id(&shared.policy, arrival.index);
     let mut rng = request_rng(shared.seed, arrival.index);
     // The lag is measured where the request really starts: on a worker, after the spawn.
     let started = shared.now();

@@ -4,7 +4,7 @@
 //! ids, so a failed gate in CI says which requests to look for in the server's logs.
 
 use crate::plan::{Check, Gate, GateKind, Metric, Plan};
-use crate::report::{GateResult, PolicyReport};
+use crate::report::{GateResult, PolicyReport, RetryViolations};
 
 /// The gates of `plan` that apply to the policy of `report`, evaluated.
 pub fn evaluate(plan: &Plan, report: &PolicyReport) -> Vec<GateResult> {
@@ -33,6 +33,56 @@ fn count_gate(name: String, measured: u64, what: &str, example: String) -> GateR
         } else {
             format!("{measured} {what}{example}")
         },
+    }
+}
+
+/// A gate on retries that broke an invariant (`key`), at every hop: the client's, and
+/// behind relay tiers each tier's, named, so a careful client does not hide a tier
+/// that retries what it must not.
+fn retry_gate(
+    name: String,
+    r: &PolicyReport,
+    key: &str,
+    what: &str,
+    count: fn(&RetryViolations) -> u64,
+) -> GateResult {
+    let client = count(&RetryViolations {
+        retried_permanent: r.violations.retried_permanent,
+        retried_non_idempotent: r.violations.retried_non_idempotent,
+    });
+    if r.tiers.is_empty() {
+        return count_gate(name, client, what, examples(r, key));
+    }
+    let mut hops = vec![("client", client, r.violation_examples.get(key))];
+    hops.extend(r.tiers.iter().map(|t| {
+        (
+            t.name.as_str(),
+            count(&t.violations),
+            t.violation_examples.get(key),
+        )
+    }));
+    let total: u64 = hops.iter().map(|(_, n, _)| n).sum();
+    let detail = if total == 0 {
+        format!("no {what} at any hop")
+    } else {
+        hops.iter()
+            .filter(|(_, n, _)| *n > 0)
+            .map(|(hop, n, ids)| {
+                let ids = match ids {
+                    Some(ids) if !ids.is_empty() => format!(" (e.g. {})", ids.join(", ")),
+                    _ => String::new(),
+                };
+                format!("{hop} sent {n} {what}{ids}")
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    GateResult {
+        name,
+        pass: total == 0,
+        measured: Some(total as f64),
+        limit: Some(0.0),
+        detail,
     }
 }
 
@@ -94,17 +144,19 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
                 },
             }
         }
-        GateKind::Check(Check::NoRetryOfPermanent) => count_gate(
+        GateKind::Check(Check::NoRetryOfPermanent) => retry_gate(
             name,
-            r.violations.retried_permanent,
+            r,
+            "retried_permanent",
             "retries after a permanent outcome (4xx other than 408/429, or 501)",
-            examples(r, "retried_permanent"),
+            |v| v.retried_permanent,
         ),
-        GateKind::Check(Check::NoRetryOfNonIdempotent) => count_gate(
+        GateKind::Check(Check::NoRetryOfNonIdempotent) => retry_gate(
             name,
-            r.violations.retried_non_idempotent,
+            r,
+            "retried_non_idempotent",
             "retries of a non-idempotent request without proof it was unsent",
-            examples(r, "retried_non_idempotent"),
+            |v| v.retried_non_idempotent,
         ),
         GateKind::Check(Check::NoDuplicateSideEffects) => match r.violations.duplicate_side_effects
         {

@@ -11,6 +11,7 @@ pub mod baseline;
 pub mod cli;
 pub mod engine;
 pub mod gates;
+pub mod hop;
 pub mod plan;
 pub mod pool;
 pub mod relay;

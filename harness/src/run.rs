@@ -217,7 +217,11 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
         }
         let mut tiers = Vec::new();
         for relay in relays {
-            tiers.push(relay.counts());
+            let counts = relay.counts();
+            if let Some(t) = &options.telemetry {
+                t.meters().publish_tier(&policy.name, relay.name(), &counts);
+            }
+            tiers.push(counts);
             relay.shutdown().await;
         }
         let ledger = if run.gone.is_some() {

@@ -3,7 +3,8 @@
 //! Open loop means the schedule does not wait for the server: request i is due at its own
 //! time whatever happened to request i-1, and latency counts from that time. The schedule
 //! is pure (a seeded iterator of offsets from the start), so a seed gives the same requests
-//! at the same times on every run, whichever shell drives them (today the live engine).
+//! at the same times on every run, whichever shell drives them (the live engine and the
+//! simulator).
 //!
 //! Both kinds of arrivals come from one rule, by the time-rescaling theorem: with Λ(t) the
 //! integral of the rate profile, arrival i is at Λ⁻¹(Sᵢ), where Sᵢ = i for uniform arrivals

@@ -472,3 +472,62 @@ async fn relay(
     .await
     .expect("a relay")
 }
+
+/// A careful client (one attempt) in front of a tier that retries everything, unkeyed
+/// POSTs included, against a leaf that answers 400 to half of the payments.
+const CARELESS_TIER: &str = r#"
+name: careless-tier
+seed: 11
+duration: 1s
+drain: 5s
+tiers: [api]
+load:
+  rate: 40
+  arrivals: uniform
+  requests:
+    - { name: charge, method: POST, path: /payments, body: '{"amount":5}' }
+faults:
+  - { name: bad-input, probability: 0.5, respond: { status: 400 } }
+policies:
+  - name: careful
+    max_attempts: 1
+    tiers:
+      api: { max_attempts: 3, backoff: none, retry_on: [any], retry_non_idempotent: true }
+gates: [ no_retry_of_permanent, no_retry_of_non_idempotent ]
+"#;
+
+/// Both gates fail and name the tier; the client itself broke nothing.
+fn check_careless_tier(report: &harness::report::Report) {
+    let p = policy(report, "careful");
+    assert_eq!(p.retries, 0, "the client never retries");
+    assert_eq!(p.violations.retried_permanent, 0);
+    let api = &p.tiers[0];
+    assert!(api.retries > 0, "{api:?}");
+    assert!(api.violations.retried_permanent > 0, "{api:?}");
+    assert!(api.violations.retried_non_idempotent > 0, "{api:?}");
+    assert!(!api.violation_examples["retried_permanent"].is_empty());
+    for (gate, count) in [
+        ("no_retry_of_permanent", api.violations.retried_permanent),
+        (
+            "no_retry_of_non_idempotent",
+            api.violations.retried_non_idempotent,
+        ),
+    ] {
+        let g = p.gates.iter().find(|g| g.name == gate).expect("the gate");
+        assert!(!g.pass, "{g:?}");
+        assert_eq!(g.measured, Some(count as f64), "{g:?}");
+        assert!(g.detail.starts_with(&format!("api sent {count} ")), "{g:?}");
+        assert!(!g.detail.contains("client sent"), "{g:?}");
+    }
+    assert_eq!(report.verdict, "fail");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
+    check_careless_tier(&run(CARELESS_TIER).await);
+}
+
+#[test]
+fn a_simulated_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
+    check_careless_tier(&common::simulated(&common::plan(CARELESS_TIER)));
+}

@@ -370,3 +370,24 @@ fn ctrl_c_a_moment_after_start_writes_an_aborted_report() {
     interrupt(&child);
     aborted(child, &dir, "soon");
 }
+
+#[test]
+fn every_header_of_the_wire_contract_is_refused_at_its_line_and_column() {
+    use fault_server::wire;
+    let names =
+        wire::RESERVED
+            .iter()
+            .chain(&[wire::GAVE_UP, wire::FAULT, wire::DUPLICATE, "X-Chaos-Mine"]);
+    for name in names {
+        let text = format!(
+            "duration: 1s\nload:\n  rate: 10\n  requests:\n    - name: r\n      path: /\n      headers:\n        x-tenant: a\n        {name}: b\npolicies: [ {{ name: a }} ]\n"
+        );
+        let error = validate_error("contract", &text);
+        assert!(
+            error.contains(&format!(
+                "contract.yaml:9:9: header `{name}` is set by the harness or the HTTP stack"
+            )),
+            "{name}: {error}"
+        );
+    }
+}

@@ -3,8 +3,9 @@
 //! Every decision a retrying client makes (retry or give up, how long to wait, whether the
 //! budget or the breaker allows another attempt) lives here, as plain deterministic code.
 //! The core is pure so that any shell can drive it and make the same decisions for the same
-//! events: today the harness's live engine does, and the property tests drive it through an
-//! event simulation in virtual time.
+//! events: the harness's live engine, its relay tiers (through the hop core) and its
+//! virtual-time simulator all do, and the property tests drive it through an event
+//! simulation of their own.
 //!
 //! The core does no IO and reads no clock. Time is an argument: a [`Duration`] offset from the
 //! start of the run. Randomness comes from a seeded [`rand_core::Rng`] the caller owns. The

@@ -164,12 +164,15 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
                     format!("`{name}` is not a valid header name"),
                 ));
             }
-            if RESERVED_HEADERS
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(name))
+            if fault_server::wire::is_reserved(name)
+                || HTTP_STACK_HEADERS
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(name))
             {
-                return Err(found(at("headers"), format!("header `{name}` is set by the harness or the HTTP stack"))
-                    .hint("for an idempotency key write `idempotency_key: true`; ids and attempt numbers are always sent"));
+                let mut path = at("headers");
+                path.push(Seg::Name(name.clone()));
+                return Err(found(path, format!("header `{name}` is set by the harness or the HTTP stack"))
+                    .hint("for an idempotency key write `idempotency_key: true`; request ids, attempt numbers, deadlines and trace context are always sent by each hop"));
             }
             if !value
                 .bytes()
@@ -200,13 +203,9 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
     Ok(kinds)
 }
 
-/// Headers the harness sets itself, or that only the HTTP stack may set.
-const RESERVED_HEADERS: [&str; 10] = [
-    "x-request-id",
-    "x-chaos-attempt",
-    "x-chaos-policy",
-    "idempotency-key",
-    "traceparent",
+/// Headers only the HTTP stack may set. The contract's own (`x-request-id`, every
+/// `x-chaos-` name, ...) are `fault_server::wire::is_reserved`.
+const HTTP_STACK_HEADERS: [&str; 5] = [
     "content-length",
     "transfer-encoding",
     "host",

@@ -51,7 +51,7 @@ pub(super) fn resolve(
         }
         if !is_token(&p.name) {
             return Err(found(vec![Key("policies"), Index(i), Key("name")], format!("policy name `{}` cannot be sent in a header", p.name))
-                .hint("use letters, digits, `-`, `_` and `.`: the name goes into `x-chaos-policy` and every request id"));
+                .hint(format!("use letters, digits, `-`, `_` and `.`: the name goes into `{}` and every request id", fault_server::wire::POLICY)));
         }
         if policies.iter().any(|q| q.name == p.name) {
             return Err(found(

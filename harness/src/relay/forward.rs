@@ -7,7 +7,9 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use chaos_policy::Outcome;
 
-use super::{DEADLINE_MS, NO_RETRY, Shared, UPSTREAM_ATTEMPTS};
+use fault_server::wire::{ATTEMPT, DEADLINE_MS, GAVE_UP, NO_RETRY, TRACEPARENT, UPSTREAM_ATTEMPTS};
+
+use super::Shared;
 use crate::attempt::classify;
 
 /// What the next hop answered.
@@ -46,11 +48,11 @@ pub(super) fn hop_by_hop(name: &str) -> bool {
             | "upgrade"
             | "host"
             | "content-length"
-            | "x-chaos-attempt"
+            | ATTEMPT
             | UPSTREAM_ATTEMPTS
             | DEADLINE_MS
             | NO_RETRY
-            | "x-chaos-gave-up"
+            | GAVE_UP
     )
 }
 
@@ -85,17 +87,17 @@ pub(super) async fn forward(
     let mut request = shared
         .http
         .request(method, target)
-        .header("x-chaos-attempt", attempt.to_string());
+        .header(ATTEMPT, attempt.to_string());
     // End to end: the request kind's own headers, x-request-id, traceparent, ...
     for (name, value) in &parts.headers {
         // With a span of its own, the tier is the next hop's parent.
-        let replaced = traceparent.is_some() && name == "traceparent";
+        let replaced = traceparent.is_some() && name == TRACEPARENT;
         if !hop_by_hop(name.as_str()) && !replaced {
             request = request.header(name.as_str(), value.as_bytes());
         }
     }
     if let Some(traceparent) = traceparent {
-        request = request.header("traceparent", traceparent);
+        request = request.header(TRACEPARENT, traceparent);
     }
     if !chain.is_empty() {
         request = request.header(UPSTREAM_ATTEMPTS, chain);

@@ -1,9 +1,9 @@
 //! A relay tier: an HTTP service that forwards each request it receives to the next tier
 //! through its own retry policy, and answers with what it finally got.
 //!
-//! One more shell around `chaos-policy`: every request is a [`chaos_policy::Session`] of
-//! the tier's own [`Client`] (shared by all its requests, as a service's client is), the
-//! same core the load generator drives. A chain A → B → C multiplies attempts: when each
+//! A shell around the hop core ([`crate::hop`]), which the simulator's tier drives too:
+//! every request is a [`chaos_policy::Session`] of the tier's own client (shared by all
+//! its requests, as a service's client is); this module only moves bytes and time. A chain A → B → C multiplies attempts: when each
 //! tier retries on its own, the deepest one receives the product of their attempts.
 //!
 //! What crosses each hop:
@@ -34,33 +34,24 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
 use axum::response::Response;
-use chaos_policy::{Action, Client, Method, Policy, Verdict};
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
-use serde::{Deserialize, Serialize};
+use chaos_policy::Policy;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use fault_server::Script;
-use fault_server::script::{Decision, FaultAction, RequestFacts};
-use fault_server::seed::request_seed;
+use fault_server::wire;
 
 use crate::attempt::parse_retry_after;
+use crate::hop::{Admission, HopCounts, Incoming, Reply, Step, Tier};
 use crate::telemetry::tier::{TierSpan, TierTracing};
 
-pub(crate) mod answer;
+mod answer;
 mod forward;
 
 use answer::{injected, problem, respond};
-use forward::{Answer, Hop, forward};
-
-/// The marker of an answer from a tier that gave up.
-pub const NO_RETRY: &str = "x-chaos-no-retry";
-/// How long the caller waits for this attempt, in milliseconds.
-pub const DEADLINE_MS: &str = "x-chaos-deadline-ms";
-/// The attempt numbers of the hops above, outermost first, joined by `.`.
-pub const UPSTREAM_ATTEMPTS: &str = "x-chaos-upstream-attempts";
+use forward::{Hop, forward};
 
 /// The largest request body a tier forwards.
 const MAX_BODY: usize = 1 << 20;
@@ -84,103 +75,27 @@ pub struct RelayConfig {
     pub tracing: Option<Arc<TierTracing>>,
 }
 
-/// What one hop received, sent and gave up: the tier's ledger.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HopCounts {
-    /// Requests received (attempts of the hop above).
-    pub received: u64,
-    /// Of which first attempts: the logical requests of the hop above.
-    pub logical: u64,
-    /// Attempts sent to the next hop, and of those, retries.
-    pub sent: u64,
-    pub retries: u64,
-    pub succeeded: u64,
-    pub gave_up: u64,
-    /// Answers from the next hop that carried `x-chaos-no-retry`.
-    pub no_retry_received: u64,
-    /// Requests this tier answered with a fault of its own, without forwarding.
-    #[serde(default)]
-    pub faulted: u64,
-    /// Attempts sent that failed to connect: the next hop never received them.
-    #[serde(default)]
-    pub unsent: u64,
-    /// Attempts sent in each second since the tier started.
-    pub sent_per_second: Vec<u64>,
-}
-
-#[derive(Debug, Default)]
-struct Counters {
-    received: AtomicU64,
-    logical: AtomicU64,
-    sent: AtomicU64,
-    retries: AtomicU64,
-    succeeded: AtomicU64,
-    gave_up: AtomicU64,
-    no_retry_received: AtomicU64,
-    faulted: AtomicU64,
-    unsent: AtomicU64,
-    in_flight: AtomicU64,
-    /// Attempts sent per second since the start, up to a day (a longer run is counted in
-    /// its totals, not here).
-    per_second: Mutex<Vec<u64>>,
-}
-
-/// The most seconds a tier keeps a per-second count of.
-const MAX_SECONDS: usize = 86_400;
-
-impl Counters {
-    fn snapshot(&self) -> HopCounts {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        HopCounts {
-            received: load(&self.received),
-            logical: load(&self.logical),
-            sent: load(&self.sent),
-            retries: load(&self.retries),
-            succeeded: load(&self.succeeded),
-            gave_up: load(&self.gave_up),
-            no_retry_received: load(&self.no_retry_received),
-            faulted: load(&self.faulted),
-            unsent: load(&self.unsent),
-            sent_per_second: lock(&self.per_second).clone(),
-        }
-    }
-
-    fn sent_at(&self, at: Duration) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        let second = usize::try_from(at.as_secs()).unwrap_or(usize::MAX);
-        if second < MAX_SECONDS {
-            let mut series = lock(&self.per_second);
-            if series.len() <= second {
-                series.resize(second + 1, 0);
-            }
-            series[second] += 1;
-        }
-    }
-}
-
 struct Shared {
     name: String,
     next: String,
-    client: Mutex<Client>,
-    /// The tier's policy allows retries (more than one attempt): its give-ups say "don't
-    /// retry" upstream.
-    retries: bool,
+    /// The tier's decisions and counts, held only for a decision.
+    core: Mutex<Tier>,
     http: reqwest::Client,
     start: Instant,
-    seed: u64,
-    script: Option<Script>,
     tracing: Option<Arc<TierTracing>>,
-    counts: Counters,
+    in_flight: AtomicU64,
 }
 
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
     }
-}
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn core(&self) -> MutexGuard<'_, Tier> {
+        self.core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Why a tier could not start.
@@ -233,14 +148,11 @@ impl Relay {
         let shared = Arc::new(Shared {
             name: config.name,
             next: config.next.trim_end_matches('/').to_owned(),
-            retries: config.policy.config().max_attempts > 1,
-            client: Mutex::new(Client::new(config.policy)),
+            core: Mutex::new(Tier::new(config.policy, config.script, config.seed)),
             http,
             start: Instant::now(),
-            seed: config.seed,
-            script: config.script.filter(|s| s.phase_count() > 0),
             tracing: config.tracing,
-            counts: Counters::default(),
+            in_flight: AtomicU64::new(0),
         });
         let app = axum::Router::new()
             .fallback(relay)
@@ -271,12 +183,12 @@ impl Relay {
     }
 
     pub fn counts(&self) -> HopCounts {
-        self.shared.counts.snapshot()
+        self.shared.core().counts().clone()
     }
 
     /// Requests still being forwarded.
     pub fn in_flight(&self) -> u64 {
-        self.shared.counts.in_flight.load(Ordering::Relaxed)
+        self.shared.in_flight.load(Ordering::Relaxed)
     }
 
     /// Waits until no request is in flight, at most `limit`.
@@ -303,11 +215,11 @@ impl Relay {
 }
 
 /// Counts a request in flight until it is answered (or dropped).
-struct InFlight<'a>(&'a Counters);
+struct InFlight<'a>(&'a AtomicU64);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -317,7 +229,7 @@ impl Drop for InFlight<'_> {
 /// and budget always hear how each attempt ended, and every request is counted to its
 /// end.
 async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response {
-    let received = Instant::now();
+    let received = shared.now();
     let (parts, body) = request.into_parts();
     if parts.uri.path().starts_with("/__chaos/") {
         // The fault-server's control API is for the harness, on its own address: a tier
@@ -327,9 +239,7 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             &format!("tier `{}` does not forward the control API", shared.name),
         );
     }
-    let counts = &shared.counts;
-    counts.in_flight.fetch_add(1, Ordering::Relaxed);
-    counts.received.fetch_add(1, Ordering::Relaxed);
+    shared.in_flight.fetch_add(1, Ordering::Relaxed);
     let task = tokio::spawn(serve(Arc::clone(&shared), parts, body, received));
     match task.await {
         Ok(response) => response,
@@ -340,189 +250,117 @@ async fn relay(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     }
 }
 
-/// The least a tier keeps back from its caller's deadline, so that its answer (a 504
-/// marked `x-chaos-no-retry`) arrives before the caller's own timer fires.
-const DEADLINE_MARGIN: Duration = Duration::from_millis(10);
-
+/// One request, from its admission to the answer upstream: the hop core decides, this
+/// moves the bytes.
 async fn serve(
     shared: Arc<Shared>,
     parts: axum::http::request::Parts,
     body: Body,
-    received: Instant,
+    received: Duration,
 ) -> Response {
-    let counts = &shared.counts;
-    let _flight = InFlight(counts);
+    let _flight = InFlight(&shared.in_flight);
     let headers = &parts.headers;
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let upstream_attempt: Option<u32> = text("x-chaos-attempt").and_then(|a| a.trim().parse().ok());
-    if upstream_attempt.is_none_or(|a| a <= 1) {
-        counts.logical.fetch_add(1, Ordering::Relaxed);
-    }
-    let limit = text(DEADLINE_MS)
-        .and_then(|ms| ms.trim().parse::<u64>().ok())
-        .map(Duration::from_millis);
-    let chain = match (text(UPSTREAM_ATTEMPTS), upstream_attempt) {
-        (Some(above), Some(n)) => format!("{above}.{n}"),
-        (None, Some(n)) => n.to_string(),
-        (Some(above), None) => above.to_owned(),
-        (None, None) => String::new(),
-    };
-    let body = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(body) => body,
-        Err(_) => {
-            counts.gave_up.fetch_add(1, Ordering::Relaxed);
-            return problem(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "tier `{}`: the request body is over 1 MiB or was cut off",
-                    shared.name
-                ),
-            );
-        }
-    };
-    let id = text("x-request-id").unwrap_or("");
+    let id = text(wire::REQUEST_ID).unwrap_or("");
     let mut span = shared.tracing.as_ref().and_then(|t| {
         TierSpan::begin(
             t,
-            text("traceparent"),
+            text(wire::TRACEPARENT),
             &shared.name,
             parts.method.as_str(),
             parts.uri.path(),
         )
     });
-    // Requests without an id (another load tool in front of a standalone tier) each get
-    // draws of their own.
-    let anonymous = if id.is_empty() {
-        counts.received.load(Ordering::Relaxed)
-    } else {
-        0
-    };
-    if let Some(script) = &shared.script {
-        // Decided as the fault-server decides: per (seed, id, attempt, the chain above),
-        // sticky phases per logical request.
-        let mut rng = ChaCha8Rng::seed_from_u64(
-            request_seed(shared.seed, id, upstream_attempt.unwrap_or(0))
-                ^ fault_server::seed::splitmix64(
-                    fault_server::seed::fnv1a([chain.as_bytes()]) ^ anonymous,
-                ),
-        );
-        // The facts borrow the headers as a `dyn` lookup: decide before any await.
-        let decision = {
-            let facts = RequestFacts {
-                method: parts.method.as_str(),
-                path: parts.uri.path(),
-                attempt: upstream_attempt,
-                headers,
-                sticky_seed: (!id.is_empty()).then(|| request_seed(shared.seed, id, 0)),
-            };
-            script.select(&facts, shared.now(), &mut rng)
-        };
-        if let Decision::Fault { phase, fault } = decision {
-            match fault.action {
-                FaultAction::Delay(d) => tokio::time::sleep(d).await,
-                FaultAction::Status(response) => {
-                    counts.faulted.fetch_add(1, Ordering::Relaxed);
-                    if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
-                        span.end(t, response.status, None);
-                    }
-                    return injected(
-                        &shared.name,
-                        script.phase_name(phase).unwrap_or("?"),
-                        &response,
-                    );
-                }
-                // The plan allows statuses and delays only at a tier.
-                _ => {
-                    counts.faulted.fetch_add(1, Ordering::Relaxed);
-                    return problem(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        &format!("tier `{}` cannot inject this fault", shared.name),
-                    );
-                }
+    let (mut forwarding, admission) = shared.core().receive(
+        received,
+        &Incoming {
+            method: parts.method.as_str(),
+            path: parts.uri.path(),
+            id,
+            attempt: text(wire::ATTEMPT).and_then(|a| a.trim().parse().ok()),
+            upstream: text(wire::UPSTREAM_ATTEMPTS),
+            deadline: text(wire::DEADLINE_MS)
+                .and_then(|ms| ms.trim().parse::<u64>().ok())
+                .map(Duration::from_millis),
+            idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
+            headers,
+        },
+    );
+    match admission {
+        Admission::Forward => {}
+        Admission::Delay(d) => tokio::time::sleep(d).await,
+        Admission::Fault { phase, response } => {
+            if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                span.end(t, response.status, None);
             }
+            let phase = shared.core().phase_name(phase).to_owned();
+            return injected(&shared.name, &phase, &response);
+        }
+        Admission::Unsupported => {
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("tier `{}` cannot inject this fault", shared.name),
+            );
         }
     }
-    let request = chaos_policy::Request {
-        method: Method::parse(parts.method.as_str()),
-        idempotency_key: headers.contains_key("idempotency-key"),
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+        shared.core().refuse();
+        return problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "tier `{}`: the request body is over 1 MiB or was cut off",
+                shared.name
+            ),
+        );
     };
-    let mut rng = ChaCha8Rng::seed_from_u64(fault_server::seed::splitmix64(
-        shared.seed ^ fault_server::seed::fnv1a([id.as_bytes(), chain.as_bytes()]) ^ anonymous,
-    ));
-    // The caller's deadline counts from when it sent the request: what the body, a delay
-    // fault and a margin for the answer's way back took is gone already.
-    let limit = limit.map(|l| {
-        let margin = DEADLINE_MARGIN.max(l / 20);
-        l.saturating_sub(received.elapsed() + margin)
-    });
-    let (mut session, mut action) = {
-        let mut client = lock(&shared.client);
-        let now = shared.now();
-        client.start_within(request, now, limit)
-    };
-    let mut last: Option<Answer> = None;
+    let mut rng = forwarding.jitter_rng();
+    let mut step = shared.core().start(&mut forwarding, shared.now(), id);
+    let mut last = None;
     loop {
-        match action {
-            Action::Send { attempt, timeout } => {
-                counts.sent_at(shared.now());
-                if attempt.is_retry() {
-                    counts.retries.fetch_add(1, Ordering::Relaxed);
-                }
+        match step {
+            Step::Send { attempt, timeout } => {
                 let traceparent = match (&shared.tracing, &mut span) {
-                    (Some(t), Some(span)) => Some(span.forward(t, attempt.get())),
+                    (Some(t), Some(span)) => {
+                        Some(span.forward(t, attempt.get(), forwarding.violations()))
+                    }
                     _ => None,
                 };
-                let answer = forward(
-                    &shared,
-                    &parts,
-                    &body,
-                    Hop {
-                        attempt: attempt.get(),
-                        timeout,
-                        chain: &chain,
-                        traceparent: traceparent.as_deref(),
-                    },
-                )
-                .await;
+                let hop = Hop {
+                    attempt: attempt.get(),
+                    timeout,
+                    chain: forwarding.chain(),
+                    traceparent: traceparent.as_deref(),
+                };
+                let answer = forward(&shared, &parts, &body, hop).await;
                 if let Some(span) = &mut span {
                     span.answered(answer.outcome);
                 }
-                if answer.outcome.proves_unsent() {
-                    counts.unsent.fetch_add(1, Ordering::Relaxed);
-                }
-                if answer.no_retry {
-                    counts.no_retry_received.fetch_add(1, Ordering::Relaxed);
-                }
-                action = {
-                    let mut client = lock(&shared.client);
-                    let now = shared.now();
-                    client.on_answer(
-                        &mut session,
-                        now,
-                        answer.outcome,
-                        answer
-                            .headers
-                            .get("retry-after")
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(parse_retry_after),
-                        answer.no_retry,
-                        &mut rng,
-                    )
+                let reply = Reply {
+                    outcome: answer.outcome,
+                    retry_after: answer
+                        .headers
+                        .get(RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(parse_retry_after),
+                    no_retry: answer.no_retry,
                 };
+                step = shared
+                    .core()
+                    .on_answer(&mut forwarding, shared.now(), reply, &mut rng, id);
                 last = Some(answer);
             }
-            Action::Wait { until } => {
+            Step::Wait { until } => {
                 sleep_until(shared.start + until).await;
-                action = lock(&shared.client).on_timer(&mut session, shared.now());
+                step = shared.core().on_timer(&mut forwarding, shared.now(), id);
             }
-            Action::Done(verdict) => {
-                let response = respond(&shared, verdict, last);
+            Step::Answer(upward) => {
+                let response = respond(&shared.name, upward, last);
                 if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
-                    let gave_up = match verdict {
-                        Verdict::GaveUp { reason, .. } => Some(reason.name()),
-                        Verdict::Succeeded { .. } => None,
-                    };
-                    span.end(t, response.status().as_u16(), gave_up);
+                    span.end(
+                        t,
+                        response.status().as_u16(),
+                        upward.gave_up.map(|r| r.name()),
+                    );
                 }
                 return response;
             }

@@ -10,12 +10,12 @@ use hdrhistogram::Histogram;
 
 use super::model::{
     Amplification, ConnectionWait, LedgerView, OfferedPercentiles, Percentiles, PlanInfo,
-    PolicyReport, Report, SCHEMA, SeriesPoint, TierReport, Violations,
+    PolicyReport, Report, RetryViolations, SCHEMA, SeriesPoint, TierReport, Violations,
 };
 use crate::engine::PolicyRun;
 use crate::gates;
+use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target, TierKind};
-use crate::relay::HopCounts;
 use crate::stats::{Recorder, Second, quantile_ms, synchrony};
 
 /// One policy's run and what the server's ledger said of it.
@@ -187,6 +187,24 @@ fn tier_reports(
                 // An attempt that failed to connect never reached the next hop.
                 agrees: next.is_none_or(|n| n == t.sent - t.unsent.min(t.sent)),
                 sent_per_second: t.sent_per_second.clone(),
+                violations: RetryViolations {
+                    retried_permanent: t.violations.retried_permanent.count,
+                    retried_non_idempotent: t.violations.retried_non_idempotent.count,
+                },
+                violation_examples: [
+                    (
+                        "retried_permanent",
+                        &t.violations.retried_permanent.examples,
+                    ),
+                    (
+                        "retried_non_idempotent",
+                        &t.violations.retried_non_idempotent.examples,
+                    ),
+                ]
+                .into_iter()
+                .filter(|(_, ids)| !ids.is_empty())
+                .map(|(name, ids)| (name.to_owned(), ids.clone()))
+                .collect(),
             }
         })
         .collect()
@@ -496,7 +514,7 @@ pub fn describe_policy(policy: &chaos_policy::Policy) -> String {
         ));
     }
     if c.honor_no_retry {
-        parts.push("honours x-chaos-no-retry".to_owned());
+        parts.push(format!("honours {}", fault_server::wire::NO_RETRY));
     }
     parts.join(", ")
 }

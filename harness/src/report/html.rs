@@ -415,9 +415,12 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         return;
     }
     out.push_str("<p>Call chain, hop by hop (amplification: attempts per logical request of the client):</p>");
-    out.push_str("<table><tr><th>hop</th><th>policy</th><th>received</th><th>logical</th><th>sent</th><th>retries</th><th>gave up</th><th>amplification</th><th>next hop agrees</th></tr>");
+    out.push_str("<table><tr><th>hop</th><th>policy</th><th>received</th><th>logical</th><th>sent</th><th>retries</th><th>gave up</th><th>amplification</th><th>next hop agrees</th><th>violations</th></tr>");
     let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
     for h in &hops {
+        let violated = h
+            .violations
+            .is_some_and(|v| v.retried_permanent + v.retried_non_idempotent > 0);
         let agrees = match h.agrees {
             None => "–",
             Some(true) => "yes",
@@ -425,8 +428,12 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         };
         let _ = write!(
             out,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{agrees}</td></tr>",
-            if h.agrees == Some(false) { "fail" } else { "" },
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{agrees}</td><td>{}</td></tr>",
+            if h.agrees == Some(false) || violated {
+                "fail"
+            } else {
+                ""
+            },
             esc(&h.hop),
             esc(&h.policy),
             n(h.received),
@@ -436,6 +443,8 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
             n(h.gave_up),
             h.amplification
                 .map_or("–".to_owned(), |a| format!("{a:.2}")),
+            h.violations
+                .map_or_else(|| "–".to_owned(), |v| v.describe()),
         );
     }
     out.push_str("</table>");

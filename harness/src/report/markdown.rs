@@ -86,24 +86,13 @@ pub fn summary_table(report: &Report) -> String {
     out
 }
 
+/// Every hop's violating retries, and the ledger's duplicate side effects.
 fn violations(p: &PolicyReport) -> String {
-    let v = &p.violations;
-    let total =
-        v.retried_permanent + v.retried_non_idempotent + v.duplicate_side_effects.unwrap_or(0);
-    if total == 0 {
-        "0".to_owned()
-    } else {
-        let mut parts = Vec::new();
-        if v.retried_permanent > 0 {
-            parts.push(format!("{} perm", v.retried_permanent));
-        }
-        if v.retried_non_idempotent > 0 {
-            parts.push(format!("{} non-idem", v.retried_non_idempotent));
-        }
-        if let Some(d) = v.duplicate_side_effects.filter(|d| *d > 0) {
-            parts.push(format!("{d} dup"));
-        }
-        parts.join(", ")
+    let retries = p.retry_violations().describe();
+    match p.violations.duplicate_side_effects.unwrap_or(0) {
+        0 => retries,
+        dup if retries == "0" => format!("{dup} dup"),
+        dup => format!("{retries}, {dup} dup"),
     }
 }
 
@@ -271,13 +260,13 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         );
         let _ = writeln!(
             out,
-            "| hop | policy | received | logical | sent | retries | gave up | amplification | next hop agrees |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+            "| hop | policy | received | logical | sent | retries | gave up | amplification | next hop agrees | violations |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
         let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
         for h in &hops {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 h.hop,
                 h.policy.replace('|', "\\|"),
                 n(h.received),
@@ -286,7 +275,14 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
                 n(h.retries),
                 n(h.gave_up),
                 opt(h.amplification, 2),
-                h.agrees.map_or("–", |a| if a { "yes" } else { "**no**" })
+                h.agrees.map_or("–", |a| if a { "yes" } else { "**no**" }),
+                h.violations.map_or_else(
+                    || "–".to_owned(),
+                    |v| match v.describe() {
+                        d if d == "0" => d,
+                        d => format!("**{d}**"),
+                    }
+                )
             );
         }
         let _ = writeln!(out);

@@ -166,6 +166,38 @@ pub struct TierReport {
     /// Attempts sent in each second of the run.
     #[serde(default)]
     pub sent_per_second: Vec<u64>,
+    /// Its retries that broke an invariant, judged as the client's are: the gates
+    /// `no_retry_of_permanent` and `no_retry_of_non_idempotent` count every hop.
+    #[serde(default)]
+    pub violations: RetryViolations,
+    /// A few request ids of each, by violation name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub violation_examples: BTreeMap<String, Vec<String>>,
+}
+
+/// Retries one hop sent that broke an invariant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryViolations {
+    pub retried_permanent: u64,
+    pub retried_non_idempotent: u64,
+}
+
+impl RetryViolations {
+    /// `0`, or e.g. `3 perm, 1 non-idem` (as the summary table writes them).
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if self.retried_permanent > 0 {
+            parts.push(format!("{} perm", self.retried_permanent));
+        }
+        if self.retried_non_idempotent > 0 {
+            parts.push(format!("{} non-idem", self.retried_non_idempotent));
+        }
+        if parts.is_empty() {
+            "0".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
 }
 
 /// One hop of a call chain in the report's table: the client, each relay tier, the leaf.
@@ -182,9 +214,26 @@ pub struct HopRow {
     pub amplification: Option<f64>,
     /// The next hop received what this one sent.
     pub agrees: Option<bool>,
+    /// Its retries that broke an invariant (the leaf sends none).
+    pub violations: Option<RetryViolations>,
 }
 
 impl PolicyReport {
+    /// The retries that broke an invariant at every hop: the client's and each tier's.
+    pub fn retry_violations(&self) -> RetryViolations {
+        self.tiers.iter().fold(
+            RetryViolations {
+                retried_permanent: self.violations.retried_permanent,
+                retried_non_idempotent: self.violations.retried_non_idempotent,
+            },
+            |sum, t| RetryViolations {
+                retried_permanent: sum.retried_permanent + t.violations.retried_permanent,
+                retried_non_idempotent: sum.retried_non_idempotent
+                    + t.violations.retried_non_idempotent,
+            },
+        )
+    }
+
     /// The rows of the latency table every renderer shows: the wait for a connection
     /// only when the plan caps them.
     pub fn latency_rows(&self) -> Vec<(&'static str, &Percentiles)> {
@@ -227,6 +276,10 @@ impl PolicyReport {
                 first.received <= self.attempts
                     && first.received + self.cut_or_unsent() >= self.attempts,
             ),
+            violations: Some(RetryViolations {
+                retried_permanent: self.violations.retried_permanent,
+                retried_non_idempotent: self.violations.retried_non_idempotent,
+            }),
         }];
         rows.extend(self.tiers.iter().map(|t| HopRow {
             hop: t.name.clone(),
@@ -238,6 +291,7 @@ impl PolicyReport {
             gave_up: Some(t.gave_up),
             amplification: Some(t.amplification),
             agrees: Some(t.agrees),
+            violations: Some(t.violations),
         }));
         rows.push(HopRow {
             hop: "leaf".to_owned(),
@@ -249,6 +303,7 @@ impl PolicyReport {
             gave_up: None,
             amplification: self.leaf_amplification,
             agrees: None,
+            violations: None,
         });
         rows
     }

@@ -129,9 +129,12 @@ fn row(p: &PolicyReport) -> RankRow {
         success_rate: p.success_rate,
         p99_ms: p.latency_ms.p99,
         recovery_s: p.recovery_s,
-        violations: v.retried_permanent
-            + v.retried_non_idempotent
-            + v.duplicate_side_effects.unwrap_or(0),
+        violations: {
+            let retries = p.retry_violations();
+            retries.retried_permanent
+                + retries.retried_non_idempotent
+                + v.duplicate_side_effects.unwrap_or(0)
+        },
         synchrony: p.synchrony,
         delta: None,
     }

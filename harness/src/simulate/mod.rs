@@ -40,10 +40,6 @@ pub enum SimError {
         "a black-box target (`fault_server: false`) cannot be simulated: nothing models what it does"
     )]
     BlackBox,
-    #[error(
-        "the plan's relay tiers ({0}) cannot be simulated yet: `harness simulate` models one client and the fault-server"
-    )]
-    Tiers(String),
     #[error("the plan's fault script does not resolve: {0}")]
     Script(String),
 }

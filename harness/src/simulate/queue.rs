@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use chaos_policy::{Attempt, Outcome};
+use chaos_policy::Attempt;
 
 /// Who an event is for (the load generator, or a relay tier), where its request is in
 /// that one's slab of running requests, and which step of the run it belongs to: a step
@@ -42,14 +42,8 @@ pub(super) struct Sent {
     pub(super) expires: Option<Duration>,
 }
 
-/// What an attempt's answer says, as the client reads it off the wire.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Reply {
-    pub(super) outcome: Outcome,
-    pub(super) retry_after: Option<Duration>,
-    /// `x-chaos-no-retry`: a tier behind gave up.
-    pub(super) no_retry: bool,
-}
+/// What an attempt's answer says, as the client (or a tier) reads it off the wire.
+pub(super) use crate::hop::Reply;
 
 #[derive(Debug, Clone)]
 pub(super) enum Event {

@@ -3,14 +3,13 @@
 
 use std::fmt::Write as _;
 
-use chaos_policy::Outcome;
-
-use super::queue::{Reply, Sent};
+use super::queue::Sent;
 use crate::plan::RequestKind;
 use std::time::Duration;
 
 use fault_server::script::{Decision, HeaderLookup, RequestFacts, Script};
 use fault_server::seed::IdSeed;
+use fault_server::wire;
 
 /// What the server needs of a request kind, computed once.
 pub(super) struct Kind {
@@ -30,7 +29,7 @@ impl Kind {
             None => (k.path.clone(), None),
         };
         Kind {
-            side_effect: k.method == "POST" || k.method == "PATCH",
+            side_effect: wire::has_side_effect(&k.method),
             method: k.method.clone(),
             path,
             keyed: k.idempotency_key,
@@ -73,20 +72,18 @@ pub(super) struct Headers<'a> {
 impl HeaderLookup for Headers<'_> {
     fn header(&self, name: &str) -> Option<&str> {
         let is = |n: &str| name.eq_ignore_ascii_case(n);
-        if is("x-request-id") {
+        if is(wire::REQUEST_ID) {
             Some(self.id)
-        } else if is("x-chaos-attempt") {
+        } else if is(wire::ATTEMPT) {
             Some(self.attempt)
-        } else if is("x-chaos-policy") {
+        } else if is(wire::POLICY) {
             Some(self.policy)
-        } else if is("x-chaos-upstream-attempts") {
+        } else if is(wire::UPSTREAM_ATTEMPTS) {
             self.upstream
-        } else if is("idempotency-key") {
+        } else if is(wire::IDEMPOTENCY_KEY) {
             self.kind.keyed.then_some(self.id)
         } else if is("content-type") && !self.kind.body.is_empty() {
             Some("application/json")
-        } else if is("accept") {
-            Some("*/*")
         } else {
             self.kind
                 .headers
@@ -95,36 +92,6 @@ impl HeaderLookup for Headers<'_> {
                 .map(|(_, v)| v.as_str())
         }
     }
-}
-
-pub(super) fn bare(outcome: Outcome) -> Reply {
-    Reply {
-        outcome,
-        retry_after: None,
-        no_retry: false,
-    }
-}
-
-/// The request id the live engine sends for request `index` of `policy`
-/// (`format!("{policy}-{index:07}")`, as `engine.rs` writes it), into `out`.
-pub(super) fn write_id(out: &mut String, policy: &str, index: u64) {
-    out.clear();
-    out.push_str(policy);
-    out.push('-');
-    let mut digits = [b'0'; 20];
-    let mut i = digits.len();
-    let mut n = index;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    // At least seven digits, zero-padded.
-    let start = i.min(digits.len() - 7);
-    out.push_str(std::str::from_utf8(&digits[start..]).expect("ASCII digits"));
 }
 
 /// What `script` decides for an attempt (`sent`) of request `id`, as a live hop asks it:
@@ -163,12 +130,12 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
     )
 }
 
-fn itoa_buf() -> [u8; 10] {
+pub(super) fn itoa_buf() -> [u8; 10] {
     [0; 10]
 }
 
 /// `n` in decimal, in `buf`.
-fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
+pub(super) fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -183,15 +150,6 @@ fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn ids_are_written_as_the_live_engine_writes_them() {
-        let mut out = String::new();
-        for index in [0, 7, 1_234_567, 12_345_678, u64::MAX] {
-            super::write_id(&mut out, "p", index);
-            assert_eq!(out, format!("p-{index:07}"));
-        }
-    }
-
     #[test]
     fn attempt_numbers_are_written_in_decimal() {
         let mut buf = super::itoa_buf();

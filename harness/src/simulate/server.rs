@@ -20,13 +20,14 @@ use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
 use fault_server::ledger::{Outcome as Served, StoredResponse};
 use fault_server::script::{Decision, FaultAction, Script};
-use fault_server::seed::{IdSeed, fnv1a, splitmix64};
+use fault_server::seed::{IdSeed, fnv1a};
 
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
-use super::request::{Kind, bare, decide, write_id};
+use super::request::{Kind, decide};
 use crate::plan::RequestKind;
+use fault_server::wire::{attempt_seed, write_request_id};
 
 /// A request being served (or waiting for a slot).
 struct Job {
@@ -92,7 +93,7 @@ impl<'a> Server<'a> {
     }
 
     fn write_id(&mut self, index: u64) {
-        write_id(&mut self.id, self.policy, index);
+        write_request_id(&mut self.id, self.policy, index);
     }
 
     /// Who the request whose id is in `self.id` is, to the ledger.
@@ -137,12 +138,11 @@ impl<'a> Server<'a> {
         let kind = sent.kind as usize;
         let id_seed = IdSeed::new(self.seed, &self.id);
         let mut rng = self.needs_rng.then(|| {
-            let mut seed = id_seed.attempt(sent.attempt.get());
-            if let Some(chain) = &sent.chain {
-                // As live: behind tiers, the chain of attempts above keeps each draw its own.
-                seed ^= splitmix64(fnv1a([chain.as_bytes()]));
-            }
-            LazyRng::new(seed)
+            LazyRng::new(attempt_seed(
+                id_seed,
+                sent.attempt.get(),
+                sent.chain.as_deref(),
+            ))
         });
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {
@@ -184,19 +184,23 @@ impl<'a> Server<'a> {
                     Duration::ZERO,
                 ),
                 FaultAction::Reset => (
-                    Some(bare(Outcome::Reset(ResetPhase::Unknown))),
+                    Some(Reply::bare(Outcome::Reset(ResetPhase::Unknown))),
                     Served::Reset,
                     Duration::ZERO,
                 ),
-                FaultAction::Close => (Some(bare(Outcome::Closed)), Served::Close, Duration::ZERO),
+                FaultAction::Close => (
+                    Some(Reply::bare(Outcome::Closed)),
+                    Served::Close,
+                    Duration::ZERO,
+                ),
                 FaultAction::Truncate(_) => (
-                    Some(bare(Outcome::TruncatedBody)),
+                    Some(Reply::bare(Outcome::TruncatedBody)),
                     Served::Truncate,
                     Duration::ZERO,
                 ),
                 // Held, then closed: the client's attempt timeout usually ends it first.
                 FaultAction::Timeout { hold } => (
-                    Some(bare(Outcome::Closed)),
+                    Some(Reply::bare(Outcome::Closed)),
                     Served::Timeout,
                     hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
                 ),
@@ -219,7 +223,13 @@ impl<'a> Server<'a> {
                 self.ledger.execute(who, now);
             }
             self.ledger.record_outcome(Served::Served);
-            Self::answer(queue, net, now, sent.reply, bare(Outcome::Status(200)));
+            Self::answer(
+                queue,
+                net,
+                now,
+                sent.reply,
+                Reply::bare(Outcome::Status(200)),
+            );
             return;
         }
         let job = Job {
@@ -255,7 +265,13 @@ impl<'a> Server<'a> {
             Admission::Rejected => {
                 let status = self.limits.map_or(503, |l| l.reject_status);
                 self.ledger.record_outcome(Served::Rejected);
-                Self::answer(queue, net, now, sent.reply, bare(Outcome::Status(status)));
+                Self::answer(
+                    queue,
+                    net,
+                    now,
+                    sent.reply,
+                    Reply::bare(Outcome::Status(status)),
+                );
             }
         }
     }
@@ -315,7 +331,7 @@ impl<'a> Server<'a> {
             };
             if let Some((served, status)) = early {
                 self.ledger.record_outcome(served);
-                return self.leave(slot, now, queue, net, bare(Outcome::Status(status)));
+                return self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(status)));
             }
         }
         if service.is_zero() {
@@ -349,7 +365,7 @@ impl<'a> Server<'a> {
             self.complete(claim);
         }
         self.ledger.record_outcome(Served::Served);
-        self.leave(slot, now, queue, net, bare(Outcome::Status(200)))
+        self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(200)))
     }
 
     /// [`Server::finish`] of a [`Event::Finish`], with the jobs it lets start.

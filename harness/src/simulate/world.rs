@@ -56,7 +56,7 @@ pub struct Simulated {
     pub ledger: LedgerSnapshot,
     pub events: u64,
     /// What each relay tier counted, outermost first.
-    pub tiers: Vec<crate::relay::HopCounts>,
+    pub tiers: Vec<crate::hop::HopCounts>,
 }
 
 struct World<'a> {
@@ -191,7 +191,7 @@ pub fn run_arrivals(
         },
         ledger,
         events: world.events,
-        tiers: world.tiers.into_iter().map(|t| t.counts).collect(),
+        tiers: world.tiers.iter().map(|t| t.counts().clone()).collect(),
     }
 }
 
@@ -595,7 +595,7 @@ fn tier_of<'t, 'a>(tiers: &'t mut [Tier<'a>], to: Step) -> Option<&'t mut Tier<'
 fn violation_id<'b>(buf: &'b mut String, policy: &str, running: &Running) -> &'b str {
     buf.clear();
     if running.session.violations().next().is_some() {
-        super::request::write_id(buf, policy, running.arrival.index);
+        fault_server::wire::write_request_id(buf, policy, running.arrival.index);
     }
     buf
 }

@@ -50,7 +50,7 @@ impl Second {
 }
 
 /// Ids of the requests that broke an invariant, bounded.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sampled {
     pub count: u64,
     pub examples: Vec<String>,

@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chaos_policy::{BreakerState, GiveUp, Outcome};
+use chaos_policy::{BreakerState, GiveUp, Outcome, Violation};
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{
     AsyncInstrument, Histogram, Meter, ObservableCounter, ObservableGauge,
 };
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 
+use crate::hop::HopCounts;
 use crate::stats::Recorder;
 
 /// One policy's counts at a point of its run.
@@ -36,6 +37,8 @@ pub struct Counts {
     pub breaker_trips: u64,
     pub breaker: Option<BreakerState>,
     pub budget_level: Option<f64>,
+    /// Retries that broke an invariant, by hop (`client`, or a tier's name) and violation.
+    pub violations: Vec<(String, &'static str, u64)>,
 }
 
 impl Counts {
@@ -73,6 +76,18 @@ impl Counts {
             breaker_trips,
             breaker,
             budget_level,
+            violations: vec![
+                (
+                    "client".to_owned(),
+                    Violation::RetriedPermanent.name(),
+                    recorder.retried_permanent.count,
+                ),
+                (
+                    "client".to_owned(),
+                    Violation::RetriedNonIdempotent.name(),
+                    recorder.retried_non_idempotent.count,
+                ),
+            ],
         }
     }
 }
@@ -96,7 +111,7 @@ impl std::fmt::Debug for Meters {
 }
 
 /// Every metric name, with its unit and what it counts (the docs list the same).
-pub const NAMES: [(&str, &str, &str); 13] = [
+pub const NAMES: [(&str, &str, &str); 14] = [
     (
         "chaos.requests",
         "{request}",
@@ -128,6 +143,11 @@ pub const NAMES: [(&str, &str, &str); 13] = [
         "chaos.breaker.trips",
         "{transition}",
         "times the breaker opened",
+    ),
+    (
+        "chaos.violations",
+        "{attempt}",
+        "retries that broke an invariant, by chaos.hop and chaos.violation",
     ),
     (
         "chaos.retry.ratio",
@@ -177,7 +197,7 @@ impl Meters {
         let mut counters = Vec::new();
         let mut gauges = Vec::new();
         type Each = fn(&str, &Counts, &dyn AsyncInstrument<u64>);
-        let counter_fns: [(&'static str, Each); 8] = [
+        let counter_fns: [(&'static str, Each); 9] = [
             ("chaos.requests", |p, c, o| {
                 o.observe(
                     c.succeeded,
@@ -228,6 +248,18 @@ impl Meters {
             }),
             ("chaos.breaker.trips", |p, c, o| {
                 o.observe(c.breaker_trips, &[policy(p)])
+            }),
+            ("chaos.violations", |p, c, o| {
+                for (hop, violation, n) in &c.violations {
+                    o.observe(
+                        *n,
+                        &[
+                            policy(p),
+                            KeyValue::new("chaos.hop", hop.clone()),
+                            KeyValue::new("chaos.violation", *violation),
+                        ],
+                    );
+                }
             }),
         ];
         for (name, each) in counter_fns {
@@ -283,6 +315,24 @@ impl Meters {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(policy.to_owned(), counts);
+    }
+
+    /// A relay tier's violations, once its counts are final (after the policy's run).
+    pub fn publish_tier(&self, policy: &str, tier: &str, counts: &HopCounts) {
+        let mut snapshots = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = snapshots.get_mut(policy) {
+            let v = &counts.violations;
+            c.violations.retain(|(hop, _, _)| hop != tier);
+            for (violation, n) in [
+                (Violation::RetriedPermanent, v.retried_permanent.count),
+                (
+                    Violation::RetriedNonIdempotent,
+                    v.retried_non_idempotent.count,
+                ),
+            ] {
+                c.violations.push((tier.to_owned(), violation.name(), n));
+            }
+        }
     }
 
     /// One attempt's duration, with the attributes the semantic conventions give it.

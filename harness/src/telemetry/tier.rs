@@ -5,12 +5,14 @@
 //! A tier follows its caller's decision (the `traceparent`'s sampled flag): a request the
 //! client exports, the tier exports too. Unsampled spans are not held, as the
 //! fault-server's are: a trace forced at the client for a violation shows the tiers'
-//! spans from the violating attempt on.
+//! spans from the violating attempt on. A tier's own violation (a retry after a permanent
+//! outcome, or of a non-idempotent request) exports the tier's spans whatever its caller
+//! decided, each violating attempt marked `chaos.violation`.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use chaos_policy::Outcome;
+use chaos_policy::{Outcome, Violation};
 use fault_server::otel::{Ids, SpanSink, TraceParent};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{
@@ -47,6 +49,7 @@ struct Forwarded {
     start: SystemTime,
     end: Option<SystemTime>,
     outcome: Option<Outcome>,
+    violations: Vec<Violation>,
 }
 
 /// One request at a tier, while the tier works on it.
@@ -86,15 +89,25 @@ impl TierSpan {
         })
     }
 
-    /// An attempt goes to the next hop: the `traceparent` it carries.
-    pub fn forward(&mut self, tracing: &TierTracing, number: u32) -> String {
+    /// An attempt goes to the next hop, breaking `violations`: the `traceparent` it
+    /// carries.
+    pub fn forward(
+        &mut self,
+        tracing: &TierTracing,
+        number: u32,
+        violations: impl Iterator<Item = Violation>,
+    ) -> String {
         let span_id = tracing.ids.span_id();
+        let violations: Vec<Violation> = violations.collect();
+        // What a tier did wrong is exported, as the client's violations are.
+        self.sampled |= !violations.is_empty();
         self.forwarded.push(Forwarded {
             span_id,
             number,
             start: SystemTime::now(),
             end: None,
             outcome: None,
+            violations,
         });
         TraceParent {
             trace_id: self.trace_id,
@@ -166,6 +179,9 @@ impl TierSpan {
                 KeyValue::new("url.path", self.path.clone()),
                 KeyValue::new("chaos.attempt", i64::from(f.number)),
             ];
+            for v in &f.violations {
+                attributes.push(KeyValue::new("chaos.violation", v.name()));
+            }
             let status = answered(f.number, f.outcome, &mut attributes);
             spans.push(client_span(
                 context(f.span_id),

@@ -1,0 +1,105 @@
+//! What one hop received, sent and gave up: a tier's ledger, kept by the hop core and
+//! read by the report.
+
+use chaos_policy::Violation;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::Sampled;
+
+/// The most seconds a tier keeps a per-second count of (a day); a longer run is counted in
+/// its totals only, so a tier's memory stays bounded.
+const MAX_SECONDS: usize = 86_400;
+
+/// What one hop received, sent and gave up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopCounts {
+    /// Requests received (attempts of the hop above).
+    pub received: u64,
+    /// Of which first attempts: the logical requests of the hop above.
+    pub logical: u64,
+    /// Attempts sent to the next hop, and of those, retries.
+    pub sent: u64,
+    pub retries: u64,
+    pub succeeded: u64,
+    pub gave_up: u64,
+    /// Answers from the next hop that carried `x-chaos-no-retry`.
+    pub no_retry_received: u64,
+    /// Requests this tier answered with a fault of its own, without forwarding.
+    #[serde(default)]
+    pub faulted: u64,
+    /// Attempts sent that failed to connect: the next hop never received them.
+    #[serde(default)]
+    pub unsent: u64,
+    /// The retries this tier sent that broke an invariant, as the client's are judged.
+    #[serde(default)]
+    pub violations: HopViolations,
+    /// Attempts sent in each second since the tier started.
+    pub sent_per_second: Vec<u64>,
+}
+
+/// A hop's retries that broke an invariant ([`Violation::of_retry`]), with a few request
+/// ids of each: the client's own are counted the same way ([`crate::stats::Recorder`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HopViolations {
+    pub retried_permanent: Sampled,
+    pub retried_non_idempotent: Sampled,
+}
+
+impl HopViolations {
+    pub(crate) fn add(&mut self, violation: Violation, id: &str) {
+        match violation {
+            Violation::RetriedPermanent => self.retried_permanent.add(id),
+            Violation::RetriedNonIdempotent => self.retried_non_idempotent.add(id),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.retried_permanent.count + self.retried_non_idempotent.count
+    }
+}
+
+impl HopCounts {
+    /// An attempt sent at `at` (the tier's clock).
+    pub(super) fn sent_at(&mut self, at: std::time::Duration, retry: bool) {
+        self.sent += 1;
+        if retry {
+            self.retries += 1;
+        }
+        let second = usize::try_from(at.as_secs()).unwrap_or(usize::MAX);
+        if second < MAX_SECONDS {
+            let series = &mut self.sent_per_second;
+            if series.len() <= second {
+                series.resize(second + 1, 0);
+            }
+            series[second] += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn violations_count_every_time_and_keep_a_few_distinct_ids() {
+        let mut v = HopViolations::default();
+        for i in 0..20 {
+            v.add(Violation::RetriedPermanent, &format!("p-{}", i % 3));
+        }
+        v.add(Violation::RetriedNonIdempotent, "q");
+        assert_eq!(v.retried_permanent.count, 20);
+        assert_eq!(v.retried_permanent.examples, ["p-0", "p-1", "p-2"]);
+        assert_eq!(v.retried_non_idempotent.count, 1);
+        assert_eq!(v.total(), 21);
+    }
+
+    #[test]
+    fn the_per_second_series_stops_at_a_day() {
+        let mut c = HopCounts::default();
+        c.sent_at(std::time::Duration::from_secs(2), false);
+        c.sent_at(std::time::Duration::from_secs(2), true);
+        c.sent_at(std::time::Duration::from_secs(MAX_SECONDS as u64), true);
+        assert_eq!(c.sent_per_second, [0, 0, 2]);
+        assert_eq!((c.sent, c.retries), (3, 2));
+    }
+}

@@ -1,0 +1,348 @@
+//! The hop core: what a relay tier does with a request, pure and sans-IO.
+//!
+//! Why it exists: a tier runs live (`relay/`, an axum service) and simulated
+//! (`simulate/tier.rs`, events in virtual time), and a rule written in both shells drifts.
+//! So everything a tier decides lives here once, with time and the jitter RNG as
+//! arguments, the way `chaos-policy` takes them: its own fault phases (drawn as the
+//! fault-server draws them), its session under the caller's deadline less a margin, the
+//! policy's decisions, the answer and marker upward, and its counts, violations included.
+//! The shells only move bytes or events: "feed an event, act on the [`Step`] that comes
+//! out".
+//!
+//! A request's life: [`Tier::receive`] (counted; a fault of the tier's own, a delay, or
+//! forward) → [`Tier::start`] → [`Step::Send`] → [`Tier::on_answer`] → [`Step::Wait`] →
+//! [`Tier::on_timer`] → ... → [`Step::Answer`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chaos_policy::{Action, Attempt, Client, Method, Outcome, Policy, Request, Session, Violation};
+use fault_server::Script;
+use fault_server::script::{Decision, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
+use fault_server::seed::{IdSeed, fnv1a, splitmix64};
+use fault_server::wire;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+
+mod answer;
+mod counts;
+
+pub use answer::Upward;
+pub use counts::{HopCounts, HopViolations};
+
+/// The least a tier keeps back from its caller's deadline, so that its answer (a 504
+/// marked `x-chaos-no-retry`) arrives before the caller's own timer fires; a twentieth of
+/// the deadline when that is more.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(10);
+
+/// What an attempt to the next hop came back with, as the tier's policy hears it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reply {
+    pub outcome: Outcome,
+    pub retry_after: Option<Duration>,
+    /// `x-chaos-no-retry`: the hop below gave up.
+    pub no_retry: bool,
+}
+
+impl Reply {
+    /// An answer with nothing but its outcome.
+    pub fn bare(outcome: Outcome) -> Reply {
+        Reply {
+            outcome,
+            retry_after: None,
+            no_retry: false,
+        }
+    }
+}
+
+/// A request as it reaches a tier: what the hop above wrote on it.
+pub struct Incoming<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// `x-request-id`; empty when it had none (another load tool in front of the tier).
+    pub id: &'a str,
+    /// `x-chaos-attempt`: the caller's attempt number.
+    pub attempt: Option<u32>,
+    /// `x-chaos-upstream-attempts`: the chain of the hops above the caller.
+    pub upstream: Option<&'a str>,
+    /// `x-chaos-deadline-ms`: how long the caller waits for this attempt.
+    pub deadline: Option<Duration>,
+    pub idempotency_key: bool,
+    /// Every header, as the tier's fault phases match them.
+    pub headers: &'a dyn HeaderLookup,
+}
+
+impl std::fmt::Debug for Incoming<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field("id", &self.id)
+            .field("attempt", &self.attempt)
+            .field("upstream", &self.upstream)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the tier does with a request it received.
+#[derive(Debug)]
+pub enum Admission {
+    /// Answer with a fault of the tier's own, without forwarding (phase index, response).
+    Fault {
+        phase: usize,
+        response: Arc<FaultResponse>,
+    },
+    /// A fault the plan does not allow at a tier (only statuses and delays are): 503.
+    Unsupported,
+    /// Hold it this long (a delay fault), then [`Tier::start`] it.
+    Delay(Duration),
+    /// [`Tier::start`] it now.
+    Forward,
+}
+
+/// One request at a tier, from its arrival to its answer.
+#[derive(Debug)]
+pub struct Forwarding {
+    request: Request,
+    /// The `x-chaos-upstream-attempts` it sends below.
+    chain: Box<str>,
+    /// The caller's deadline, before the margin.
+    limit: Option<Duration>,
+    received: Duration,
+    session: Option<Session>,
+    last: Option<Reply>,
+    jitter_seed: u64,
+}
+
+impl Forwarding {
+    /// The `x-chaos-upstream-attempts` its attempts carry ([`wire::chain_below`]).
+    pub fn chain(&self) -> &str {
+        &self.chain
+    }
+
+    /// The seed of its backoff jitter: the shell owns the generator (the simulator makes it
+    /// anew at each draw, resumed where it stopped).
+    pub fn jitter_seed(&self) -> u64 {
+        self.jitter_seed
+    }
+
+    /// A new generator for its jitter.
+    pub fn jitter_rng(&self) -> ChaCha8Rng {
+        ChaCha8Rng::seed_from_u64(self.jitter_seed)
+    }
+
+    /// The invariants the attempt of the last [`Step::Send`] breaks (counted already), for
+    /// a shell's trace.
+    pub fn violations(&self) -> impl Iterator<Item = Violation> + use<> {
+        self.session
+            .as_ref()
+            .map(Session::violations)
+            .into_iter()
+            .flatten()
+    }
+}
+
+/// What the shell does next for a request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// Send `attempt` to the next hop, waiting at most `timeout` (also its
+    /// `x-chaos-deadline-ms`).
+    Send {
+        attempt: Attempt,
+        timeout: Option<Duration>,
+    },
+    /// Call [`Tier::on_timer`] at `until`.
+    Wait { until: Duration },
+    /// Answer the hop above; the request is over.
+    Answer(Upward),
+}
+
+/// One relay tier's state: its policy's client (budget and breaker, shared by all its
+/// requests), its fault phases and its counts.
+#[derive(Debug)]
+pub struct Tier {
+    client: Client,
+    /// The policy allows retries: its give-ups say "don't retry" upstream.
+    retries: bool,
+    script: Option<Script>,
+    seed: u64,
+    /// Requests without an id seen so far: each gets draws of its own.
+    anonymous: u64,
+    counts: HopCounts,
+}
+
+impl Tier {
+    pub fn new(policy: Policy, script: Option<Script>, seed: u64) -> Tier {
+        Tier {
+            retries: policy.config().max_attempts > 1,
+            client: Client::new(policy),
+            script: script.filter(|s| s.phase_count() > 0),
+            seed,
+            anonymous: 0,
+            counts: HopCounts::default(),
+        }
+    }
+
+    pub fn counts(&self) -> &HopCounts {
+        &self.counts
+    }
+
+    /// A request arrives at `now`. It is counted, and its fault phases decide what to do.
+    pub fn receive(&mut self, now: Duration, incoming: &Incoming<'_>) -> (Forwarding, Admission) {
+        self.counts.received += 1;
+        if incoming.attempt.is_none_or(|a| a <= 1) {
+            self.counts.logical += 1;
+        }
+        let chain: Box<str> = wire::chain_below(incoming.upstream, incoming.attempt).into();
+        let anonymous = if incoming.id.is_empty() {
+            self.anonymous += 1;
+            self.anonymous
+        } else {
+            0
+        };
+        let admission = self.admit(now, incoming, anonymous);
+        if matches!(admission, Admission::Fault { .. } | Admission::Unsupported) {
+            self.counts.faulted += 1;
+        }
+        let forwarding = Forwarding {
+            request: Request {
+                method: Method::parse(incoming.method),
+                idempotency_key: incoming.idempotency_key,
+            },
+            jitter_seed: splitmix64(
+                self.seed ^ fnv1a([incoming.id.as_bytes(), chain.as_bytes()]) ^ anonymous,
+            ),
+            chain,
+            limit: incoming.deadline,
+            received: now,
+            session: None,
+            last: None,
+        };
+        (forwarding, admission)
+    }
+
+    /// The tier's own fault phases, drawn as the fault-server draws them
+    /// ([`wire::attempt_seed`]), sticky per logical request.
+    fn admit(&self, now: Duration, incoming: &Incoming<'_>, anonymous: u64) -> Admission {
+        let Some(script) = &self.script else {
+            return Admission::Forward;
+        };
+        let id_seed = (!incoming.id.is_empty()).then(|| IdSeed::new(self.seed, incoming.id));
+        let seed = match id_seed {
+            Some(id) => wire::attempt_seed(id, incoming.attempt.unwrap_or(0), incoming.upstream),
+            None => wire::anonymous_seed(self.seed, anonymous),
+        };
+        let facts = RequestFacts {
+            method: incoming.method,
+            path: incoming.path,
+            attempt: incoming.attempt,
+            headers: incoming.headers,
+            sticky_seed: id_seed.map(|id| id.attempt(0)),
+        };
+        match script.select(&facts, now, &mut ChaCha8Rng::seed_from_u64(seed)) {
+            Decision::Serve => Admission::Forward,
+            Decision::Fault { phase, fault } => match fault.action {
+                FaultAction::Delay(d) => Admission::Delay(d),
+                FaultAction::Status(response) => Admission::Fault { phase, response },
+                _ => Admission::Unsupported,
+            },
+        }
+    }
+
+    /// The name of fault phase `phase`, for the answer's `x-chaos-fault`.
+    pub fn phase_name(&self, phase: usize) -> &str {
+        self.script
+            .as_ref()
+            .and_then(|s| s.phase_name(phase))
+            .unwrap_or("?")
+    }
+
+    /// A request the tier could not take (its body over the limit): given up unstarted.
+    pub fn refuse(&mut self) {
+        self.counts.gave_up += 1;
+    }
+
+    /// Starts the request's session at `now`, within its caller's deadline: what the
+    /// request's way here, a delay fault and a margin for the answer's way back took is
+    /// gone already. `id` names it in violation examples.
+    pub fn start(&mut self, r: &mut Forwarding, now: Duration, id: &str) -> Step {
+        let elapsed = now.saturating_sub(r.received);
+        let limit = r
+            .limit
+            .map(|l| l.saturating_sub(elapsed + DEADLINE_MARGIN.max(l / 20)));
+        let (session, action) = self.client.start_within(r.request, now, limit);
+        r.session = Some(session);
+        self.step(r, now, action, id)
+    }
+
+    /// An attempt of `r` came back (or timed out) at `now`.
+    pub fn on_answer<R: Rng + ?Sized>(
+        &mut self,
+        r: &mut Forwarding,
+        now: Duration,
+        reply: Reply,
+        rng: &mut R,
+        id: &str,
+    ) -> Step {
+        if reply.outcome.proves_unsent() {
+            self.counts.unsent += 1;
+        }
+        if reply.no_retry {
+            self.counts.no_retry_received += 1;
+        }
+        r.last = Some(reply);
+        let session = r
+            .session
+            .as_mut()
+            .expect("an answer comes only to a started request");
+        let action = self.client.on_answer(
+            session,
+            now,
+            reply.outcome,
+            reply.retry_after,
+            reply.no_retry,
+            rng,
+        );
+        self.step(r, now, action, id)
+    }
+
+    /// The backoff of `r` is over at `now`.
+    pub fn on_timer(&mut self, r: &mut Forwarding, now: Duration, id: &str) -> Step {
+        let session = r
+            .session
+            .as_mut()
+            .expect("a timer runs only for a started request");
+        let action = self.client.on_timer(session, now);
+        self.step(r, now, action, id)
+    }
+
+    /// The policy's action as the shell's next step, counted: every attempt sent, and each
+    /// retry that broke an invariant, judged as the client's are.
+    fn step(&mut self, r: &mut Forwarding, now: Duration, action: Action, id: &str) -> Step {
+        match action {
+            Action::Send { attempt, timeout } => {
+                self.counts.sent_at(now, attempt.is_retry());
+                for violation in r.violations() {
+                    self.counts.violations.add(violation, id);
+                }
+                Step::Send { attempt, timeout }
+            }
+            Action::Wait { until } => Step::Wait { until },
+            Action::Done(verdict) => {
+                let upward = Upward::of(verdict, r.last, self.retries);
+                match upward.gave_up {
+                    None => self.counts.succeeded += 1,
+                    Some(_) => self.counts.gave_up += 1,
+                }
+                Step::Answer(upward)
+            }
+        }
+    }
+
+    /// Whether the tier has fault phases of its own (a shell need not describe a request
+    /// to a tier that draws nothing).
+    pub fn draws_faults(&self) -> bool {
+        self.script.is_some()
+    }
+}
