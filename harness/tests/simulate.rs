@@ -196,3 +196,95 @@ fn a_sweep_writes_one_comparison_and_a_report_per_value() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("| 4 | naive |"), "{stdout}");
 }
+
+#[test]
+fn a_sweep_without_out_lands_whole_in_its_own_directory_under_reports() {
+    let dir = scratch("simulate-sweep-default");
+    let plan = repo().join("plans/outage.yaml");
+    let out = simulate(
+        &dir,
+        &[
+            "--quiet",
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "naive",
+            "--sweep",
+            "max_attempts=1,2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let names: Vec<String> = std::fs::read_dir(dir.join("reports/outage"))
+        .expect("reports/outage")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let [name] = names.as_slice() else {
+        panic!("one directory and no hidden one: {names:?}")
+    };
+    assert!(name.starts_with("sweep-"), "{name}");
+    let sweep = dir.join("reports/outage").join(name);
+    for file in ["sweep.json", "sweep.md", "sweep.html"] {
+        assert!(sweep.join(file).is_file(), "{file}");
+    }
+    assert_eq!(report(&sweep.join("2-2"))["mode"], "simulated");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{name}/sweep.html")),
+        "the sweep's page is named: {stdout}"
+    );
+}
+
+#[test]
+fn a_sweep_that_cannot_go_where_asked_is_kept_in_a_temporary_directory_and_exits_3() {
+    let dir = scratch("simulate-sweep-unwritable");
+    let temp = dir.join("tmp");
+    std::fs::create_dir_all(&temp).expect("a temporary directory of the test's own");
+    // A directory cannot be made under a regular file.
+    std::fs::write(dir.join("file"), "").expect("write");
+    let plan = repo().join("plans/outage.yaml");
+    let out = harness()
+        .current_dir(&dir)
+        .env("TMPDIR", &temp)
+        .args(["simulate", "--quiet"])
+        .arg(&plan)
+        .args([
+            "--policy",
+            "naive",
+            "--sweep",
+            "max_attempts=1,2",
+            "--out",
+            "file/sweep",
+        ])
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("error: cannot write the sweep to file/sweep"),
+        "{said}"
+    );
+    let instead = said
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("the sweep was written to "))
+        .and_then(|l| l.strip_suffix(" instead"))
+        .unwrap_or_else(|| panic!("no fallback named: {said}"));
+    let instead = Path::new(instead);
+    assert!(instead.starts_with(&temp), "{}", instead.display());
+    let text = std::fs::read_to_string(instead.join("sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(sweep["key"], "naive.max_attempts");
+    assert_eq!(sweep["points"].as_array().map(Vec::len), Some(2));
+    for file in [
+        "sweep.md",
+        "sweep.html",
+        "1-1/report.json",
+        "2-2/report.json",
+    ] {
+        assert!(instead.join(file).is_file(), "{file}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&instead.join("sweep.html").display().to_string()),
+        "{stdout}"
+    );
+}

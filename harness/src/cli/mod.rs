@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod runtime;
 mod simulate;
+mod sweep;
 use indicatif::{ProgressBar, ProgressStyle};
 pub use simulate::SimulateArgs;
 use tokio_util::sync::CancellationToken;

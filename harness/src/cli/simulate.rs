@@ -1,4 +1,5 @@
-//! `harness simulate`: a plan in virtual time, concluded as `chaos` concludes a live run.
+//! `harness simulate`: a plan in virtual time, concluded as `chaos` concludes a live run;
+//! `--sweep` goes to `sweep.rs`.
 
 use super::{EXIT_INVALID, PlanArgs, conclude, plan_and_baseline};
 
@@ -25,7 +26,7 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
         save_baseline,
     } = run;
     if let Some(sweep) = sweep {
-        return crate::simulate::sweep::main(&path, &policies, seed, out.as_deref(), &sweep, quiet);
+        return super::sweep::sweep(&path, &policies, seed, out.as_deref(), &sweep, quiet);
     }
     let (plan, against) = match plan_and_baseline(&path, seed, baseline_file.as_deref()) {
         Ok(both) => both,

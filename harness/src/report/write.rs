@@ -1,9 +1,14 @@
 //! Writing a report directory atomically.
 //!
-//! The files are written into a hidden sibling directory and renamed into place in one
+//! A directory's files ([`Files`]: a report's four, or a sweep's comparison with a report
+//! per value) are written into a hidden sibling directory and renamed into place in one
 //! step, and `latest` is repointed by renaming a fresh link over it, so a reader (or a CI
-//! job that uploads `reports/<plan>/latest`) never sees half a report.
+//! job that uploads `reports/<plan>/latest`) never sees half a report. Into a directory
+//! that is given (`--out`), each file is written under a temporary name and renamed. What
+//! cannot go where it was asked goes to a directory of its own under the system's temporary
+//! directory ([`Files::write_to_temp`]): a measured run is never lost.
 
+use std::ffi::OsStr;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -11,17 +16,113 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::model::Report;
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the report to {path}: {source}")]
+#[error("cannot write the {what} to {path}: {source}")]
 pub struct WriteError {
+    /// What was being written: `report`, `sweep`.
+    pub what: &'static str,
     pub path: PathBuf,
     #[source]
     pub source: io::Error,
 }
 
-fn at(path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
-    move |source| WriteError {
-        path: path.to_owned(),
-        source,
+/// The files of one directory, written as one: each file's path inside the directory
+/// (nested directories are made as needed) and its text.
+#[derive(Debug, Clone)]
+pub struct Files {
+    /// What the files are, for errors: `report`, `sweep`.
+    what: &'static str,
+    files: Vec<(PathBuf, String)>,
+}
+
+impl Files {
+    /// No files yet; `what` names them in errors.
+    pub fn new(what: &'static str) -> Files {
+        Files {
+            what,
+            files: Vec::new(),
+        }
+    }
+
+    /// A report's four files: `report.json`, `report.md`, `report.html`, `junit.xml`.
+    pub fn report(report: &Report) -> Files {
+        let mut files = Files::new("report");
+        files.add("report.json", super::json(report));
+        files.add("report.md", super::markdown(report));
+        files.add("report.html", super::html(report));
+        files.add("junit.xml", super::junit(report));
+        files
+    }
+
+    /// One more file, at `path` inside the directory.
+    pub fn add(&mut self, path: impl Into<PathBuf>, text: String) {
+        self.files.push((path.into(), text));
+    }
+
+    /// Another set's files, in the directory `dir` inside this one.
+    pub fn nest(&mut self, dir: &str, other: Files) {
+        self.files.extend(
+            other
+                .files
+                .into_iter()
+                .map(|(path, text)| (Path::new(dir).join(path), text)),
+        );
+    }
+
+    fn at<'a>(&self, path: &'a Path) -> impl FnOnce(io::Error) -> WriteError + 'a {
+        let what = self.what;
+        move |source| WriteError {
+            what,
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    /// Into `dir` (made if need be), each file written under a temporary name beside it
+    /// and renamed into place: a file is whole or absent, the directory may be mixed.
+    pub fn write_into(&self, dir: &Path) -> Result<PathBuf, WriteError> {
+        std::fs::create_dir_all(dir).map_err(self.at(dir))?;
+        for (name, text) in &self.files {
+            let path = dir.join(name);
+            let parent = path.parent().unwrap_or(dir);
+            std::fs::create_dir_all(parent).map_err(self.at(parent))?;
+            let file = path
+                .file_name()
+                .map_or_else(|| "file".into(), OsStr::to_string_lossy);
+            let tmp = parent.join(format!(".{file}.tmp"));
+            std::fs::write(&tmp, text).map_err(self.at(&tmp))?;
+            std::fs::rename(&tmp, &path).map_err(self.at(&path))?;
+        }
+        Ok(dir.to_owned())
+    }
+
+    /// Into a new directory under `parent`, named `name` (`name-2`, `name-3`, ... when that
+    /// is taken), made whole in a hidden sibling and renamed into place in one step.
+    pub fn write_new(&self, parent: &Path, name: &str) -> Result<PathBuf, WriteError> {
+        std::fs::create_dir_all(parent).map_err(self.at(parent))?;
+        let mut free = name.to_owned();
+        let mut n = 1;
+        while parent.join(&free).exists() {
+            n += 1;
+            free = format!("{name}-{n}");
+        }
+        let tmp = parent.join(format!(".{free}.tmp"));
+        std::fs::create_dir_all(&tmp).map_err(self.at(&tmp))?;
+        for (file, text) in &self.files {
+            let path = tmp.join(file);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(self.at(dir))?;
+            }
+            std::fs::write(&path, text).map_err(self.at(&path))?;
+        }
+        let dir = parent.join(&free);
+        std::fs::rename(&tmp, &dir).map_err(self.at(&dir))?;
+        Ok(dir)
+    }
+
+    /// Into the directory `name` under the system's temporary directory: where measurements
+    /// go when they cannot go where they were asked.
+    pub fn write_to_temp(&self, name: &str) -> Result<PathBuf, WriteError> {
+        self.write_into(&std::env::temp_dir().join(name))
     }
 }
 
@@ -64,43 +165,20 @@ pub fn write(
     out: Option<&Path>,
     stamp: &str,
 ) -> Result<Written, WriteError> {
-    let files = [
-        ("report.json", super::json(report)),
-        ("report.md", super::markdown(report)),
-        ("report.html", super::html(report)),
-        ("junit.xml", super::junit(report)),
-    ];
+    let files = Files::report(report);
     if let Some(dir) = out {
-        std::fs::create_dir_all(dir).map_err(at(dir))?;
-        for (name, text) in &files {
-            let path = dir.join(name);
-            let tmp = dir.join(format!(".{name}.tmp"));
-            std::fs::write(&tmp, text).map_err(at(&tmp))?;
-            std::fs::rename(&tmp, &path).map_err(at(&path))?;
-        }
         return Ok(Written {
-            dir: dir.to_owned(),
+            dir: files.write_into(dir)?,
             warning: None,
         });
     }
     let plan_dir = root.join("reports").join(&report.plan.name);
-    std::fs::create_dir_all(&plan_dir).map_err(at(&plan_dir))?;
-    let mut name = stamp.to_owned();
-    let mut n = 1;
-    while plan_dir.join(&name).exists() {
-        n += 1;
-        name = format!("{stamp}-{n}");
-    }
-    let tmp = plan_dir.join(format!(".{name}.tmp"));
-    std::fs::create_dir_all(&tmp).map_err(at(&tmp))?;
-    for (file, text) in &files {
-        let path = tmp.join(file);
-        std::fs::write(&path, text).map_err(at(&path))?;
-    }
-    let dir = plan_dir.join(&name);
-    std::fs::rename(&tmp, &dir).map_err(at(&dir))?;
+    let dir = files.write_new(&plan_dir, stamp)?;
     let latest = plan_dir.join(LATEST);
-    let warning = match point_latest(&plan_dir, &name) {
+    let name = dir
+        .file_name()
+        .expect("write_new returns its parent joined with a name");
+    let warning = match point_latest(&plan_dir, name) {
         Ok(()) => None,
         Err(e) => Some(format!("{} was left as it was: {e}", latest.display())),
     };
@@ -110,8 +188,11 @@ pub fn write(
 /// Writes into a fresh directory under the system's temporary directory: where a measured
 /// run goes when it cannot go where it was asked.
 pub fn write_to_temp(report: &Report, stamp: &str) -> Result<Written, WriteError> {
-    let dir = std::env::temp_dir().join(format!("chaos-report-{}-{stamp}", report.plan.name));
-    write(report, Path::new("."), Some(&dir), stamp)
+    let name = format!("chaos-report-{}-{stamp}", report.plan.name);
+    Ok(Written {
+        dir: Files::report(report).write_to_temp(&name)?,
+        warning: None,
+    })
 }
 
 #[cfg(unix)]
@@ -121,7 +202,7 @@ const LATEST: &str = "latest.txt";
 
 /// Repoints `latest`, if it is ours: absent, or a link to a sibling directory name.
 #[cfg(unix)]
-fn point_latest(plan_dir: &Path, name: &str) -> io::Result<()> {
+fn point_latest(plan_dir: &Path, name: &OsStr) -> io::Result<()> {
     let latest = plan_dir.join(LATEST);
     match std::fs::symlink_metadata(&latest) {
         Ok(meta) if !meta.file_type().is_symlink() => {
@@ -147,15 +228,90 @@ fn point_latest(plan_dir: &Path, name: &str) -> io::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn point_latest(plan_dir: &Path, name: &str) -> io::Result<()> {
-    std::fs::write(plan_dir.join(LATEST), name)
+fn point_latest(plan_dir: &Path, name: &OsStr) -> io::Result<()> {
+    std::fs::write(plan_dir.join(LATEST), name.to_string_lossy().as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
     use std::time::{Duration, UNIX_EPOCH};
 
-    use super::timestamp;
+    use super::{Files, timestamp};
+
+    /// A fresh directory of this test's own under the system's temporary directory.
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("harness-write-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn nested() -> Files {
+        let mut inner = Files::new("report");
+        inner.add("report.json", "{}".to_owned());
+        let mut files = Files::new("sweep");
+        files.add("sweep.json", "[]".to_owned());
+        files.nest("1-0.1", inner);
+        files
+    }
+
+    #[test]
+    fn nested_files_land_in_their_directories_and_no_temporary_name_is_left() {
+        let dir = scratch("into");
+        nested().write_into(&dir).expect("written");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("sweep.json"))
+                .ok()
+                .as_deref(),
+            Some("[]")
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("1-0.1/report.json"))
+                .ok()
+                .as_deref(),
+            Some("{}")
+        );
+        let hidden = |d: PathBuf| {
+            std::fs::read_dir(d)
+                .expect("list")
+                .filter_map(Result::ok)
+                .any(|e| e.file_name().to_string_lossy().starts_with('.'))
+        };
+        assert!(!hidden(dir.clone()) && !hidden(dir.join("1-0.1")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_new_directory_takes_the_next_free_name_and_leaves_no_hidden_one() {
+        let parent = scratch("new");
+        let first = nested().write_new(&parent, "sweep-x").expect("written");
+        let second = nested().write_new(&parent, "sweep-x").expect("written");
+        assert_eq!(first, parent.join("sweep-x"));
+        assert_eq!(second, parent.join("sweep-x-2"));
+        assert!(second.join("1-0.1/report.json").is_file());
+        let names: Vec<String> = std::fs::read_dir(&parent)
+            .expect("list")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    fn an_error_names_what_was_written_and_where() {
+        let parent = scratch("error");
+        std::fs::create_dir_all(&parent).expect("made");
+        std::fs::write(parent.join("file"), "").expect("written");
+        let e = nested()
+            .write_into(&parent.join("file/sweep"))
+            .expect_err("no directory under a file");
+        assert!(
+            e.to_string().starts_with("cannot write the sweep to "),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&parent);
+    }
 
     #[test]
     fn timestamps_are_utc_civil_time() {

@@ -1,0 +1,159 @@
+//! The comparison rendered: `sweep.md` (the table, also what the terminal shows) and
+//! `sweep.html` (three charts of the values and the table, one self-contained page).
+
+use std::fmt::Write as _;
+
+use super::comparison::{Comparison, Point};
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// The comparison as a table.
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = format!(
+        "# Sweep of `{}` — plan `{}`, seed {}, simulated\n\n",
+        c.key, c.plan, c.seed
+    );
+    out.push_str("| value | policy | verdict | success | ampl client | ampl server | peak 1s | bound | recovery s | p99 ms |\n");
+    out.push_str("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for p in &c.points {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1}% | {:.3} | {} | {} | {} | {} | {:.0} |",
+            p.value,
+            p.policy,
+            p.verdict,
+            p.success_rate * 100.0,
+            p.amplification_client,
+            opt(p.amplification_server, 3),
+            opt(p.peak_1s, 2),
+            opt(p.budget_bound, 2),
+            opt(p.recovery_s, 0),
+            p.p99_ms
+        );
+    }
+    out
+}
+
+const COLOURS: &[&str] = &[
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+];
+
+/// One small line chart: `metric` of every policy across the values.
+fn chart(c: &Comparison, title: &str, metric: impl Fn(&Point) -> Option<f64>) -> String {
+    let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
+    let plot_w = w - left - 20.0;
+    let plot_h = h - bottom - top;
+    let policies = c.policies();
+    let max = c
+        .points
+        .iter()
+        .filter_map(&metric)
+        .fold(0.0_f64, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let n = c.values.len().max(2) - 1;
+    let x = |i: usize| left + plot_w * i as f64 / n as f64;
+    let y = |v: f64| top + plot_h * (1.0 - v / max);
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/><text x="{lx}" y="{ty}" font-size="11" text-anchor="end">{max:.2}</text><text x="{lx}" y="{b}" font-size="11" text-anchor="end">0</text>"##,
+        b = top + plot_h,
+        r = left + plot_w,
+        lx = left - 4.0,
+        ty = top + 4.0,
+    );
+    for (i, v) in c.values.iter().enumerate() {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+            x(i),
+            top + plot_h + 16.0,
+            escape(v)
+        );
+    }
+    for (k, policy) in policies.iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let pts: Vec<String> = c
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                c.points
+                    .iter()
+                    .find(|p| &p.value == v && p.policy == *policy)
+                    .and_then(&metric)
+                    .map(|m| format!("{:.1},{:.1}", x(i), y(m)))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            r##"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"##,
+            pts.join(" ")
+        );
+        for p in &pts {
+            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+            let _ = write!(
+                svg,
+                r##"<circle cx="{px}" cy="{py}" r="3" fill="{colour}"/>"##
+            );
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The comparison as one self-contained page: three charts and the table.
+pub fn html(c: &Comparison) -> String {
+    let mut legend = String::new();
+    for (k, policy) in c.policies().iter().enumerate() {
+        let colour = COLOURS[k % COLOURS.len()];
+        let _ = write!(
+            legend,
+            r#"<span style="color:{colour}">■</span> {} &nbsp; "#,
+            escape(policy)
+        );
+    }
+    let mut rows = String::new();
+    for p in &c.points {
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td><a href=\"{}\">report</a></td></tr>",
+            escape(&p.value),
+            escape(&p.policy),
+            p.verdict,
+            p.success_rate * 100.0,
+            p.amplification_client,
+            opt(p.amplification_server, 3),
+            opt(p.peak_1s, 2),
+            opt(p.budget_bound, 2),
+            opt(p.recovery_s, 0),
+            p.p99_ms,
+            escape(&p.report)
+        );
+    }
+    format!(
+        r#"<!doctype html><html><head><meta charset="utf-8"><title>Sweep of {key}</title>
+<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin-top:16px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:nth-child(-n+3),th:nth-child(-n+3){{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}</style></head><body>
+<h1>Sweep of <code>{key}</code></h1><p>Plan <code>{plan}</code>, seed {seed}, simulated in virtual time: one run per value. {legend}</p>
+<div class="charts">{a}{b}{r}</div>
+<table><tr><th>value</th><th>policy</th><th>verdict</th><th>success</th><th>ampl client</th><th>ampl server</th><th>peak 1s</th><th>bound</th><th>recovery s</th><th>p99 ms</th><th></th></tr>{rows}</table>
+</body></html>
+"#,
+        key = escape(&c.key),
+        plan = escape(&c.plan),
+        seed = c.seed,
+        a = chart(c, "amplification at the server", |p| p
+            .amplification_server
+            .or(Some(p.amplification_client))),
+        b = chart(c, "success rate", |p| Some(p.success_rate * 100.0)),
+        r = chart(c, "recovery (s after the faults end)", |p| p.recovery_s),
+    )
+}
