@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-use crate::ledger::{Ledger, Outcome};
+use crate::ledger::{Disposition, Ledger};
 
 /// Process-lifetime counters and gauges.
 #[derive(Debug, Default)]
@@ -69,7 +69,7 @@ impl Metrics {
         );
         for (outcome, n) in outcomes {
             let (label, code) = match outcome {
-                Outcome::Status(code) => ("status", Some(code)),
+                Disposition::Status(code) => ("status", Some(code)),
                 other => (other.fixed_label(), None),
             };
             match code {
@@ -226,9 +226,9 @@ mod tests {
     fn renders_valid_exposition_lines() {
         let metrics = Metrics::default();
         let ledger = Ledger::default();
-        ledger.record_outcome(Outcome::Served);
-        ledger.record_outcome(Outcome::Status(503));
-        ledger.record_outcome(Outcome::Reset);
+        ledger.record_outcome(Disposition::Served);
+        ledger.record_outcome(Disposition::Status(503));
+        ledger.record_outcome(Disposition::Reset);
         ledger.record_fault(crate::script::FaultKind::Reset, "p");
         // A ledger reset does not reset the lifetime counters; the ledger's gauges start
         // again from zero.

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{PolicyReport, Report};
+use crate::report::{Comparison, Drift, PolicyReport, Report, Row};
 
 pub const SCHEMA: &str = "chaos-baseline/v1";
 
@@ -216,58 +216,6 @@ pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
     }
 }
 
-/// How a figure moved against its baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Within tolerance (or better).
-    Ok,
-    /// Worse than the tolerance allows.
-    Regressed,
-    /// The policy is in the baseline and not in this run.
-    Missing,
-    /// The policy is new: nothing to compare with.
-    New,
-}
-
-/// One figure of one policy, against the baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub policy: String,
-    pub metric: String,
-    pub baseline: Option<f64>,
-    pub now: Option<f64>,
-    /// `now - baseline`.
-    pub change: Option<f64>,
-    /// What the tolerance allows, in words (`+0.05`, `+25% or +50 ms`).
-    pub tolerance: String,
-    pub verdict: Verdict,
-}
-
-/// A run against its baseline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    /// The baseline's file.
-    pub file: String,
-    /// The plan and seed are those the baseline came from.
-    pub same_plan: bool,
-    /// What the reader must know: a changed plan or seed, a policy that is new.
-    pub notes: Vec<String>,
-    pub rows: Vec<Row>,
-}
-
-impl Comparison {
-    pub fn regressions(&self) -> impl Iterator<Item = &Row> {
-        self.rows
-            .iter()
-            .filter(|r| matches!(r.verdict, Verdict::Regressed | Verdict::Missing))
-    }
-
-    pub fn passed(&self) -> bool {
-        self.regressions().next().is_none()
-    }
-}
-
 /// Which way is worse for a figure.
 #[derive(Clone, Copy)]
 enum Worse {
@@ -339,7 +287,7 @@ pub fn compare(
                 now: None,
                 change: None,
                 tolerance: "present".to_owned(),
-                verdict: Verdict::Missing,
+                verdict: Drift::Missing,
             });
             continue;
         };
@@ -358,7 +306,7 @@ pub fn compare(
                 now: None,
                 change: None,
                 tolerance: "–".to_owned(),
-                verdict: Verdict::New,
+                verdict: Drift::New,
             });
         }
     }
@@ -432,10 +380,10 @@ fn policy_rows(base: &Figures, now: &Figures, t: &Tolerance) -> Vec<Row> {
         .filter(|(_, b, n, _)| b.is_some() || n.is_some())
         .map(|(metric, b, n, worse)| {
             let verdict = match (b, n) {
-                (Some(b), Some(n)) if worse.regressed(b, n) => Verdict::Regressed,
+                (Some(b), Some(n)) if worse.regressed(b, n) => Drift::Regressed,
                 // A recovery that was measured and is now lost (never got back).
-                (Some(_), None) => Verdict::Regressed,
-                _ => Verdict::Ok,
+                (Some(_), None) => Drift::Regressed,
+                _ => Drift::Ok,
             };
             Row {
                 policy: base.name.clone(),

@@ -9,7 +9,7 @@ use crate::script::FaultKind;
 
 /// How one request ended, as the server answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum Disposition {
     /// Served normally (possibly after a delay), side effect executed if any.
     Served,
     /// Answered with a stored response for its `Idempotency-Key`.
@@ -42,26 +42,26 @@ pub enum Outcome {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Outcome; 12] = [
-    Outcome::Served,
-    Outcome::Replayed,
-    Outcome::KeyInFlight,
-    Outcome::KeyMismatch,
-    Outcome::Rejected,
-    Outcome::Reset,
-    Outcome::Close,
-    Outcome::Truncate,
-    Outcome::Timeout,
-    Outcome::BadHeader,
-    Outcome::BadRequest,
-    Outcome::Abandoned,
+const FIXED_OUTCOMES: [Disposition; 12] = [
+    Disposition::Served,
+    Disposition::Replayed,
+    Disposition::KeyInFlight,
+    Disposition::KeyMismatch,
+    Disposition::Rejected,
+    Disposition::Reset,
+    Disposition::Close,
+    Disposition::Truncate,
+    Disposition::Timeout,
+    Disposition::BadHeader,
+    Disposition::BadRequest,
+    Disposition::Abandoned,
 ];
 
-impl Outcome {
+impl Disposition {
     /// The label used in the ledger and in metrics: `served`, `status_503`, `reset`, …
     pub fn label(self) -> String {
         match self {
-            Outcome::Status(code) => format!("status_{code}"),
+            Disposition::Status(code) => format!("status_{code}"),
             other => other.fixed_label().to_string(),
         }
     }
@@ -69,19 +69,19 @@ impl Outcome {
     /// The label without the status code (`status` for every status fault).
     pub(crate) fn fixed_label(self) -> &'static str {
         match self {
-            Outcome::Served => "served",
-            Outcome::Replayed => "replayed",
-            Outcome::KeyInFlight => "key_in_flight",
-            Outcome::KeyMismatch => "key_mismatch",
-            Outcome::Rejected => "rejected",
-            Outcome::Status(_) => FaultKind::Status.name(),
-            Outcome::Reset => FaultKind::Reset.name(),
-            Outcome::Close => FaultKind::Close.name(),
-            Outcome::Truncate => FaultKind::Truncate.name(),
-            Outcome::Timeout => FaultKind::Timeout.name(),
-            Outcome::BadHeader => "bad_header",
-            Outcome::BadRequest => "bad_request",
-            Outcome::Abandoned => "abandoned",
+            Disposition::Served => "served",
+            Disposition::Replayed => "replayed",
+            Disposition::KeyInFlight => "key_in_flight",
+            Disposition::KeyMismatch => "key_mismatch",
+            Disposition::Rejected => "rejected",
+            Disposition::Status(_) => FaultKind::Status.name(),
+            Disposition::Reset => FaultKind::Reset.name(),
+            Disposition::Close => FaultKind::Close.name(),
+            Disposition::Truncate => FaultKind::Truncate.name(),
+            Disposition::Timeout => FaultKind::Timeout.name(),
+            Disposition::BadHeader => "bad_header",
+            Disposition::BadRequest => "bad_request",
+            Disposition::Abandoned => "abandoned",
         }
     }
 
@@ -110,9 +110,9 @@ impl Default for OutcomeCounters {
 }
 
 impl OutcomeCounters {
-    pub(crate) fn add(&self, outcome: Outcome) {
+    pub(crate) fn add(&self, outcome: Disposition) {
         let counter = match outcome {
-            Outcome::Status(code) => (200..=599)
+            Disposition::Status(code) => (200..=599)
                 .contains(&code)
                 .then(|| &self.status[usize::from(code - 200)]),
             other => other.fixed_index().map(|i| &self.fixed[i]),
@@ -162,14 +162,14 @@ impl Counts {
         }
     }
 
-    pub(super) fn outcomes(&self) -> impl Iterator<Item = (Outcome, u64)> + '_ {
+    pub(super) fn outcomes(&self) -> impl Iterator<Item = (Disposition, u64)> + '_ {
         FIXED_OUTCOMES
             .iter()
             .copied()
             .zip(self.fixed.iter().copied())
             .chain(
                 (200u16..)
-                    .map(Outcome::Status)
+                    .map(Disposition::Status)
                     .zip(self.status.iter().copied()),
             )
             .filter(|(_, n)| *n > 0)
@@ -185,11 +185,11 @@ impl Counts {
 }
 
 /// Non-zero outcome counts, and every fault kind's count, since the process started.
-pub(crate) type LifetimeCounts = (Vec<(Outcome, u64)>, Vec<(FaultKind, u64)>);
+pub(crate) type LifetimeCounts = (Vec<(Disposition, u64)>, Vec<(FaultKind, u64)>);
 
 impl Ledger {
     /// How a request ended.
-    pub fn record_outcome(&self, outcome: Outcome) {
+    pub fn record_outcome(&self, outcome: Disposition) {
         self.counters.add(outcome);
     }
 
@@ -210,7 +210,7 @@ impl Ledger {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// Outcome and fault counts since the process started.
+    /// Disposition and fault counts since the process started.
     pub(crate) fn lifetime_counts(&self) -> LifetimeCounts {
         let counts = self.counters.load();
         let faults = FaultKind::ALL

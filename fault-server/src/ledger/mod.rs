@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-pub use counters::Outcome;
+pub use counters::Disposition;
 use counters::{Counts, OutcomeCounters};
 pub use ids::Execution;
 use keys::KeyEntry;

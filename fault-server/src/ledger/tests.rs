@@ -214,10 +214,10 @@ fn examples_and_policies_are_bounded() {
 #[test]
 fn outcomes_and_faults_are_counted_and_reset() {
     let ledger = Ledger::default();
-    ledger.record_outcome(Outcome::Served);
-    ledger.record_outcome(Outcome::Status(503));
-    ledger.record_outcome(Outcome::Status(503));
-    ledger.record_outcome(Outcome::Reset);
+    ledger.record_outcome(Disposition::Served);
+    ledger.record_outcome(Disposition::Status(503));
+    ledger.record_outcome(Disposition::Status(503));
+    ledger.record_outcome(Disposition::Reset);
     ledger.record_fault(FaultKind::Status, "outage");
     ledger.record_fault(FaultKind::Reset, "outage");
     let snap = ledger.snapshot();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::state::View;
-use crate::ledger::Outcome;
+use crate::ledger::Disposition;
 use crate::otel::ServerSpan;
 
 /// Counts a request in flight and makes sure every request ends with exactly one
@@ -32,7 +32,7 @@ impl InFlight {
         }
     }
 
-    pub(super) fn outcome(&mut self, outcome: Outcome) {
+    pub(super) fn outcome(&mut self, outcome: Disposition) {
         if !self.done {
             self.done = true;
             self.view.shared.ledger.record_outcome(outcome);
@@ -52,7 +52,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.outcome(Outcome::Abandoned);
+        self.outcome(Disposition::Abandoned);
         if let (Some(tracing), Some(span)) = (&self.view.shared.tracing, self.span.take()) {
             tracing.end(*span);
         }
@@ -65,19 +65,22 @@ impl Drop for InFlight {
 }
 
 /// What the outcome says on the span: the status, or why there was none.
-fn annotate(span: &mut ServerSpan, outcome: Outcome) {
+fn annotate(span: &mut ServerSpan, outcome: Disposition) {
     match outcome {
-        Outcome::Served => span.status(200),
-        Outcome::Status(status) => span.status(status),
-        Outcome::KeyInFlight => span.status(409),
-        Outcome::KeyMismatch => span.status(422),
-        Outcome::Reset => span.error("reset"),
-        Outcome::Close => span.error("closed"),
-        Outcome::Truncate => span.error("truncated"),
-        Outcome::Timeout => span.error("timeout"),
-        Outcome::Abandoned => span.error("abandoned"),
+        Disposition::Served => span.status(200),
+        Disposition::Status(status) => span.status(status),
+        Disposition::KeyInFlight => span.status(409),
+        Disposition::KeyMismatch => span.status(422),
+        Disposition::Reset => span.error("reset"),
+        Disposition::Close => span.error("closed"),
+        Disposition::Truncate => span.error("truncated"),
+        Disposition::Timeout => span.error("timeout"),
+        Disposition::Abandoned => span.error("abandoned"),
         // The status is set where it is known.
-        Outcome::Replayed | Outcome::Rejected | Outcome::BadHeader | Outcome::BadRequest => {}
+        Disposition::Replayed
+        | Disposition::Rejected
+        | Disposition::BadHeader
+        | Disposition::BadRequest => {}
     }
     span.set("chaos.server.outcome", outcome.fixed_label());
 }

@@ -47,7 +47,7 @@ use super::flight::InFlight;
 use super::kept::{Kept, Text, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
-use crate::ledger::{Execution, KeyCheck, KeyClaim, Outcome, RequestIdentity, StoredResponse};
+use crate::ledger::{Disposition, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse};
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
 use crate::seed::{IdSeed, fnv1a};
 use crate::wire::TRACEPARENT;
@@ -181,7 +181,7 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
                 .ledger
                 .record_request(RequestIdentity::default(), shared.ledger_now());
             flight.span(|span| span.status(bad.status().as_u16()));
-            flight.outcome(Outcome::BadHeader);
+            flight.outcome(Disposition::BadHeader);
             return ready(problem(bad.status(), &bad.to_string()));
         }
     };
@@ -288,7 +288,7 @@ async fn finish(
         Ok(body) => body,
         Err(error) => {
             flight.span(|span| span.status(error.status().as_u16()));
-            flight.outcome(Outcome::BadRequest);
+            flight.outcome(Disposition::BadRequest);
             return problem(error.status(), &error.to_string());
         }
     };
@@ -311,7 +311,7 @@ async fn finish(
                 let _ = app_now(shared, &facts, &mut flight);
             }
             if let FaultAction::Status(response) = &fault.action {
-                flight.outcome(Outcome::Status(response.status));
+                flight.outcome(Disposition::Status(response.status));
                 return status_response(response, &phase_name);
             }
             // Rare next to the rest and ending the connection: boxed, so the future of
@@ -371,7 +371,7 @@ async fn serve(
                     span.set("chaos.capacity", "rejected");
                     span.status(status.as_u16());
                 });
-                flight.outcome(Outcome::Rejected);
+                flight.outcome(Disposition::Rejected);
                 let body = serde_json::to_string(&FaultBody {
                     error: "over capacity",
                     status: status.as_u16(),
@@ -397,7 +397,7 @@ async fn serve(
 fn respond(done: AppResult, flight: &mut InFlight) -> Response {
     match done {
         AppResult::Done(response) => {
-            flight.outcome(Outcome::Served);
+            flight.outcome(Disposition::Served);
             response
         }
         AppResult::Replayed(stored) => {
@@ -405,18 +405,18 @@ fn respond(done: AppResult, flight: &mut InFlight) -> Response {
                 span.set("chaos.side_effect", "replayed");
                 span.status(stored.status);
             });
-            flight.outcome(Outcome::Replayed);
+            flight.outcome(Disposition::Replayed);
             replay(&stored)
         }
         AppResult::KeyInFlight => {
-            flight.outcome(Outcome::KeyInFlight);
+            flight.outcome(Disposition::KeyInFlight);
             problem(
                 StatusCode::CONFLICT,
                 "a request with this Idempotency-Key is still being processed",
             )
         }
         AppResult::KeyMismatch => {
-            flight.outcome(Outcome::KeyMismatch);
+            flight.outcome(Disposition::KeyMismatch);
             problem(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "this Idempotency-Key was used with a different request",
@@ -553,7 +553,7 @@ async fn end_connection(
 ) -> Response {
     let Some(control): Option<ConnControl> = current_connection() else {
         // Only reachable when the router is driven without this crate's accept loop.
-        flight.outcome(Outcome::BadRequest);
+        flight.outcome(Disposition::BadRequest);
         return problem(
             StatusCode::INTERNAL_SERVER_ERROR,
             "this fault needs a connection served by fault-server's accept loop",
@@ -561,15 +561,15 @@ async fn end_connection(
     };
     match fault.action {
         FaultAction::Reset => {
-            flight.outcome(Outcome::Reset);
+            flight.outcome(Disposition::Reset);
             control.reset();
         }
         FaultAction::Close => {
-            flight.outcome(Outcome::Close);
+            flight.outcome(Disposition::Close);
             control.close();
         }
         FaultAction::Truncate(response) => {
-            flight.outcome(Outcome::Truncate);
+            flight.outcome(Disposition::Truncate);
             let _ = control.write_raw(&truncated_bytes(
                 &response,
                 phase,
@@ -579,7 +579,7 @@ async fn end_connection(
             control.reset();
         }
         FaultAction::Timeout { hold } => {
-            flight.outcome(Outcome::Timeout);
+            flight.outcome(Disposition::Timeout);
             let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
             tokio::select! {
                 () = tokio::time::sleep(hold) => {}

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::float_cmp)] // Tests: a panic is the failure report.
 
-use super::{Baseline, Figures, PlanIdentity, Relative, Tolerance, Verdict, compare};
+use super::{Baseline, Drift, Figures, PlanIdentity, Relative, Tolerance, compare};
 
 fn figures(name: &str) -> Figures {
     Figures {
@@ -45,7 +45,7 @@ fn baseline(policies: Vec<Figures>) -> Baseline {
 }
 
 /// The verdict of one metric when `edit` changes this run's figures.
-fn verdict(metric: &str, edit: impl FnOnce(&mut Figures)) -> Verdict {
+fn verdict(metric: &str, edit: impl FnOnce(&mut Figures)) -> Drift {
     let mut now = figures("a");
     edit(&mut now);
     let c = compare(
@@ -64,9 +64,9 @@ fn verdict(metric: &str, edit: impl FnOnce(&mut Figures)) -> Verdict {
 
 #[test]
 fn each_figure_regresses_only_beyond_its_tolerance_and_never_by_improving() {
-    use Verdict::{Ok, Regressed};
+    use Drift::{Ok, Regressed};
     type Edit = Box<dyn FnOnce(&mut Figures)>;
-    let table: Vec<(&str, Edit, Verdict)> = vec![
+    let table: Vec<(&str, Edit, Drift)> = vec![
         ("amplification", Box::new(|f| f.amplification = 1.25), Ok),
         (
             "amplification",
@@ -141,9 +141,9 @@ fn a_missing_policy_regresses_a_new_one_is_noted_and_a_changed_plan_is_said() {
             .find(|r| r.policy == policy && r.metric == metric)
             .map(|r| r.verdict)
     };
-    assert_eq!(verdict_of("b", "policy"), Some(Verdict::Missing));
-    assert_eq!(verdict_of("c", "policy"), Some(Verdict::New));
-    assert_eq!(verdict_of("a", "amplification"), Some(Verdict::Ok));
+    assert_eq!(verdict_of("b", "policy"), Some(Drift::Missing));
+    assert_eq!(verdict_of("c", "policy"), Some(Drift::New));
+    assert_eq!(verdict_of("a", "amplification"), Some(Drift::Ok));
     let failed: Vec<&str> = c.regressions().map(|r| r.policy.as_str()).collect();
     assert_eq!(failed, ["b"]);
     assert!(!c.passed());

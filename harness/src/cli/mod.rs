@@ -335,7 +335,7 @@ fn compare(baseline: &Path, now: &Path) -> u8 {
 }
 
 /// The notes and the regressions of a comparison, on stderr.
-fn say_regressions(comparison: &baseline::Comparison) {
+fn say_regressions(comparison: &crate::report::Comparison) {
     for note in &comparison.notes {
         eprintln!("note: {note}");
     }

@@ -43,7 +43,7 @@ pub(super) fn sweep(
         swept.write_to_temp(&stamp)
     });
     if !quiet {
-        print!("{}", sweep::markdown(&swept.comparison));
+        print!("{}", sweep::markdown(&swept.table));
     }
     match &written {
         Ok(dir) => {
@@ -52,7 +52,7 @@ pub(super) fn sweep(
             }
             println!(
                 "sweep of {}: {}",
-                swept.comparison.key,
+                swept.table.key,
                 dir.join("sweep.html").display()
             );
         }

@@ -8,16 +8,16 @@ use chaos_policy::GiveUp;
 use fault_server::script::FaultResponse;
 use fault_server::wire::{FAULT, GAVE_UP, NO_RETRY};
 
-use super::forward::Answer;
+use super::forward::Forwarded;
 use crate::hop::Upward;
 
 /// The hop core's answer upstream as HTTP: the next hop's last status passed on with its
 /// headers and body, or a problem saying why the tier gave up, marked
 /// `x-chaos-no-retry` and `x-chaos-gave-up` as the core decided.
-pub(super) fn respond(tier: &str, up: Upward, last: Option<Answer>) -> Response {
+pub(super) fn respond(tier: &str, up: Upward, last: Option<Forwarded>) -> Response {
     let status = StatusCode::from_u16(up.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut response = match (last, up.last) {
-        (Some(Answer { headers, body, .. }), _) if up.passes_last_status() => {
+        (Some(Forwarded { headers, body, .. }), _) if up.passes_last_status() => {
             let mut response = Response::new(Body::from(body));
             *response.status_mut() = status;
             *response.headers_mut() = headers;

@@ -13,7 +13,7 @@ use super::Shared;
 use crate::attempt::classify;
 
 /// What the next hop answered.
-pub(super) struct Answer {
+pub(super) struct Forwarded {
     pub(super) outcome: Outcome,
     /// The answer's headers, passed upstream but for hop-by-hop ones.
     pub(super) headers: HeaderMap,
@@ -21,9 +21,9 @@ pub(super) struct Answer {
     pub(super) body: Bytes,
 }
 
-impl Answer {
-    fn failed(outcome: Outcome) -> Answer {
-        Answer {
+impl Forwarded {
+    fn failed(outcome: Outcome) -> Forwarded {
+        Forwarded {
             outcome,
             headers: HeaderMap::new(),
             no_retry: false,
@@ -70,7 +70,7 @@ pub(super) async fn forward(
     parts: &axum::http::request::Parts,
     body: &Bytes,
     hop: Hop<'_>,
-) -> Answer {
+) -> Forwarded {
     let Hop {
         attempt,
         timeout,
@@ -121,16 +121,16 @@ pub(super) async fn forward(
                 }
             }
             match response.bytes().await {
-                Ok(body) => Answer {
+                Ok(body) => Forwarded {
                     outcome: Outcome::Status(status),
                     headers,
                     no_retry,
                     body,
                 },
-                Err(e) if e.is_timeout() => Answer::failed(Outcome::AttemptTimeout),
-                Err(_) => Answer::failed(Outcome::TruncatedBody),
+                Err(e) if e.is_timeout() => Forwarded::failed(Outcome::AttemptTimeout),
+                Err(_) => Forwarded::failed(Outcome::TruncatedBody),
             }
         }
-        Err(e) => Answer::failed(classify(&e)),
+        Err(e) => Forwarded::failed(classify(&e)),
     }
 }

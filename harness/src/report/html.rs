@@ -6,8 +6,8 @@
 
 use std::fmt::Write;
 
+use super::drift::{Comparison, Drift};
 use super::model::{PolicyReport, Report, SeriesPoint};
-use crate::baseline::{Comparison, Verdict};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -307,7 +307,7 @@ fn baseline_html(out: &mut String, comparison: &Comparison) {
     out.push_str("<table><tr><th>policy</th><th>metric</th><th>baseline</th><th>now</th><th>change</th><th>tolerance</th><th>verdict</th></tr>");
     let cell = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |v| format!("{v:.3}"));
     for row in &comparison.rows {
-        let bad = matches!(row.verdict, Verdict::Regressed | Verdict::Missing);
+        let bad = matches!(row.verdict, Drift::Regressed | Drift::Missing);
         let _ = write!(
             out,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -2,8 +2,8 @@
 
 use std::fmt::Write;
 
+use super::drift::{Drift, Row};
 use super::model::Report;
-use crate::baseline::{Row, Verdict};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -18,7 +18,7 @@ pub fn render(report: &Report) -> String {
     // partial run as green.
     let errors = usize::from(report.error.is_some());
     let compared = report.baseline.as_ref().map_or(&[][..], |c| &c.rows[..]);
-    let regressed = |row: &&Row| matches!(row.verdict, Verdict::Regressed | Verdict::Missing);
+    let regressed = |row: &&Row| matches!(row.verdict, Drift::Regressed | Drift::Missing);
     let cases: usize =
         report.policies.iter().map(|p| p.gates.len()).sum::<usize>() + errors + compared.len();
     let failures: usize = report

@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
+use super::drift::{Comparison, Drift, Row};
 use super::model::{PolicyReport, Report};
-use crate::baseline::{Comparison, Row, Verdict};
 
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
@@ -186,8 +186,8 @@ pub fn baseline_table(comparison: &Comparison) -> String {
 /// How a row reads: `baseline 1.2, now 1.5 (+0.3), tolerance +0.05`.
 pub fn describe_row(row: &Row) -> String {
     match row.verdict {
-        Verdict::Missing => "in the baseline, not in this run".to_owned(),
-        Verdict::New => "not in the baseline".to_owned(),
+        Drift::Missing => "in the baseline, not in this run".to_owned(),
+        Drift::New => "not in the baseline".to_owned(),
         _ => format!(
             "baseline {}, now {} ({}), tolerance {}",
             opt(row.baseline, 3),
@@ -199,12 +199,12 @@ pub fn describe_row(row: &Row) -> String {
     }
 }
 
-pub(super) fn verdict_word(verdict: Verdict) -> &'static str {
+pub(super) fn verdict_word(verdict: Drift) -> &'static str {
     match verdict {
-        Verdict::Ok => "ok",
-        Verdict::Regressed => "**REGRESSED**",
-        Verdict::Missing => "**MISSING**",
-        Verdict::New => "new",
+        Drift::Ok => "ok",
+        Drift::Regressed => "**REGRESSED**",
+        Drift::Missing => "**MISSING**",
+        Drift::New => "new",
     }
 }
 

@@ -1,6 +1,7 @@
 //! Reports: the model, how it is built from a run, and its renderers.
 
 mod build;
+mod drift;
 mod html;
 mod junit;
 mod markdown;
@@ -14,6 +15,7 @@ pub use build::{
     DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, describe_policy,
     offered_quantile_ms, peak_1s, reconciliation, recovery_s,
 };
+pub use drift::{Comparison, Drift, Row};
 pub use html::render as html;
 pub use junit::render as junit;
 pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};

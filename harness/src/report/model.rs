@@ -30,7 +30,7 @@ pub struct Report {
     pub policies: Vec<PolicyReport>,
     /// This run against a saved baseline (`--baseline FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<crate::baseline::Comparison>,
+    pub baseline: Option<super::drift::Comparison>,
     /// The policies best first, and the one to roll out (plans/README.md, "What the
     /// report counts").
     #[serde(default)]

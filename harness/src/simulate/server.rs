@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use chaos_policy::{Outcome, ResetPhase};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
+use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
-use fault_server::ledger::{Outcome as Served, StoredResponse};
 use fault_server::script::{Decision, FaultAction, Script};
 use fault_server::seed::{IdSeed, fnv1a};
 
@@ -172,7 +172,7 @@ impl<'a> Server<'a> {
             let (outcome, served, after) = match fault.action {
                 FaultAction::Delay(d) => {
                     delay = d;
-                    (None, Served::Served, Duration::ZERO)
+                    (None, Disposition::Served, Duration::ZERO)
                 }
                 FaultAction::Status(response) => (
                     Some(Reply {
@@ -180,28 +180,28 @@ impl<'a> Server<'a> {
                         retry_after: response.retry_after_secs().map(Duration::from_secs),
                         no_retry: false,
                     }),
-                    Served::Status(response.status),
+                    Disposition::Status(response.status),
                     Duration::ZERO,
                 ),
                 FaultAction::Reset => (
                     Some(Reply::bare(Outcome::Reset(ResetPhase::Unknown))),
-                    Served::Reset,
+                    Disposition::Reset,
                     Duration::ZERO,
                 ),
                 FaultAction::Close => (
                     Some(Reply::bare(Outcome::Closed)),
-                    Served::Close,
+                    Disposition::Close,
                     Duration::ZERO,
                 ),
                 FaultAction::Truncate(_) => (
                     Some(Reply::bare(Outcome::TruncatedBody)),
-                    Served::Truncate,
+                    Disposition::Truncate,
                     Duration::ZERO,
                 ),
                 // Held, then closed: the client's attempt timeout usually ends it first.
                 FaultAction::Timeout { hold } => (
                     Some(Reply::bare(Outcome::Closed)),
-                    Served::Timeout,
+                    Disposition::Timeout,
                     hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
                 ),
             };
@@ -222,7 +222,7 @@ impl<'a> Server<'a> {
                 let who = self.who();
                 self.ledger.execute(who, now);
             }
-            self.ledger.record_outcome(Served::Served);
+            self.ledger.record_outcome(Disposition::Served);
             Self::answer(
                 queue,
                 net,
@@ -264,7 +264,7 @@ impl<'a> Server<'a> {
             }
             Admission::Rejected => {
                 let status = self.limits.map_or(503, |l| l.reject_status);
-                self.ledger.record_outcome(Served::Rejected);
+                self.ledger.record_outcome(Disposition::Rejected);
                 Self::answer(
                     queue,
                     net,
@@ -325,9 +325,9 @@ impl<'a> Server<'a> {
                     }
                     None
                 }
-                KeyCheck::Replay(stored) => Some((Served::Replayed, stored.status)),
-                KeyCheck::InFlight => Some((Served::KeyInFlight, 409)),
-                KeyCheck::Mismatch => Some((Served::KeyMismatch, 422)),
+                KeyCheck::Replay(stored) => Some((Disposition::Replayed, stored.status)),
+                KeyCheck::InFlight => Some((Disposition::KeyInFlight, 409)),
+                KeyCheck::Mismatch => Some((Disposition::KeyMismatch, 422)),
             };
             if let Some((served, status)) = early {
                 self.ledger.record_outcome(served);
@@ -364,7 +364,7 @@ impl<'a> Server<'a> {
         if let Some(claim) = claim {
             self.complete(claim);
         }
-        self.ledger.record_outcome(Served::Served);
+        self.ledger.record_outcome(Disposition::Served);
         self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(200)))
     }
 

@@ -12,13 +12,13 @@
 //! progress and exit codes are the command line's (`cli/sweep.rs`).
 //!
 //! - `spec.rs`: `KEY=V1,V2,...` read against the plan ([`Sweep`], [`SpecError`]);
-//! - `comparison.rs`: the `chaos-sweep/v1` model ([`Comparison`], [`Point`]);
+//! - `table.rs`: the `chaos-sweep/v1` model ([`SweepTable`], [`Point`]);
 //! - `render.rs`: `sweep.md` and `sweep.html`;
 //! - `write.rs`: the files and where they go.
 
-mod comparison;
 mod render;
 mod spec;
+mod table;
 mod write;
 
 use std::path::Path;
@@ -27,9 +27,9 @@ use crate::plan::{self, PlanError, Setting};
 use crate::report::Report;
 
 use super::{Effort, SimError};
-pub use comparison::{Comparison, Point};
 pub use render::{html, markdown};
 pub use spec::{SpecError, Sweep};
+pub use table::{Point, SweepTable};
 
 /// Why a sweep did not run; every one is the plan's or the command's (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ pub struct ValueRun {
 #[derive(Debug, Clone)]
 pub struct Swept {
     pub runs: Vec<ValueRun>,
-    pub comparison: Comparison,
+    pub table: SweepTable,
 }
 
 /// Simulates the plan at `path` once per value of `spec` (`KEY=V1,V2,...`), every policy
@@ -103,11 +103,11 @@ pub fn run(
         });
         runs.push(ValueRun {
             value: value.clone(),
-            dir: comparison::value_dir(i, value),
+            dir: table::value_dir(i, value),
             report,
         });
     }
-    let comparison = Comparison {
+    let table = SweepTable {
         schema: "chaos-sweep/v1",
         plan: base.name.clone(),
         seed: seed.unwrap_or(base.seed),
@@ -115,8 +115,8 @@ pub fn run(
         values: sweep.values,
         points: runs
             .iter()
-            .flat_map(|r| comparison::points(&r.report, &r.value, &r.dir))
+            .flat_map(|r| table::points(&r.report, &r.value, &r.dir))
             .collect(),
     };
-    Ok(Swept { runs, comparison })
+    Ok(Swept { runs, table })
 }

@@ -3,14 +3,14 @@
 
 use std::fmt::Write as _;
 
-use super::comparison::{Comparison, Point};
+use super::table::{Point, SweepTable};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
 }
 
 /// The comparison as a table.
-pub fn markdown(c: &Comparison) -> String {
+pub fn markdown(c: &SweepTable) -> String {
     let mut out = format!(
         "# Sweep of `{}` — plan `{}`, seed {}, simulated\n\n",
         c.key, c.plan, c.seed
@@ -41,7 +41,7 @@ const COLOURS: &[&str] = &[
 ];
 
 /// One small line chart: `metric` of every policy across the values.
-fn chart(c: &Comparison, title: &str, metric: impl Fn(&Point) -> Option<f64>) -> String {
+fn chart(c: &SweepTable, title: &str, metric: impl Fn(&Point) -> Option<f64>) -> String {
     let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
     let plot_w = w - left - 20.0;
     let plot_h = h - bottom - top;
@@ -111,7 +111,7 @@ fn escape(s: &str) -> String {
 }
 
 /// The comparison as one self-contained page: three charts and the table.
-pub fn html(c: &Comparison) -> String {
+pub fn html(c: &SweepTable) -> String {
     let mut legend = String::new();
     for (k, policy) in c.policies().iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];

@@ -15,11 +15,11 @@ impl Swept {
         for run in &self.runs {
             files.nest(&run.dir, Files::report(&run.report));
         }
-        let json = serde_json::to_string_pretty(&self.comparison)
-            .expect("the comparison always serialises");
+        let json =
+            serde_json::to_string_pretty(&self.table).expect("the comparison always serialises");
         files.add("sweep.json", json);
-        files.add("sweep.md", markdown(&self.comparison));
-        files.add("sweep.html", html(&self.comparison));
+        files.add("sweep.md", markdown(&self.table));
+        files.add("sweep.html", html(&self.table));
         files
     }
 
@@ -36,7 +36,7 @@ impl Swept {
         match out {
             Some(dir) => files.write_into(dir),
             None => files.write_new(
-                &root.join("reports").join(&self.comparison.plan),
+                &root.join("reports").join(&self.table.plan),
                 &format!("sweep-{stamp}"),
             ),
         }
@@ -46,6 +46,6 @@ impl Swept {
     /// directory: where it goes when it cannot go where it was asked.
     pub fn write_to_temp(&self, stamp: &str) -> Result<PathBuf, WriteError> {
         self.files()
-            .write_to_temp(&format!("chaos-sweep-{}-{stamp}", self.comparison.plan))
+            .write_to_temp(&format!("chaos-sweep-{}-{stamp}", self.table.plan))
     }
 }

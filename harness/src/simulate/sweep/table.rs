@@ -23,7 +23,7 @@ pub struct Point {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
+pub struct SweepTable {
     pub schema: &'static str,
     pub plan: String,
     pub seed: u64,
@@ -32,7 +32,7 @@ pub struct Comparison {
     pub points: Vec<Point>,
 }
 
-impl Comparison {
+impl SweepTable {
     /// The policies, in the order they first appear: each keeps its colour in every chart.
     pub(super) fn policies(&self) -> Vec<&str> {
         let mut seen: Vec<&str> = Vec::new();
