@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
@@ -44,7 +44,7 @@ use fault_server::Script;
 use fault_server::wire;
 
 use crate::attempt::parse_retry_after;
-use crate::hop::{Admission, HopCounts, Incoming, Reply, Step, Tier};
+use crate::hop::{Admission, Forwarding, HopCounts, Incoming, Reply, Step, Tier};
 use crate::telemetry::tier::{TierSpan, TierTracing};
 
 mod answer;
@@ -259,8 +259,7 @@ async fn serve(
     received: Duration,
 ) -> Response {
     let _flight = InFlight(&shared.in_flight);
-    let headers = &parts.headers;
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let id = text(wire::REQUEST_ID).unwrap_or("");
     let mut span = shared.tracing.as_ref().and_then(|t| {
         TierSpan::begin(
@@ -271,7 +270,37 @@ async fn serve(
             parts.uri.path(),
         )
     });
-    let (mut forwarding, admission) = shared.core().receive(
+    let forwarding = match admit(&shared, &parts, id, received, &mut span).await {
+        Ok(forwarding) => forwarding,
+        Err(answered) => return answered,
+    };
+    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
+        shared.core().refuse();
+        return problem(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "tier `{}`: the request body is over 1 MiB or was cut off",
+                shared.name
+            ),
+        );
+    };
+    session(&shared, (&parts, &body), id, forwarding, span).await
+}
+
+/// The request's admission: counted, and answered by the tier's own fault (`Err`), held
+/// by a delay fault, or let through.
+async fn admit(
+    shared: &Shared,
+    parts: &axum::http::request::Parts,
+    id: &str,
+    received: Duration,
+    span: &mut Option<TierSpan>,
+) -> Result<Forwarding, Response> {
+    let headers = &parts.headers;
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // Built inside the call: the header view is not `Sync`, so it must not live across an
+    // await.
+    let (forwarding, admission) = shared.core().receive(
         received,
         &Incoming {
             method: parts.method.as_str(),
@@ -287,32 +316,34 @@ async fn serve(
         },
     );
     match admission {
-        Admission::Forward => {}
-        Admission::Delay(d) => tokio::time::sleep(d).await,
+        Admission::Forward => Ok(forwarding),
+        Admission::Delay(d) => {
+            tokio::time::sleep(d).await;
+            Ok(forwarding)
+        }
         Admission::Fault { phase, response } => {
             if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
                 span.end(t, response.status, None);
             }
             let phase = shared.core().phase_name(phase).to_owned();
-            return injected(&shared.name, &phase, &response);
+            Err(injected(&shared.name, &phase, &response))
         }
-        Admission::Unsupported => {
-            return problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("tier `{}` cannot inject this fault", shared.name),
-            );
-        }
+        Admission::Unsupported => Err(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("tier `{}` cannot inject this fault", shared.name),
+        )),
     }
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY).await else {
-        shared.core().refuse();
-        return problem(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "tier `{}`: the request body is over 1 MiB or was cut off",
-                shared.name
-            ),
-        );
-    };
+}
+
+/// The request's session: each attempt forwarded and its answer fed to the core, each
+/// backoff slept, until the core answers upstream.
+async fn session(
+    shared: &Shared,
+    (parts, body): (&axum::http::request::Parts, &Bytes),
+    id: &str,
+    mut forwarding: Forwarding,
+    mut span: Option<TierSpan>,
+) -> Response {
     let mut rng = forwarding.jitter_rng();
     let mut step = shared.core().start(&mut forwarding, shared.now(), id);
     let mut last = None;
@@ -331,7 +362,7 @@ async fn serve(
                     chain: forwarding.chain(),
                     traceparent: traceparent.as_deref(),
                 };
-                let answer = forward(&shared, &parts, &body, hop).await;
+                let answer = forward(shared, parts, body, hop).await;
                 if let Some(span) = &mut span {
                     span.answered(answer.outcome);
                 }
@@ -355,7 +386,7 @@ async fn serve(
             }
             Step::Answer(upward) => {
                 let response = respond(&shared.name, upward, last);
-                if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                if let (Some(t), Some(span)) = (&shared.tracing, span) {
                     span.end(
                         t,
                         response.status().as_u16(),
