@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use chaos_policy::{Action, BreakerState, Client, GiveUp, Outcome, Session, Verdict};
+use chaos_policy::{Action, Attempt, BreakerState, Client, GiveUp, Outcome, Session, Verdict};
 use opentelemetry::KeyValue;
+use rand_chacha::ChaCha8Rng;
 use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
-use super::{Shared, Traced, connections, lock, request_rng};
-use crate::attempt::{self, AttemptSpec};
+use super::connections::{self, Wait};
+use super::{Shared, Traced, lock, request_rng};
+use crate::attempt::{self, Answer, AttemptSpec};
 use crate::plan::RequestKind;
 use crate::schedule::Arrival;
 use crate::stats::{Reached, Recorder};
@@ -44,182 +46,277 @@ impl Drop for Running<'_> {
     }
 }
 
+/// The task of one logical request: its start, then what the client decides, an attempt or
+/// a wait at a time, to the end.
 pub(super) async fn drive(shared: Arc<Shared>, arrival: Arrival, stop: CancellationToken) {
-    let mut running = Running {
-        shared: &shared,
-        scheduled: arrival.at,
-        done: false,
-        reached: Reached::No,
-    };
-    let kind = &shared.plan.load.requests[arrival.kind];
     let id = format!("{}-{:07}", shared.policy, arrival.index);
-    let mut rng = request_rng(shared.seed, arrival.index);
-    // The lag is measured where the request really starts: on a worker, after the spawn.
-    let started = shared.now();
-    shared.arrivals.hand_over_due(&shared, started);
-    let lag = started.saturating_sub(arrival.at);
-    shared.recorders.record(|r| r.arrived(arrival.at, lag));
-    let traced = shared.telemetry.as_ref();
-    let mut trace = traced.map(|t| {
-        t.telemetry.begin(
-            shared.seed,
-            arrival.index,
-            t.wall(arrival.at),
-            About {
-                policy: &shared.policy,
-                kind: &kind.name,
-                method: &kind.method,
-                route: &kind.path,
-                request_id: &id,
-            },
-        )
-    });
-    // The time is read under the lock, so the client hears of times in the order they
-    // were read.
-    let (mut session, mut action) = {
-        let mut client = lock(&shared.client);
-        let now = shared.now();
-        // Read only for a trace: an untraced request pays nothing for it.
-        let before = trace.as_ref().and_then(|_| client.breaker_state(now));
-        let (session, action) = client.start(kind.policy_request(), now);
-        if let (Some(trace), Some(t)) = (&mut trace, traced) {
-            note(trace, t, &client, before, &session, &action);
-        }
-        (session, action)
-    };
+    let (mut request, mut action) = Request::start(&shared, &arrival, &id, &stop);
     loop {
-        match action {
-            Action::Send { attempt, timeout } => {
-                let sent = shared.now();
-                let traceparent = match (&mut trace, traced) {
-                    (Some(trace), Some(t)) => Some(trace.send(
-                        t.telemetry.span_id(),
-                        attempt,
-                        t.wall(sent),
-                        attempt::path_of(kind, arrival.n),
-                        session.violations(),
-                    )),
-                    _ => None,
-                };
-                let spec = AttemptSpec {
-                    kind: &shared.kinds[arrival.kind],
-                    id: &id,
-                    n: arrival.n,
-                    attempt,
-                    timeout,
-                    traceparent: traceparent.as_deref(),
-                    propagate_deadline: !shared.plan.tiers.is_empty(),
-                };
-                let record_sent = |recorder: &mut Recorder| {
-                    recorder.sent(
-                        sent,
-                        arrival.at,
-                        attempt.is_retry(),
-                        &id,
-                        session.violations(),
-                    );
-                };
-                // Boxed: the send is most of a request's state, and a task's whole state is
-                // moved when it is spawned; a request that never sends never pays for it.
-                let mut send = Box::pin(attempt::tracked(connections::send(
-                    &shared.http,
-                    shared.connections.as_ref(),
-                    spec,
-                )));
-                let (answer, wait) = tokio::select! {
-                    biased;
-                    answer = &mut send => answer,
-                    () = stop.cancelled() => {
-                        let left = attempt::left_process(send.as_mut());
-                        shared.recorders.record(|recorder| {
-                            if left {
-                                record_sent(recorder);
-                                recorder.abandoned += 1;
-                            } else {
-                                recorder.cut();
-                            }
-                        });
-                        if left {
-                            running.reached = running.reached.max(Reached::Maybe);
-                        }
-                        if let (Some(mut trace), Some(t)) = (trace.take(), traced) {
-                            let now = t.wall(shared.now());
-                            if left {
-                                trace.abandon(now);
-                            } else {
-                                // Never on the wire: not an attempt, in the trace either.
-                                trace.cut();
-                            }
-                            t.telemetry.finish(trace, None, now, &t.target);
-                        }
-                        return;
-                    }
-                };
-                let now = shared.now();
-                shared.arrivals.hand_over_due(&shared, now);
-                if !answer.outcome.proves_unsent() {
-                    running.reached = Reached::Yes;
-                }
-                // A wait for one of the client's own connections says nothing of the target.
-                if !wait.is_some_and(|w| w.timed_out) {
-                    shared.watch_target(answer.outcome, now);
-                }
-                shared.recorders.record(|recorder| {
-                    if let Some(wait) = wait {
-                        recorder.waited(wait.waited, wait.timed_out);
-                    }
-                    record_sent(recorder);
-                    recorder.attempt_done(
-                        answer.outcome,
-                        now.saturating_sub(sent),
-                        attempt.is_retry(),
-                    );
-                });
-                if let (Some(trace), Some(t)) = (&mut trace, traced) {
-                    trace.answer(t.wall(now), answer.outcome, answer.duplicate);
-                    t.telemetry.meters().attempt(
-                        now.saturating_sub(sent),
-                        &duration_attributes(t, kind, answer.outcome),
-                    );
-                }
-                action = decide(&shared, &mut trace, &mut session, |client, session, now| {
-                    client.on_answer(
-                        session,
-                        now,
-                        answer.outcome,
-                        answer.retry_after,
-                        answer.no_retry,
-                        &mut rng,
-                    )
-                });
-            }
+        action = match action {
+            Action::Send { attempt, timeout } => match request.send(attempt, timeout).await {
+                Some(next) => next,
+                None => return,
+            },
+            // Awaited here rather than in a helper, whose future would hold copies of its
+            // arguments in every task's state.
             Action::Wait { until } => {
                 tokio::select! {
-                    () = stop.cancelled() => {
-                        if let (Some(trace), Some(t)) = (trace.take(), traced) {
-                            t.telemetry.finish(trace, None, t.wall(shared.now()), &t.target);
-                        }
-                        return;
-                    }
+                    () = stop.cancelled() => return request.stopped_waiting(),
                     () = sleep_until(shared.start + until) => {}
                 }
-                action = decide(&shared, &mut trace, &mut session, |client, session, now| {
-                    client.on_timer(session, now)
-                });
+                request.after_wait()
             }
-            Action::Done(verdict) => {
-                let end = shared.now();
-                let latency = end.saturating_sub(arrival.at);
-                shared
-                    .recorders
-                    .record(|r| r.finished(arrival.at, latency, &verdict));
-                running.done = true;
-                if let (Some(trace), Some(t)) = (trace.take(), traced) {
-                    t.telemetry
-                        .finish(trace, Some(&verdict), t.wall(end), &t.target);
-                }
-                return;
+            Action::Done(verdict) => return request.finish(&verdict),
+        };
+    }
+}
+
+/// What the phases of one logical request share.
+///
+/// What [`drive`] holds already (the engine's state, the arrival, the id, the stop signal)
+/// is borrowed from it, not copied: an attempt in flight borrows the id and the engine's
+/// state without holding the request, and the task's state, moved whole when it is
+/// spawned, holds each of them once.
+struct Request<'a> {
+    shared: &'a Arc<Shared>,
+    arrival: &'a Arrival,
+    kind: &'a RequestKind,
+    id: &'a str,
+    stop: &'a CancellationToken,
+    rng: ChaCha8Rng,
+    session: Session,
+    traced: Option<&'a Traced>,
+    /// Kept only when the run is traced.
+    trace: Option<LogicalTrace>,
+    running: Running<'a>,
+}
+
+impl<'a> Request<'a> {
+    /// The start: the arrival counted with its lag, the trace begun, and the client's first
+    /// decision.
+    fn start(
+        shared: &'a Arc<Shared>,
+        arrival: &'a Arrival,
+        id: &'a str,
+        stop: &'a CancellationToken,
+    ) -> (Request<'a>, Action) {
+        let running = Running {
+            shared,
+            scheduled: arrival.at,
+            done: false,
+            reached: Reached::No,
+        };
+        let kind = &shared.plan.load.requests[arrival.kind];
+        let rng = request_rng(shared.seed, arrival.index);
+        // The lag is measured where the request really starts: on a worker, after the spawn.
+        let started = shared.now();
+        shared.arrivals.hand_over_due(shared, started);
+        let lag = started.saturating_sub(arrival.at);
+        shared.recorders.record(|r| r.arrived(arrival.at, lag));
+        let traced = shared.telemetry.as_ref();
+        let mut trace = traced.map(|t| {
+            t.telemetry.begin(
+                shared.seed,
+                arrival.index,
+                t.wall(arrival.at),
+                About {
+                    policy: &shared.policy,
+                    kind: &kind.name,
+                    method: &kind.method,
+                    route: &kind.path,
+                    request_id: id,
+                },
+            )
+        });
+        // The time is read under the lock, so the client hears of times in the order they
+        // were read.
+        let (session, action) = {
+            let mut client = lock(&shared.client);
+            let now = shared.now();
+            // Read only for a trace: an untraced request pays nothing for it.
+            let before = trace.as_ref().and_then(|_| client.breaker_state(now));
+            let (session, action) = client.start(kind.policy_request(), now);
+            if let (Some(trace), Some(t)) = (&mut trace, traced) {
+                note(trace, t, &client, before, &session, &action);
             }
+            (session, action)
+        };
+        let request = Request {
+            shared,
+            arrival,
+            kind,
+            id,
+            stop,
+            rng,
+            session,
+            traced,
+            trace,
+            running,
+        };
+        (request, action)
+    }
+
+    /// One attempt sent and answered, then the client's decision on the answer; `None`
+    /// when the run stopped first.
+    async fn send(&mut self, attempt: Attempt, timeout: Option<Duration>) -> Option<Action> {
+        let shared = self.shared;
+        let sent = shared.now();
+        let traceparent = match (&mut self.trace, self.traced) {
+            (Some(trace), Some(t)) => Some(trace.send(
+                t.telemetry.span_id(),
+                attempt,
+                t.wall(sent),
+                attempt::path_of(self.kind, self.arrival.n),
+                self.session.violations(),
+            )),
+            _ => None,
+        };
+        let spec = AttemptSpec {
+            kind: &shared.kinds[self.arrival.kind],
+            id: self.id,
+            n: self.arrival.n,
+            attempt,
+            timeout,
+            traceparent: traceparent.as_deref(),
+            propagate_deadline: !shared.plan.tiers.is_empty(),
+        };
+        // Boxed: the send is most of a request's state, and a task's whole state is
+        // moved when it is spawned; a request that never sends never pays for it.
+        let mut send = Box::pin(attempt::tracked(connections::send(
+            &shared.http,
+            shared.connections.as_ref(),
+            spec,
+        )));
+        let (answer, wait) = tokio::select! {
+            biased;
+            answer = &mut send => answer,
+            () = self.stop.cancelled() => {
+                self.stopped_sending(attempt::left_process(send.as_mut()), sent, attempt);
+                return None;
+            }
+        };
+        Some(self.answered(answer, wait, sent, attempt))
+    }
+
+    /// An attempt's answer counted (and traced), then the client's decision on it.
+    fn answered(
+        &mut self,
+        answer: Answer,
+        wait: Option<Wait>,
+        sent: Duration,
+        attempt: Attempt,
+    ) -> Action {
+        let shared = self.shared;
+        let now = shared.now();
+        shared.arrivals.hand_over_due(shared, now);
+        if !answer.outcome.proves_unsent() {
+            self.running.reached = Reached::Yes;
+        }
+        // A wait for one of the client's own connections says nothing of the target.
+        if !wait.is_some_and(|w| w.timed_out) {
+            shared.watch_target(answer.outcome, now);
+        }
+        shared.recorders.record(|recorder| {
+            if let Some(wait) = wait {
+                recorder.waited(wait.waited, wait.timed_out);
+            }
+            self.record_sent(recorder, sent, attempt);
+            recorder.attempt_done(answer.outcome, now.saturating_sub(sent), attempt.is_retry());
+        });
+        if let (Some(trace), Some(t)) = (&mut self.trace, self.traced) {
+            trace.answer(t.wall(now), answer.outcome, answer.duplicate);
+            t.telemetry.meters().attempt(
+                now.saturating_sub(sent),
+                &duration_attributes(t, self.kind, answer.outcome),
+            );
+        }
+        let rng = &mut self.rng;
+        decide(
+            shared,
+            &mut self.trace,
+            &mut self.session,
+            |client, session, now| {
+                client.on_answer(
+                    session,
+                    now,
+                    answer.outcome,
+                    answer.retry_after,
+                    answer.no_retry,
+                    rng,
+                )
+            },
+        )
+    }
+
+    /// The end of a request stopped with an attempt out: the attempt is counted abandoned
+    /// if it had left the process (it may have reached the server), else cut.
+    fn stopped_sending(&mut self, left: bool, sent: Duration, attempt: Attempt) {
+        let shared = self.shared;
+        shared.recorders.record(|recorder| {
+            if left {
+                self.record_sent(recorder, sent, attempt);
+                recorder.abandoned += 1;
+            } else {
+                recorder.cut();
+            }
+        });
+        if left {
+            self.running.reached = self.running.reached.max(Reached::Maybe);
+        }
+        if let (Some(mut trace), Some(t)) = (self.trace.take(), self.traced) {
+            let now = t.wall(shared.now());
+            if left {
+                trace.abandon(now);
+            } else {
+                // Never on the wire: not an attempt, in the trace either.
+                trace.cut();
+            }
+            t.telemetry.finish(trace, None, now, &t.target);
+        }
+    }
+
+    /// Counts the attempt sent at `sent`: once it is answered, or when the run stops after it
+    /// left the process.
+    fn record_sent(&self, recorder: &mut Recorder, sent: Duration, attempt: Attempt) {
+        recorder.sent(
+            sent,
+            self.arrival.at,
+            attempt.is_retry(),
+            self.id,
+            self.session.violations(),
+        );
+    }
+
+    /// The end of a request stopped while it waited to retry.
+    fn stopped_waiting(&mut self) {
+        if let (Some(trace), Some(t)) = (self.trace.take(), self.traced) {
+            t.telemetry
+                .finish(trace, None, t.wall(self.shared.now()), &t.target);
+        }
+    }
+
+    /// The client's decision once the wait before a retry is over.
+    fn after_wait(&mut self) -> Action {
+        decide(
+            self.shared,
+            &mut self.trace,
+            &mut self.session,
+            |client, session, now| client.on_timer(session, now),
+        )
+    }
+
+    /// The end: the verdict counted, with the latency from the scheduled time.
+    fn finish(&mut self, verdict: &Verdict) {
+        let shared = self.shared;
+        let end = shared.now();
+        let latency = end.saturating_sub(self.arrival.at);
+        shared
+            .recorders
+            .record(|r| r.finished(self.arrival.at, latency, verdict));
+        self.running.done = true;
+        if let (Some(trace), Some(t)) = (self.trace.take(), self.traced) {
+            t.telemetry
+                .finish(trace, Some(verdict), t.wall(end), &t.target);
         }
     }
 }
