@@ -36,6 +36,99 @@ fn count_gate(name: String, measured: u64, what: &str, example: String) -> GateR
     }
 }
 
+fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
+    let name = gate.name();
+    if r.logical == 0 {
+        return nothing_measured(name, r);
+    }
+    match &gate.kind {
+        GateKind::Check(Check::AmplificationWithinBudget) => amplification_within_budget(name, r),
+        GateKind::Check(Check::NoRetryOfPermanent) => no_retry_of_permanent(name, r),
+        GateKind::Check(Check::NoRetryOfNonIdempotent) => no_retry_of_non_idempotent(name, r),
+        GateKind::Check(Check::NoDuplicateSideEffects) => no_duplicate_side_effects(name, r),
+        GateKind::Check(Check::RetriesAtOneTier) => retries_at_one_tier(name, r),
+        GateKind::Check(Check::ClientServerAgree) => client_server_agree(name, r),
+        GateKind::Metric { metric, min, max } => metric_within(name, r, *metric, *min, *max),
+    }
+}
+
+/// Any gate of a policy that started no logical request: every figure is vacuous, and a
+/// green gate would hide a plan that measured nothing.
+fn nothing_measured(name: String, r: &PolicyReport) -> GateResult {
+    let detail = if r.dropped > 0 {
+        format!(
+            "nothing was measured: all {} arrivals were dropped at max_in_flight",
+            r.dropped
+        )
+    } else {
+        "nothing was measured: the policy started no logical request".to_owned()
+    };
+    GateResult {
+        name,
+        pass: false,
+        measured: None,
+        limit: None,
+        detail,
+    }
+}
+
+fn amplification_within_budget(name: String, r: &PolicyReport) -> GateResult {
+    // The bound is per logical request the client issued, so the server's count of
+    // attempts is held to it over the same requests.
+    // Behind relay tiers the client's own attempts are what the first tier received;
+    // the leaf's count holds every tier's retries too, which no client budget bounds.
+    let server = match r.tiers.first() {
+        Some(first) => Some(first.received as f64 / r.logical as f64),
+        None => r
+            .ledger
+            .as_ref()
+            .map(|l| l.attempts as f64 / r.logical as f64),
+    };
+    let measured = server.unwrap_or(0.0).max(r.amplification.client);
+    match r.amplification.budget_bound {
+        Some(bound) => GateResult {
+            name,
+            pass: measured <= bound + 1e-9,
+            measured: Some(measured),
+            limit: Some(bound),
+            detail: format!(
+                "amplification {measured:.3} (client {:.3}{}) vs the budget's bound {bound:.3}",
+                r.amplification.client,
+                server.map_or(String::new(), |s| format!(
+                    ", server-counted attempts per logical request {s:.3}"
+                )),
+            ),
+        },
+        None => GateResult {
+            name,
+            pass: true,
+            measured: Some(measured),
+            limit: None,
+            detail: "not applicable: the policy has no ratio budget; bound it with `{ metric: amplification, max: X }`".to_owned(),
+        },
+    }
+}
+
+fn no_retry_of_permanent(name: String, r: &PolicyReport) -> GateResult {
+    retry_gate(
+        name,
+        r,
+        "retried_permanent",
+        "retries after a permanent outcome (4xx other than 408/429, or 501)",
+        |v| v.retried_permanent,
+    )
+}
+
+fn no_retry_of_non_idempotent(name: String, r: &PolicyReport) -> GateResult {
+    retry_gate(
+        name,
+        r,
+        "retried_non_idempotent",
+        "retries of a non-idempotent request without proof it was unsent",
+        |v| v.retried_non_idempotent,
+    )
+}
+
 /// A gate on retries that broke an invariant (`key`), at every hop: the client's, and
 /// behind relay tiers each tier's, named, so a careful client does not hide a tier
 /// that retries what it must not.
@@ -86,187 +179,125 @@ fn retry_gate(
     }
 }
 
-fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
-    let name = gate.name();
-    if r.logical == 0 {
-        // Nothing was sent: every figure is vacuous, and a green gate would hide a plan
-        // that measured nothing.
-        let detail = if r.dropped > 0 {
-            format!(
-                "nothing was measured: all {} arrivals were dropped at max_in_flight",
-                r.dropped
-            )
-        } else {
-            "nothing was measured: the policy started no logical request".to_owned()
-        };
-        return GateResult {
+fn no_duplicate_side_effects(name: String, r: &PolicyReport) -> GateResult {
+    match r.violations.duplicate_side_effects {
+        Some(n) => count_gate(
+            name,
+            n,
+            "duplicate side effects (ledger)",
+            examples(r, "duplicate_side_effects"),
+        ),
+        None => GateResult {
+            name,
+            pass: false,
+            measured: None,
+            limit: Some(0.0),
+            detail: "cannot be checked without a fault-server ledger".to_owned(),
+        },
+    }
+}
+
+fn retries_at_one_tier(name: String, r: &PolicyReport) -> GateResult {
+    let mut hops = vec![("client", r.retries)];
+    hops.extend(r.tiers.iter().map(|t| (t.name.as_str(), t.retries)));
+    let retrying = hops.iter().filter(|(_, n)| *n > 0).count();
+    GateResult {
+        name,
+        pass: retrying <= 1,
+        measured: Some(retrying as f64),
+        limit: Some(1.0),
+        detail: format!(
+            "{retrying} hop(s) sent retries: {}",
+            hops.iter()
+                .map(|(hop, n)| format!("{hop} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn client_server_agree(name: String, r: &PolicyReport) -> GateResult {
+    match &r.ledger {
+        // Behind relay tiers: every hop, the last one's attempts against the leaf's.
+        Some(l) if !r.tiers.is_empty() => GateResult {
+            name,
+            pass: l.reconciled,
+            measured: Some(l.attempts as f64),
+            limit: r.tiers.last().map(|t| t.sent as f64),
+            detail: hop_detail(r, l.attempts),
+        },
+        Some(l) => GateResult {
+            name,
+            pass: l.reconciled,
+            measured: Some(l.attempts as f64),
+            limit: Some(r.attempts as f64),
+            detail: format!(
+                "server saw {} attempts of {} logical requests; the client sent {} attempts of {} logical requests, {} of which reached the server ({} attempts failed to connect, {} were abandoned on the wire at the end)",
+                l.attempts,
+                l.logical,
+                r.attempts,
+                r.logical,
+                l.client_reached,
+                l.client_unsent,
+                l.client_abandoned
+            ),
+        },
+        None => GateResult {
             name,
             pass: false,
             measured: None,
             limit: None,
-            detail,
-        };
+            detail: "cannot be checked without a fault-server ledger".to_owned(),
+        },
     }
-    match &gate.kind {
-        GateKind::Check(Check::AmplificationWithinBudget) => {
-            // The bound is per logical request the client issued, so the server's count of
-            // attempts is held to it over the same requests.
-            // Behind relay tiers the client's own attempts are what the first tier received;
-            // the leaf's count holds every tier's retries too, which no client budget bounds.
-            let server = match r.tiers.first() {
-                Some(first) => Some(first.received as f64 / r.logical as f64),
-                None => r
-                    .ledger
-                    .as_ref()
-                    .map(|l| l.attempts as f64 / r.logical as f64),
-            };
-            let measured = server.unwrap_or(0.0).max(r.amplification.client);
-            match r.amplification.budget_bound {
-                Some(bound) => GateResult {
-                    name,
-                    pass: measured <= bound + 1e-9,
-                    measured: Some(measured),
-                    limit: Some(bound),
-                    detail: format!(
-                        "amplification {measured:.3} (client {:.3}{}) vs the budget's bound {bound:.3}",
-                        r.amplification.client,
-                        server.map_or(String::new(), |s| format!(
-                            ", server-counted attempts per logical request {s:.3}"
-                        )),
-                    ),
-                },
-                None => GateResult {
-                    name,
-                    pass: true,
-                    measured: Some(measured),
-                    limit: None,
-                    detail: "not applicable: the policy has no ratio budget; bound it with `{ metric: amplification, max: X }`".to_owned(),
-                },
-            }
+}
+
+/// `{ metric, min, max }`: the metric measured, and within its bounds.
+fn metric_within(
+    name: String,
+    r: &PolicyReport,
+    metric: Metric,
+    min: Option<f64>,
+    max: Option<f64>,
+) -> GateResult {
+    let measured = measure(metric, r);
+    let pass = measured.is_some_and(|m| min.is_none_or(|x| m >= x) && max.is_none_or(|x| m <= x));
+    let limit = max.or(min);
+    let detail = match measured {
+        None if metric == Metric::RecoveryS => {
+            "did not recover to the pre-fault success rate (or no fault window)".to_owned()
         }
-        GateKind::Check(Check::NoRetryOfPermanent) => retry_gate(
-            name,
-            r,
-            "retried_permanent",
-            "retries after a permanent outcome (4xx other than 408/429, or 501)",
-            |v| v.retried_permanent,
+        None if metric == Metric::Synchrony => {
+            "no synchrony: the plan has no windowed fault phase (`from:`/`until:`) to measure it across, or fewer retries were sent in it than it has 50 ms buckets (under one per 50 ms: too few to tell waves from chance)".to_owned()
+        }
+        None if is_latency(metric) => format!(
+            "{} of the offered load is unbounded: {} of {} arrivals ({:.1}%) were dropped, and a dropped arrival never completes",
+            metric.name(),
+            r.dropped,
+            r.offered,
+            r.dropped as f64 * 100.0 / r.offered.max(1) as f64
         ),
-        GateKind::Check(Check::NoRetryOfNonIdempotent) => retry_gate(
-            name,
-            r,
-            "retried_non_idempotent",
-            "retries of a non-idempotent request without proof it was unsent",
-            |v| v.retried_non_idempotent,
+        None => "not measured in this run".to_owned(),
+        Some(m) if is_latency(metric) && r.dropped > 0 => format!(
+            "{} = {} (must be {}; over the offered load, its {} dropped arrivals ranked slowest)",
+            metric.name(),
+            round(m),
+            bound_text(min, max),
+            r.dropped
         ),
-        GateKind::Check(Check::NoDuplicateSideEffects) => match r.violations.duplicate_side_effects
-        {
-            Some(n) => count_gate(
-                name,
-                n,
-                "duplicate side effects (ledger)",
-                examples(r, "duplicate_side_effects"),
-            ),
-            None => GateResult {
-                name,
-                pass: false,
-                measured: None,
-                limit: Some(0.0),
-                detail: "cannot be checked without a fault-server ledger".to_owned(),
-            },
-        },
-        GateKind::Check(Check::RetriesAtOneTier) => {
-            let mut hops = vec![("client", r.retries)];
-            hops.extend(r.tiers.iter().map(|t| (t.name.as_str(), t.retries)));
-            let retrying = hops.iter().filter(|(_, n)| *n > 0).count();
-            GateResult {
-                name,
-                pass: retrying <= 1,
-                measured: Some(retrying as f64),
-                limit: Some(1.0),
-                detail: format!(
-                    "{retrying} hop(s) sent retries: {}",
-                    hops.iter()
-                        .map(|(hop, n)| format!("{hop} {n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            }
-        }
-        GateKind::Check(Check::ClientServerAgree) => match &r.ledger {
-            // Behind relay tiers: every hop, the last one's attempts against the leaf's.
-            Some(l) if !r.tiers.is_empty() => GateResult {
-                name,
-                pass: l.reconciled,
-                measured: Some(l.attempts as f64),
-                limit: r.tiers.last().map(|t| t.sent as f64),
-                detail: hop_detail(r, l.attempts),
-            },
-            Some(l) => GateResult {
-                name,
-                pass: l.reconciled,
-                measured: Some(l.attempts as f64),
-                limit: Some(r.attempts as f64),
-                detail: format!(
-                    "server saw {} attempts of {} logical requests; the client sent {} attempts of {} logical requests, {} of which reached the server ({} attempts failed to connect, {} were abandoned on the wire at the end)",
-                    l.attempts,
-                    l.logical,
-                    r.attempts,
-                    r.logical,
-                    l.client_reached,
-                    l.client_unsent,
-                    l.client_abandoned
-                ),
-            },
-            None => GateResult {
-                name,
-                pass: false,
-                measured: None,
-                limit: None,
-                detail: "cannot be checked without a fault-server ledger".to_owned(),
-            },
-        },
-        GateKind::Metric { metric, min, max } => {
-            let measured = measure(*metric, r);
-            let pass =
-                measured.is_some_and(|m| min.is_none_or(|x| m >= x) && max.is_none_or(|x| m <= x));
-            let limit = max.or(*min);
-            let detail = match measured {
-                None if *metric == Metric::RecoveryS => {
-                    "did not recover to the pre-fault success rate (or no fault window)".to_owned()
-                }
-                None if *metric == Metric::Synchrony => {
-                    "no synchrony: the plan has no windowed fault phase (`from:`/`until:`) to measure it across, or fewer retries were sent in it than it has 50 ms buckets (under one per 50 ms: too few to tell waves from chance)".to_owned()
-                }
-                None if is_latency(*metric) => format!(
-                    "{} of the offered load is unbounded: {} of {} arrivals ({:.1}%) were dropped, and a dropped arrival never completes",
-                    metric.name(),
-                    r.dropped,
-                    r.offered,
-                    r.dropped as f64 * 100.0 / r.offered.max(1) as f64
-                ),
-                None => "not measured in this run".to_owned(),
-                Some(m) if is_latency(*metric) && r.dropped > 0 => format!(
-                    "{} = {} (must be {}; over the offered load, its {} dropped arrivals ranked slowest)",
-                    metric.name(),
-                    round(m),
-                    bound_text(*min, *max),
-                    r.dropped
-                ),
-                Some(m) => format!(
-                    "{} = {} (must be {})",
-                    metric.name(),
-                    round(m),
-                    bound_text(*min, *max)
-                ),
-            };
-            GateResult {
-                name,
-                pass,
-                measured,
-                limit,
-                detail,
-            }
-        }
+        Some(m) => format!(
+            "{} = {} (must be {})",
+            metric.name(),
+            round(m),
+            bound_text(min, max)
+        ),
+    };
+    GateResult {
+        name,
+        pass,
+        measured,
+        limit,
+        detail,
     }
 }
 

@@ -8,7 +8,8 @@ use fault_server::script::Script;
 use fault_server::{ServerConfig, ServerHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{self, EngineConfig, Progress};
+use crate::engine::{self, EngineConfig, PolicyRun, Progress};
+use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target};
 use crate::relay::{Relay, RelayConfig};
 use crate::report::{self, Ending, PolicyOutcome, Report};
@@ -84,6 +85,57 @@ impl Server {
 /// Runs every selected policy of `plan` and builds the report.
 pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
     let selected = select(plan, &options.policies)?;
+    let setup = set_up(plan, options).await?;
+    let mut outcomes = Vec::new();
+    let mut aborted = false;
+    // What stopped the run before its end, once something was measured: the report is
+    // still written, with every policy that ran.
+    let mut error: Option<String> = None;
+    for policy in selected {
+        if options.abort.is_cancelled() {
+            aborted = true;
+            break;
+        }
+        match run_policy(&setup, plan, policy, options).await {
+            Ok(measured) => {
+                aborted |= measured.outcome.run.aborted;
+                error = measured.error;
+                outcomes.push(measured.outcome);
+            }
+            Err(e) if outcomes.is_empty() => return Err(e),
+            Err(e) => error = Some(e.to_string()),
+        }
+        if aborted || error.is_some() {
+            break;
+        }
+    }
+    if let Server::Embedded(handle) = setup.server {
+        handle.shutdown().await;
+    }
+    let (_, generated_at) = report::timestamp(SystemTime::now());
+    Ok(report::build(
+        plan,
+        outcomes,
+        Ending {
+            aborted,
+            error,
+            generated_at,
+        },
+    ))
+}
+
+/// The target of a run, ready for its first policy.
+struct Setup {
+    server: Server,
+    /// For the fault-server's control API; never retries, never follows a redirect.
+    control: reqwest::Client,
+    /// The plan's script, set again for each policy.
+    script: Script,
+}
+
+/// Starts the embedded fault-server, or makes sure the remote one or the black box is
+/// there.
+async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
     let control = reqwest::Client::builder()
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
@@ -120,150 +172,154 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             Server::BlackBox { url: url.clone() }
         }
     };
+    Ok(Setup {
+        server,
+        control,
+        script,
+    })
+}
 
-    let mut outcomes = Vec::new();
-    let mut aborted = false;
-    // What stopped the run before its end, once something was measured: the report is
-    // still written, with every policy that ran.
-    let mut error: Option<String> = None;
-    for policy in selected {
-        if options.abort.is_cancelled() {
-            aborted = true;
-            break;
+/// One policy's run, measured, and what stopped the whole run there, if anything did.
+struct Measured<'a> {
+    outcome: PolicyOutcome<'a>,
+    error: Option<String>,
+}
+
+/// Runs one policy on a freshly reset server, through its relay tiers if it has any, and
+/// reads back what the tiers and the server counted. An error means nothing of this
+/// policy was measured.
+async fn run_policy<'a>(
+    setup: &Setup,
+    plan: &'a Plan,
+    policy: &'a NamedPolicy,
+    options: &RunOptions,
+) -> Result<Measured<'a>, RunError> {
+    reset(&setup.server, &setup.control, plan, &setup.script).await?;
+    let relays = start_tiers(setup.server.url(), plan, policy, options).await?;
+    if options.announce {
+        announce(policy, &setup.server, &relays);
+    }
+    let entry = relays.first().map_or_else(
+        || setup.server.url(),
+        |outermost| outermost.url().to_owned(),
+    );
+    let run = engine::run(EngineConfig {
+        plan,
+        policy,
+        base_url: entry,
+        abort: options.abort.clone(),
+        progress: options.progress.as_ref().map(|p| p(policy, plan)),
+        telemetry: options.telemetry.clone(),
+    })
+    .await
+    .map_err(|source| RunError::Engine {
+        policy: policy.name.clone(),
+        source,
+    })?;
+    let tiers = tier_counts(relays, plan.drain).await;
+    if let Some(t) = &options.telemetry {
+        for (relay, counts) in policy.tiers.iter().zip(&tiers) {
+            t.meters().publish_tier(&policy.name, &relay.tier, counts);
         }
-        if let Err(e) = reset(&server, &control, plan, &script).await {
-            if outcomes.is_empty() {
-                return Err(e);
-            }
-            error = Some(e.to_string());
-            break;
-        }
-        // Relay tiers, innermost first, each forwarding to the one started before it.
-        let mut relays = Vec::new();
-        let mut next = server.url();
-        for tier in policy.tiers.iter().rev() {
-            match Relay::start(RelayConfig {
-                name: tier.tier.clone(),
-                next: next.clone(),
-                policy: tier.policy.clone(),
-                seed: plan.seed,
-                listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-                script: tier_script(plan, &tier.tier),
-                tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
-            })
-            .await
-            {
-                Ok(relay) => {
-                    next = relay.url().to_owned();
-                    relays.push(relay);
-                }
-                Err(e) => {
-                    for relay in relays.drain(..) {
-                        relay.shutdown().await;
-                    }
-                    let e = RunError::Relay(e.to_string());
-                    if outcomes.is_empty() {
-                        return Err(e);
-                    }
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
-        }
-        if error.is_some() {
-            break;
-        }
-        relays.reverse();
-        if options.announce {
-            let via: Vec<&str> = relays.iter().map(Relay::name).collect();
-            if via.is_empty() {
-                eprintln!("running policy `{}` against {}", policy.name, server.url());
-            } else {
-                eprintln!(
-                    "running policy `{}` against {} through {}",
-                    policy.name,
-                    server.url(),
-                    via.join(" → ")
-                );
-            }
-        }
-        let run = engine::run(EngineConfig {
-            plan,
-            policy,
-            base_url: next.clone(),
-            abort: options.abort.clone(),
-            progress: options.progress.as_ref().map(|p| p(policy, plan)),
-            telemetry: options.telemetry.clone(),
-        })
-        .await;
-        let run = match run {
-            Ok(run) => run,
-            Err(source) => {
-                let e = RunError::Engine {
-                    policy: policy.name.clone(),
-                    source,
-                };
-                if outcomes.is_empty() {
-                    return Err(e);
-                }
-                error = Some(e.to_string());
-                break;
-            }
-        };
-        // The tiers finish what they were forwarding (their retries may outlast the
-        // client's), outermost first, before anything is counted.
-        for relay in &relays {
-            relay.settle(plan.drain).await;
-        }
-        let mut tiers = Vec::new();
-        for relay in relays {
-            let counts = relay.counts();
-            if let Some(t) = &options.telemetry {
-                t.meters().publish_tier(&policy.name, relay.name(), &counts);
-            }
-            tiers.push(counts);
-            relay.shutdown().await;
-        }
-        let ledger = if run.gone.is_some() {
-            // Nothing there to settle or to ask.
-            None
-        } else {
-            settle(&server, &control, plan.drain).await;
-            match ledger(&server, &control).await {
-                Ok(ledger) => ledger,
-                Err(e) => {
-                    error = Some(e.to_string());
-                    None
-                }
-            }
-        };
-        aborted |= run.aborted;
-        if let Some(gone) = &run.gone {
-            error.get_or_insert_with(|| gone.clone());
-        }
-        outcomes.push(PolicyOutcome {
+    }
+    let (ledger, error) = match read_ledger(setup, plan.drain, &run).await {
+        Ok(ledger) => (ledger, None),
+        Err(why) => (None, Some(why)),
+    };
+    Ok(Measured {
+        outcome: PolicyOutcome {
             policy,
             run,
             ledger,
             tiers,
-        });
-        if aborted || error.is_some() {
-            break;
+        },
+        error,
+    })
+}
+
+/// Starts a policy's relay tiers, innermost first, each forwarding to the one started
+/// before it and the innermost to `leaf`, and gives them outermost first. When one cannot
+/// start, those already started are shut down.
+async fn start_tiers(
+    leaf: String,
+    plan: &Plan,
+    policy: &NamedPolicy,
+    options: &RunOptions,
+) -> Result<Vec<Relay>, RunError> {
+    let mut relays = Vec::new();
+    let mut next = leaf;
+    for tier in policy.tiers.iter().rev() {
+        match Relay::start(RelayConfig {
+            name: tier.tier.clone(),
+            next: next.clone(),
+            policy: tier.policy.clone(),
+            seed: plan.seed,
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            script: tier_script(plan, &tier.tier),
+            tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
+        })
+        .await
+        {
+            Ok(relay) => {
+                next = relay.url().to_owned();
+                relays.push(relay);
+            }
+            Err(e) => {
+                for relay in relays {
+                    relay.shutdown().await;
+                }
+                return Err(RunError::Relay(e.to_string()));
+            }
         }
     }
-    if let Server::Embedded(handle) = server {
-        handle.shutdown().await;
+    relays.reverse();
+    Ok(relays)
+}
+
+fn announce(policy: &NamedPolicy, server: &Server, relays: &[Relay]) {
+    let via: Vec<&str> = relays.iter().map(Relay::name).collect();
+    if via.is_empty() {
+        eprintln!("running policy `{}` against {}", policy.name, server.url());
+    } else {
+        eprintln!(
+            "running policy `{}` against {} through {}",
+            policy.name,
+            server.url(),
+            via.join(" → ")
+        );
     }
-    let (_, generated_at) = report::timestamp(SystemTime::now());
-    Ok(report::build(
-        plan,
-        outcomes,
-        Ending {
-            aborted,
-            error,
-            generated_at,
-        },
-    ))
+}
+
+/// What each tier counted, outermost first, then shuts them down.
+async fn tier_counts(relays: Vec<Relay>, drain: Duration) -> Vec<HopCounts> {
+    // The tiers finish what they were forwarding (their retries may outlast the
+    // client's), outermost first, before anything is counted.
+    for relay in &relays {
+        relay.settle(drain).await;
+    }
+    let mut tiers = Vec::new();
+    for relay in relays {
+        tiers.push(relay.counts());
+        relay.shutdown().await;
+    }
+    tiers
+}
+
+/// The server's ledger of a policy's run (none from a black box) once the server has
+/// finished what it was serving, or why there is none to read.
+async fn read_ledger(
+    setup: &Setup,
+    drain: Duration,
+    run: &PolicyRun,
+) -> Result<Option<LedgerSnapshot>, String> {
+    if let Some(gone) = &run.gone {
+        // Nothing there to settle or to ask.
+        return Err(gone.clone());
+    }
+    settle(&setup.server, &setup.control, drain).await;
+    ledger(&setup.server, &setup.control)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.

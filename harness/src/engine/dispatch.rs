@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Shared, drive, lock};
+use super::request::drive;
+use super::{Shared, lock};
 use crate::schedule::Arrival;
 
 /// The shortest time between two wake-ups of the dispatcher. Every wake-up costs a
