@@ -10,7 +10,6 @@ pub mod attempt;
 pub mod baseline;
 pub mod cli;
 pub mod engine;
-pub mod gates;
 pub mod hop;
 pub mod plan;
 pub mod pool;

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use harness::gates;
 use harness::plan;
 use harness::report::PolicyReport;
+use harness::report::gates;
 
 /// One policy's figures: 1000 offered, 990 sent, 10 dropped, 900 succeeded, 1200 attempts.
 fn figures() -> serde_json::Value {

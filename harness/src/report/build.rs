@@ -8,12 +8,12 @@ use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter, Outcome};
 use fault_server::ledger::LedgerSnapshot;
 use hdrhistogram::Histogram;
 
+use super::gates;
 use super::model::{
     Amplification, ConnectionWait, LedgerView, OfferedPercentiles, Percentiles, PlanInfo,
     PolicyReport, Report, RetryViolations, SCHEMA, SeriesPoint, TierReport, Violations,
 };
 use crate::engine::PolicyRun;
-use crate::gates;
 use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target, TierKind};
 use crate::stats::{Recorder, Second, quantile_ms, synchrony};

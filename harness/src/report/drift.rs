@@ -1,5 +1,5 @@
 //! A run against its baseline, as data the renderers show: every figure's drift. The
-//! baseline module computes it (`crate::baseline::compare`); the report carries and
+//! baseline module computes it (`baseline::compare`); the report carries and
 //! renders it.
 
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,7 @@
 
 mod build;
 mod drift;
+pub mod gates;
 mod html;
 mod junit;
 mod markdown;

@@ -3,8 +3,8 @@
 //! Each result records what was measured, the limit, and one line naming example request
 //! ids, so a failed gate in CI says which requests to look for in the server's logs.
 
+use super::model::{GateResult, PolicyReport, RetryViolations};
 use crate::plan::{Check, Gate, GateKind, Metric, Plan};
-use crate::report::{GateResult, PolicyReport, RetryViolations};
 
 /// The gates of `plan` that apply to the policy of `report`, evaluated.
 pub fn evaluate(plan: &Plan, report: &PolicyReport) -> Vec<GateResult> {
