@@ -2,9 +2,9 @@
 //! built from them.
 //!
 //! Why one module: a seed must give the same decisions in every release and on every
-//! platform, so the arithmetic that turns (seed, `x-request-id`, attempt) into a
-//! generator is defined once, here, with fixed constants and wrapping integer operations
-//! only. Nothing here reads a clock or a global generator.
+//! platform, so the mixers and the per-attempt seed of (seed, `x-request-id`, attempt)
+//! are defined once, here, with fixed constants and wrapping integer operations only;
+//! `wire::attempt_seed` adds the chain of attempts above a hop. Nothing here reads a clock or a global generator.
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -29,8 +29,9 @@ pub fn fnv1a<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     })
 }
 
-/// The per-request seed the live server uses: a portable mix of the server's seed, the
-/// request's `x-request-id` and its attempt number (FNV-1a over the id, then SplitMix64
+/// The per-attempt seed of a request with no tier above it (`wire::attempt_seed` with no
+/// chain): a portable mix of the server's seed, the request's `x-request-id` and its
+/// attempt number (FNV-1a over the id, then SplitMix64
 /// finalisers). The same triple always gives the same decision stream.
 pub fn request_seed(seed: u64, request_id: &str, attempt: u32) -> u64 {
     IdSeed::new(seed, request_id).attempt(attempt)

@@ -2,7 +2,8 @@
 //!
 //! `harness chaos PLAN` loads a plan ([`plan`]), starts or scripts a fault-server, drives
 //! open-loop load through each policy with the [`engine`], reconciles the client's counts
-//! with the server's ledger, evaluates the [`gates`] and writes a [`report`].
+//! with the server's ledger, evaluates the gates ([`report::gates`]) and writes a
+//! [`report`]. Behind relay tiers ([`relay`]), each hop is a shell of the [`hop`] core.
 
 pub use chaos_policy as policy;
 

@@ -17,8 +17,8 @@
 //! request and whose probability is strictly between 0 and 1, one to pick among several
 //! weighted entries, and those of a delay distribution (a sticky phase makes its draws
 //! from a stream of its own, seeded by [`RequestFacts::sticky_seed`]). The live server
-//! seeds one [`rand_chacha::ChaCha8Rng`] per request from [`crate::seed::request_seed`]
-//! (seed, `x-request-id`, attempt), so the decision for a request with an id does not
+//! seeds one [`rand_chacha::ChaCha8Rng`] per request from [`crate::wire::attempt_seed`]
+//! (seed, `x-request-id`, attempt, the chain of attempts above), so the decision for a request with an id does not
 //! depend on which other requests happened to arrive before it, and then draws the
 //! request's service time from the same generator.
 

@@ -9,8 +9,9 @@
 //!    silently would let a retried POST execute twice;
 //! 1. record its arrival in the ledger (attempts, logical requests, policy);
 //! 2. ask the script ([`crate::script::Script::select`]) with the run clock and a
-//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`), or from the
-//!    seed and a counter for a request without an `x-request-id`;
+//!    per-request RNG seeded from (seed, `x-request-id`, `x-chaos-attempt`,
+//!    `x-chaos-upstream-attempts`: `wire::attempt_seed`), or from the seed and a counter
+//!    for a request without an `x-request-id` (`wire::anonymous_seed`);
 //! 3. a fault other than `delay` acts now, in front of the capacity model (as a load
 //!    balancer or a proxy in front of the service would): with `processed: true` the
 //!    side effect executes first, instantly;

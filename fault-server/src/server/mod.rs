@@ -10,12 +10,13 @@
 //! script was installed ([`ServerHandle::set_script`], `PUT /__chaos/script`) or the
 //! server was reset ([`ServerHandle::reset`], `POST /__chaos/reset`), whichever came last.
 //!
-//! The shell's modules depend one way, leaves first: `socket` (a connection's control
-//! handle), `conn` (the accept loop, given what serves each request), `body` (reading a
-//! request body), `config`, `state` (what every request shares), `answer` (the bodies
-//! and headers of the handler's answers), `handler` (the fault handler), `control` (the
-//! control API, its router, and the dispatch between it and the fault handler), and this
-//! module, whose [`start`] hands that dispatch to the accept loop.
+//! The shell's modules depend one way, leaves first: `config`, `socket` (a connection's
+//! control handle), `conn` (the accept loop, given what serves each request), `body`
+//! (reading a request body), `state` (what every request shares), `flight` (a request in
+//! flight), `kept` (the headers the ledger keeps), `answer` (the bodies and headers of
+//! the handler's answers), `handler` (the fault handler), `control` (the control API, its
+//! router, and the dispatch between it and the fault handler), and this module, whose
+//! [`start`] hands that dispatch to the accept loop.
 
 mod answer;
 mod body;

@@ -102,35 +102,29 @@ impl<'a> Tier<'a> {
             headers: &headers,
         };
         let (request, admission) = self.core.receive(now, &incoming);
+        // A fault of the tier's own is answered without forwarding.
+        let own = match &admission {
+            Admission::Fault { response, .. } => Some(Reply {
+                outcome: Outcome::Status(response.status),
+                retry_after: response.retry_after_secs().map(Duration::from_secs),
+                no_retry: false,
+            }),
+            Admission::Unsupported => Some(Reply::bare(Outcome::Status(503))),
+            Admission::Forward | Admission::Delay(_) => None,
+        };
+        if let Some(reply) = own {
+            queue.push(
+                now + net.hop(),
+                Event::Answer {
+                    to: sent.reply,
+                    reply,
+                },
+            );
+            return;
+        }
         let delay = match admission {
-            Admission::Forward => Duration::ZERO,
             Admission::Delay(d) => d,
-            Admission::Fault { response, .. } => {
-                let reply = Reply {
-                    outcome: Outcome::Status(response.status),
-                    retry_after: response.retry_after_secs().map(Duration::from_secs),
-                    no_retry: false,
-                };
-                queue.push(
-                    now + net.hop(),
-                    Event::Answer {
-                        to: sent.reply,
-                        reply,
-                    },
-                );
-                return;
-            }
-            Admission::Unsupported => {
-                let reply = Reply::bare(Outcome::Status(503));
-                queue.push(
-                    now + net.hop(),
-                    Event::Answer {
-                        to: sent.reply,
-                        reply,
-                    },
-                );
-                return;
-            }
+            _ => Duration::ZERO,
         };
         let slot = Slot {
             from: sent.reply,
