@@ -346,3 +346,203 @@ impl Tier {
         self.script.is_some()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chaos_policy::{Backoff, GiveUp, PolicyConfig, RetryCondition, RetryOn};
+    use fault_server::script::NoHeaders;
+
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A tier of `max_attempts`, retrying every failure at once (permanent ones too when
+    /// `careless`), with the fault phases of `script`.
+    fn tier(max_attempts: u32, careless: bool, script: Option<&str>) -> Tier {
+        let policy = Policy::new(PolicyConfig {
+            max_attempts,
+            backoff: Backoff::none(),
+            retry_on: if careless {
+                RetryOn::new([RetryCondition::Any])
+            } else {
+                RetryOn::default()
+            },
+            retry_non_idempotent: careless,
+            ..PolicyConfig::default()
+        })
+        .expect("a valid policy");
+        let script = script.map(|s| Script::from_yaml_str(s).expect("a valid script"));
+        Tier::new(policy, script, 7)
+    }
+
+    fn incoming<'a>(method: &'a str, id: &'a str, attempt: u32) -> Incoming<'a> {
+        Incoming {
+            method,
+            path: "/payments",
+            id,
+            attempt: Some(attempt),
+            upstream: None,
+            deadline: None,
+            idempotency_key: false,
+            headers: &NoHeaders,
+        }
+    }
+
+    /// Drives one request: received at 0, each attempt answered `outcomes[i]` 1 ms later.
+    fn drive(t: &mut Tier, request: &Incoming<'_>, outcomes: &[Outcome]) -> (Vec<Step>, Upward) {
+        let (mut r, admission) = t.receive(Duration::ZERO, request);
+        assert!(matches!(admission, Admission::Forward), "{admission:?}");
+        let mut rng = r.jitter_rng();
+        let mut steps = vec![t.start(&mut r, Duration::ZERO, request.id)];
+        let mut outcomes = outcomes.iter();
+        let mut now = Duration::ZERO;
+        loop {
+            now += ms(1);
+            let next = match *steps.last().expect("a step") {
+                Step::Send { .. } => {
+                    let outcome = *outcomes.next().expect("an outcome for each attempt");
+                    t.on_answer(&mut r, now, Reply::bare(outcome), &mut rng, request.id)
+                }
+                Step::Wait { .. } => t.on_timer(&mut r, now, request.id),
+                Step::Answer(up) => return (steps, up),
+            };
+            steps.push(next);
+        }
+    }
+
+    #[test]
+    fn first_attempts_are_logical_requests_and_retries_of_the_caller_are_not() {
+        let mut t = tier(1, false, None);
+        for attempt in [1, 2, 3] {
+            drive(
+                &mut t,
+                &incoming("GET", "a", attempt),
+                &[Outcome::Status(200)],
+            );
+        }
+        let c = t.counts();
+        assert_eq!((c.received, c.logical, c.sent, c.succeeded), (3, 1, 3, 3));
+    }
+
+    #[test]
+    fn a_careless_tier_counts_each_retry_of_a_400_and_of_an_unkeyed_post() {
+        let mut t = tier(3, true, None);
+        let (_, up) = drive(
+            &mut t,
+            &incoming("POST", "p-1", 1),
+            &[
+                Outcome::Status(400),
+                Outcome::Status(400),
+                Outcome::Status(200),
+            ],
+        );
+        assert_eq!((up.status, up.gave_up), (200, None));
+        let v = &t.counts().violations;
+        assert_eq!(v.retried_permanent.count, 2);
+        assert_eq!(v.retried_non_idempotent.count, 2);
+        assert_eq!(v.retried_permanent.examples, ["p-1"]);
+        assert_eq!((t.counts().sent, t.counts().retries), (3, 2));
+    }
+
+    #[test]
+    fn a_careful_tier_neither_retries_a_400_nor_counts_a_violation() {
+        let mut t = tier(3, false, None);
+        let (steps, up) = drive(&mut t, &incoming("GET", "g", 1), &[Outcome::Status(400)]);
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert_eq!(
+            (up.status, up.no_retry, up.gave_up),
+            (400, false, Some(GiveUp::Permanent))
+        );
+        assert_eq!(t.counts().violations.total(), 0);
+        // A retried 503 of a GET breaks nothing either.
+        drive(
+            &mut t,
+            &incoming("GET", "h", 1),
+            &[Outcome::Status(503), Outcome::Status(200)],
+        );
+        assert_eq!(t.counts().violations.total(), 0);
+        assert_eq!(t.counts().retries, 1);
+    }
+
+    #[test]
+    fn a_tier_that_could_retry_and_gave_up_says_no_retry_upstream() {
+        let mut t = tier(2, false, None);
+        let (_, up) = drive(
+            &mut t,
+            &incoming("GET", "x", 1),
+            &[Outcome::Status(503), Outcome::Status(503)],
+        );
+        assert_eq!((up.status, up.no_retry), (503, true));
+        assert_eq!(up.gave_up, Some(GiveUp::MaxAttempts));
+        assert_eq!(t.counts().gave_up, 1);
+    }
+
+    #[test]
+    fn the_session_keeps_a_margin_of_the_callers_deadline() {
+        // 400 ms from the caller, 20 ms of it gone on the way: 400 - 20 - 400/20 = 360.
+        let mut t = tier(1, false, None);
+        let mut request = incoming("GET", "d", 1);
+        request.deadline = Some(ms(400));
+        let (mut r, _) = t.receive(Duration::ZERO, &request);
+        let step = t.start(&mut r, ms(20), "d");
+        assert_eq!(
+            step,
+            Step::Send {
+                attempt: Attempt::FIRST,
+                timeout: Some(ms(360)),
+            }
+        );
+        // A short deadline keeps at least 10 ms back.
+        let mut t = tier(1, false, None);
+        request.deadline = Some(ms(50));
+        let (mut r, _) = t.receive(Duration::ZERO, &request);
+        assert!(matches!(
+            t.start(&mut r, Duration::ZERO, "d"),
+            Step::Send { timeout: Some(t), .. } if t == ms(40)
+        ));
+    }
+
+    #[test]
+    fn the_tiers_own_faults_are_drawn_as_the_fault_server_draws_them() {
+        let script = "faults: [ { name: shed, probability: 0.5, respond: { status: 503 } } ]";
+        let mut t = tier(1, false, Some(script));
+        let reference = Script::from_yaml_str(script).expect("a valid script");
+        let mut faulted = 0;
+        for i in 0..200 {
+            let id = format!("r-{i}");
+            let mut request = incoming("GET", &id, 2);
+            request.upstream = Some("1");
+            let (_, admission) = t.receive(ms(5), &request);
+            // The fault-server's own draw for this request, attempt and chain.
+            let facts = RequestFacts {
+                method: "GET",
+                path: "/payments",
+                attempt: Some(2),
+                headers: &NoHeaders,
+                sticky_seed: Some(IdSeed::new(7, &id).attempt(0)),
+            };
+            let seed = wire::attempt_seed(IdSeed::new(7, &id), 2, Some("1"));
+            let expected = reference.select(&facts, ms(5), &mut ChaCha8Rng::seed_from_u64(seed));
+            let is_fault = matches!(admission, Admission::Fault { .. });
+            assert_eq!(is_fault, matches!(expected, Decision::Fault { .. }), "{id}");
+            faulted += u64::from(is_fault);
+        }
+        assert!((60..140).contains(&faulted), "{faulted} of 200");
+        assert_eq!(t.counts().faulted, faulted);
+        assert_eq!(t.counts().received, 200);
+    }
+
+    #[test]
+    fn requests_without_an_id_draw_apart_and_those_with_one_draw_the_same() {
+        let mut t = tier(1, false, None);
+        let (a, _) = t.receive(Duration::ZERO, &incoming("GET", "", 1));
+        let (b, _) = t.receive(Duration::ZERO, &incoming("GET", "", 1));
+        assert_ne!(a.jitter_seed(), b.jitter_seed());
+        let (c, _) = t.receive(Duration::ZERO, &incoming("GET", "same", 1));
+        let (d, _) = t.receive(Duration::ZERO, &incoming("GET", "same", 1));
+        assert_eq!(c.jitter_seed(), d.jitter_seed());
+        assert_eq!(c.chain(), "1");
+    }
+}
