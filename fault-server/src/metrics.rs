@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use crate::ledger::{Disposition, Ledger};
+use crate::script::FaultKind;
 
 /// Process-lifetime counters and gauges.
 #[derive(Debug, Default)]
@@ -59,49 +60,17 @@ impl Metrics {
     ) -> String {
         let mut out = String::with_capacity(2048);
         let (outcomes, faults) = ledger.lifetime_counts();
+        requests_by_outcome(&mut out, outcomes);
+        faults_by_kind(&mut out, faults);
+        self.totals(&mut out, ledger);
+        self.gauges_now(&mut out, capacity, phases);
+        out
+    }
+
+    /// The series of one value each: the ledger's figures since its last reset and the
+    /// process's counters.
+    fn totals(&self, out: &mut String, ledger: &Ledger) {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-
-        header(
-            &mut out,
-            "fault_server_requests_total",
-            "counter",
-            "Requests handled outside the control API, by outcome (code: the status sent, when one was).",
-        );
-        for (outcome, n) in outcomes {
-            let (label, code) = match outcome {
-                Disposition::Status(code) => ("status", Some(code)),
-                other => (other.fixed_label(), None),
-            };
-            match code {
-                Some(code) => {
-                    let _ = writeln!(
-                        out,
-                        "fault_server_requests_total{{outcome=\"{label}\",code=\"{code}\"}} {n}"
-                    );
-                }
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "fault_server_requests_total{{outcome=\"{label}\"}} {n}"
-                    );
-                }
-            }
-        }
-
-        header(
-            &mut out,
-            "fault_server_faults_total",
-            "counter",
-            "Faults injected, by kind.",
-        );
-        for (kind, n) in faults {
-            let _ = writeln!(
-                out,
-                "fault_server_faults_total{{kind=\"{}\"}} {n}",
-                kind.name()
-            );
-        }
-
         let (attempts, logical) = ledger.totals();
         let simple: [(&str, &str, &str, u64); 9] = [
             (
@@ -160,10 +129,14 @@ impl Metrics {
             ),
         ];
         for (name, kind, help, value) in simple {
-            header(&mut out, name, kind, help);
+            header(out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+    }
 
+    /// What is happening now; a gauge without a value (no capacity model) is left out.
+    fn gauges_now(&self, out: &mut String, capacity: CapacityGauges, phases: usize) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let gauges: [(&str, &str, Option<u64>); 7] = [
             (
                 "fault_server_in_flight",
@@ -203,11 +176,55 @@ impl Metrics {
         ];
         for (name, help, value) in gauges {
             if let Some(value) = value {
-                header(&mut out, name, "gauge", help);
+                header(out, name, "gauge", help);
                 let _ = writeln!(out, "{name} {value}");
             }
         }
-        out
+    }
+}
+
+fn requests_by_outcome(out: &mut String, outcomes: Vec<(Disposition, u64)>) {
+    header(
+        out,
+        "fault_server_requests_total",
+        "counter",
+        "Requests handled outside the control API, by outcome (code: the status sent, when one was).",
+    );
+    for (outcome, n) in outcomes {
+        let (label, code) = match outcome {
+            Disposition::Status(code) => ("status", Some(code)),
+            other => (other.fixed_label(), None),
+        };
+        match code {
+            Some(code) => {
+                let _ = writeln!(
+                    out,
+                    "fault_server_requests_total{{outcome=\"{label}\",code=\"{code}\"}} {n}"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "fault_server_requests_total{{outcome=\"{label}\"}} {n}"
+                );
+            }
+        }
+    }
+}
+
+fn faults_by_kind(out: &mut String, faults: Vec<(FaultKind, u64)>) {
+    header(
+        out,
+        "fault_server_faults_total",
+        "counter",
+        "Faults injected, by kind.",
+    );
+    for (kind, n) in faults {
+        let _ = writeln!(
+            out,
+            "fault_server_faults_total{{kind=\"{}\"}} {n}",
+            kind.name()
+        );
     }
 }
 

@@ -217,20 +217,9 @@ where
         .min(1024);
     let http = Pool::new(&config.base_url, pooled as usize)?;
     let start = Instant::now();
-    let telemetry = config.telemetry.map(|telemetry| {
-        let target = Target::new(&config.base_url);
-        let base = vec![
-            KeyValue::new("chaos.policy", config.policy.name.clone()),
-            KeyValue::new("server.address", target.host.clone()),
-            KeyValue::new("server.port", target.port),
-        ];
-        Traced {
-            telemetry,
-            wall: SystemTime::now(),
-            target,
-            base,
-        }
-    });
+    let telemetry = config
+        .telemetry
+        .map(|telemetry| Traced::new(telemetry, &config.base_url, &config.policy.name));
     let tasks = TaskTracker::new();
     let halt = config.abort.child_token();
     // Cancelled when the drain ends: requests still running stop and count as unfinished.
@@ -266,7 +255,7 @@ where
     ));
 
     let (stop_all, all_tasks) = (&stop, &tasks);
-    let mut halted = match dispatch(&shared, timer).await {
+    let halted = match dispatch(&shared, timer).await {
         Ok(halted) => halted,
         Err(e) => {
             // Stop what was started, then say what went wrong: a crash is no interruption.
@@ -278,27 +267,53 @@ where
         }
     };
     tasks.close();
+    wait_out(&shared, &tasks, halted).await;
+    stop.cancel();
+    tasks.wait().await;
+    let _ = sampler.await;
+    Ok(conclude(&shared, &config.abort))
+}
 
+impl Traced {
+    fn new(telemetry: Arc<Telemetry>, base_url: &str, policy: &str) -> Traced {
+        let target = Target::new(base_url);
+        let base = vec![
+            KeyValue::new("chaos.policy", policy.to_owned()),
+            KeyValue::new("server.address", target.host.clone()),
+            KeyValue::new("server.port", target.port),
+        ];
+        Traced {
+            telemetry,
+            wall: SystemTime::now(),
+            target,
+            base,
+        }
+    }
+}
+
+/// Once every arrival is handed over: the rest of the plan's duration, then the drain,
+/// each cut short by a halt.
+async fn wait_out(shared: &Shared, tasks: &TaskTracker, mut halted: bool) {
     // Arrivals run for the plan's whole duration even when the last one came early (a slow
     // Poisson tail), so late fault phases and the recovery after them are observed.
     if !halted {
         tokio::select! {
-            () = halt.cancelled() => halted = true,
-            () = sleep_until(shared.start + plan.duration) => {}
+            () = shared.halt.cancelled() => halted = true,
+            () = sleep_until(shared.start + shared.plan.duration) => {}
         }
     }
     // Drain: in-flight requests get `drain` to finish, then are stopped.
     if !halted {
         tokio::select! {
             () = tasks.wait() => {}
-            () = tokio::time::sleep(plan.drain) => {}
-            () = halt.cancelled() => {}
+            () = tokio::time::sleep(shared.plan.drain) => {}
+            () = shared.halt.cancelled() => {}
         }
     }
-    stop.cancel();
-    tasks.wait().await;
-    let _ = sampler.await;
+}
 
+/// The run's figures, once its tasks are done; the final counts go to the telemetry too.
+fn conclude(shared: &Shared, abort: &CancellationToken) -> PolicyRun {
     let elapsed = shared.now();
     let recorder = std::mem::take(&mut *shared.recorders.merged());
     let client = lock(&shared.client);
@@ -318,14 +333,14 @@ where
         logical: recorder.logical,
         duration: recorder.last_send,
     };
-    Ok(PolicyRun {
+    PolicyRun {
         budget_bound: client.budget_bound(run),
         breaker_trips: client.breaker_trips(),
         recorder,
         elapsed,
-        aborted: config.abort.is_cancelled(),
+        aborted: abort.is_cancelled(),
         gone: shared.gone.get().cloned(),
-    })
+    }
 }
 
 fn panic_message(e: tokio::task::JoinError) -> String {

@@ -90,50 +90,8 @@ fn phase_label(index: usize, name: Option<&str>) -> String {
 
 fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
     let label = phase_label(index, spec.name.as_deref());
-    let from = spec.from.map(|d| d.get()).unwrap_or(Duration::ZERO);
-    let until = spec.until.map(|d| d.get());
-    if let Some(until) = until
-        && until <= from
-    {
-        return Err(ScriptError::invalid(
-            &label,
-            "until",
-            format!(
-                "({}) must be after `from` ({}): the window [from, until) would be empty",
-                format_duration(until),
-                format_duration(from)
-            ),
-        ));
-    }
-    let matcher = match &spec.matcher {
-        None => Matcher::default(),
-        Some(m) => Matcher {
-            methods: m
-                .method
-                .as_ref()
-                .map(|methods| methods.0.iter().map(|m| m.as_str().to_string()).collect())
-                .unwrap_or_default(),
-            path: m.path.as_ref().map(|p| Pattern::path(p.as_str())),
-            headers: m
-                .header
-                .iter()
-                .flatten()
-                .map(|(name, value)| (name.as_str().to_string(), Pattern::value(value)))
-                .collect(),
-        },
-    };
-    if spec
-        .matcher
-        .as_ref()
-        .and_then(|m| m.method.as_ref())
-        .is_some_and(|m| m.0.is_empty())
-    {
-        return Err(ScriptError::invalid(
-            &label,
-            "match.method",
-            "is an empty list: omit it to match every method",
-        ));
-    }
+    let (from, until) = window(&label, spec)?;
+    let matcher = matcher(&label, spec)?;
     let attempts = match &spec.attempts {
         None => None,
         Some(list) if list.is_empty() => {
@@ -145,28 +103,7 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
         }
         Some(list) => Some(list.iter().map(|a| a.get()).collect()),
     };
-    if spec.respond.0.is_empty() {
-        return Err(ScriptError::invalid(
-            &label,
-            "respond",
-            "is empty: give at least one outcome",
-        ));
-    }
-    let entries = spec
-        .respond
-        .0
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| resolve_entry(&label, i, entry))
-        .collect::<Result<Vec<_>, _>>()?;
-    let total_weight: f64 = entries.iter().map(|e| e.weight).sum();
-    if total_weight <= 0.0 {
-        return Err(ScriptError::invalid(
-            &label,
-            "respond[].weight",
-            "weights sum to zero: at least one outcome needs a weight above 0",
-        ));
-    }
+    let (entries, total_weight) = entries(&label, spec)?;
     Ok(Phase {
         label: spec
             .name
@@ -183,116 +120,112 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
     })
 }
 
-fn resolve_entry(label: &str, i: usize, spec: &RespondSpec) -> Result<Entry, ScriptError> {
-    let field = |name: &str| format!("respond[{i}].{name}");
-    let kind = match (spec.fault, spec.status) {
-        (Some(kind), _) => kind,
-        (None, Some(_)) => FaultKind::Status,
-        (None, None) => {
-            let kinds: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-            return Err(ScriptError::invalid(
-                label,
-                format!("respond[{i}]"),
-                format!(
-                    "needs `status: CODE` or `fault: KIND` ({})",
-                    kinds.join(", ")
-                ),
-            ));
-        }
-    };
-    let kind_name = kind.name();
-    let refuse = |present: bool, name: &str, applies_to: &str| {
-        if present {
-            Err(ScriptError::invalid(
-                label,
-                field(name),
-                format!("does not apply to a {kind_name} fault (only to {applies_to})"),
-            ))
-        } else {
-            Ok(())
-        }
-    };
-    let status_like = matches!(kind, FaultKind::Status | FaultKind::Truncate);
-    refuse(
-        spec.status.is_some() && !status_like,
-        "status",
-        "status and truncate",
-    )?;
-    refuse(
-        spec.retry_after.is_some() && kind != FaultKind::Status,
-        "retry_after",
-        "status",
-    )?;
-    refuse(
-        spec.body.is_some() && !status_like,
-        "body",
-        "status and truncate",
-    )?;
-    refuse(
-        spec.headers.is_some() && !status_like,
-        "headers",
-        "status and truncate",
-    )?;
-    refuse(
-        spec.delay.is_some() && kind != FaultKind::Delay,
-        "delay",
-        "delay",
-    )?;
-    refuse(
-        spec.hold.is_some() && kind != FaultKind::Timeout,
-        "hold",
-        "timeout",
-    )?;
-    let processed = spec.processed.unwrap_or(false);
-    if processed && kind == FaultKind::Delay {
+/// The phase's window, `[from, until)`.
+fn window(label: &str, spec: &PhaseSpec) -> Result<(Duration, Option<Duration>), ScriptError> {
+    let from = spec.from.map(|d| d.get()).unwrap_or(Duration::ZERO);
+    let until = spec.until.map(|d| d.get());
+    if let Some(until) = until
+        && until <= from
+    {
         return Err(ScriptError::invalid(
             label,
-            field("processed"),
+            "until",
+            format!(
+                "({}) must be after `from` ({}): the window [from, until) would be empty",
+                format_duration(until),
+                format_duration(from)
+            ),
+        ));
+    }
+    Ok((from, until))
+}
+
+fn matcher(label: &str, spec: &PhaseSpec) -> Result<Matcher, ScriptError> {
+    let Some(m) = &spec.matcher else {
+        return Ok(Matcher::default());
+    };
+    if m.method.as_ref().is_some_and(|m| m.0.is_empty()) {
+        return Err(ScriptError::invalid(
+            label,
+            "match.method",
+            "is an empty list: omit it to match every method",
+        ));
+    }
+    Ok(Matcher {
+        methods: m
+            .method
+            .as_ref()
+            .map(|methods| methods.0.iter().map(|m| m.as_str().to_string()).collect())
+            .unwrap_or_default(),
+        path: m.path.as_ref().map(|p| Pattern::path(p.as_str())),
+        headers: m
+            .header
+            .iter()
+            .flatten()
+            .map(|(name, value)| (name.as_str().to_string(), Pattern::value(value)))
+            .collect(),
+    })
+}
+
+/// The phase's `respond` entries, and their total weight (what a draw is taken from).
+fn entries(label: &str, spec: &PhaseSpec) -> Result<(Vec<Entry>, f64), ScriptError> {
+    if spec.respond.0.is_empty() {
+        return Err(ScriptError::invalid(
+            label,
+            "respond",
+            "is empty: give at least one outcome",
+        ));
+    }
+    let entries = spec
+        .respond
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| resolve_entry(EntryAt { label, i }, entry))
+        .collect::<Result<Vec<_>, _>>()?;
+    let total_weight: f64 = entries.iter().map(|e| e.weight).sum();
+    if total_weight <= 0.0 {
+        return Err(ScriptError::invalid(
+            label,
+            "respond[].weight",
+            "weights sum to zero: at least one outcome needs a weight above 0",
+        ));
+    }
+    Ok((entries, total_weight))
+}
+
+/// Where a `respond` entry is, for its errors: its phase and its index.
+#[derive(Clone, Copy)]
+struct EntryAt<'a> {
+    label: &'a str,
+    i: usize,
+}
+
+impl EntryAt<'_> {
+    /// The entry's key `name` is invalid.
+    fn invalid(self, name: &str, message: impl Into<String>) -> ScriptError {
+        ScriptError::invalid(self.label, format!("respond[{}].{name}", self.i), message)
+    }
+}
+
+fn resolve_entry(at: EntryAt<'_>, spec: &RespondSpec) -> Result<Entry, ScriptError> {
+    let kind = entry_kind(at, spec)?;
+    refuse_other_kinds_keys(at, kind, spec)?;
+    let processed = spec.processed.unwrap_or(false);
+    if processed && kind == FaultKind::Delay {
+        return Err(at.invalid(
+            "processed",
             "does not apply to a delay: a delayed request is served (and executed) anyway",
         ));
     }
-    let headers = spec
-        .headers
-        .iter()
-        .flatten()
-        .map(|(name, value)| {
-            if value
-                .bytes()
-                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
-            {
-                Ok((name.as_str().to_string(), value.clone()))
-            } else {
-                Err(ScriptError::invalid(
-                    label,
-                    field(&format!("headers.{}", name.as_str())),
-                    "must be printable ASCII",
-                ))
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let response = |default_status: Option<u16>| -> Result<Arc<FaultResponse>, ScriptError> {
-        let status = spec
-            .status
-            .map(StatusCodeSpec::get)
-            .or(default_status)
-            .ok_or_else(|| {
-                ScriptError::invalid(label, field("status"), "is required for a status fault")
-            })?;
-        Ok(Arc::new(FaultResponse {
-            status,
-            retry_after: spec.retry_after.map(|d| d.get()),
-            body: spec.body.clone(),
-            headers: headers.clone(),
-        }))
-    };
+    let headers = response_headers(at, spec)?;
     let action = match kind {
-        FaultKind::Status => FaultAction::Status(response(None)?),
-        FaultKind::Truncate => FaultAction::Truncate(response(Some(200))?),
+        FaultKind::Status => FaultAction::Status(fault_response(at, spec, None, headers)?),
+        FaultKind::Truncate => FaultAction::Truncate(fault_response(at, spec, Some(200), headers)?),
         FaultKind::Delay => {
             FaultAction::Delay(spec.delay.map(Distribution::from).ok_or_else(|| {
-                ScriptError::invalid(
-                    label,
-                    field("delay"),
+                at.invalid(
+                    "delay",
                     "is required for a delay fault (e.g. `delay: 300ms`)",
                 )
             })?)
@@ -308,6 +241,123 @@ fn resolve_entry(label: &str, i: usize, spec: &RespondSpec) -> Result<Entry, Scr
         processed,
         weight: spec.weight.map(Weight::get).unwrap_or(1.0),
     })
+}
+
+/// The entry's kind: `fault:`, or a status fault when only `status:` is given.
+fn entry_kind(at: EntryAt<'_>, spec: &RespondSpec) -> Result<FaultKind, ScriptError> {
+    match (spec.fault, spec.status) {
+        (Some(kind), _) => Ok(kind),
+        (None, Some(_)) => Ok(FaultKind::Status),
+        (None, None) => {
+            let kinds: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+            Err(ScriptError::invalid(
+                at.label,
+                format!("respond[{}]", at.i),
+                format!(
+                    "needs `status: CODE` or `fault: KIND` ({})",
+                    kinds.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// Refuses a key only another kind of fault reads: it would be ignored without a word.
+fn refuse_other_kinds_keys(
+    at: EntryAt<'_>,
+    kind: FaultKind,
+    spec: &RespondSpec,
+) -> Result<(), ScriptError> {
+    let status_like = matches!(kind, FaultKind::Status | FaultKind::Truncate);
+    // (present where it does not apply, the key, the kinds it applies to), in the order
+    // the errors are reported.
+    let keys = [
+        (
+            spec.status.is_some() && !status_like,
+            "status",
+            "status and truncate",
+        ),
+        (
+            spec.retry_after.is_some() && kind != FaultKind::Status,
+            "retry_after",
+            "status",
+        ),
+        (
+            spec.body.is_some() && !status_like,
+            "body",
+            "status and truncate",
+        ),
+        (
+            spec.headers.is_some() && !status_like,
+            "headers",
+            "status and truncate",
+        ),
+        (
+            spec.delay.is_some() && kind != FaultKind::Delay,
+            "delay",
+            "delay",
+        ),
+        (
+            spec.hold.is_some() && kind != FaultKind::Timeout,
+            "hold",
+            "timeout",
+        ),
+    ];
+    match keys.into_iter().find(|(misplaced, _, _)| *misplaced) {
+        Some((_, name, applies_to)) => Err(at.invalid(
+            name,
+            format!(
+                "does not apply to a {} fault (only to {applies_to})",
+                kind.name()
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The extra headers of a status or truncate fault's response, checked as a header value
+/// must be.
+fn response_headers(
+    at: EntryAt<'_>,
+    spec: &RespondSpec,
+) -> Result<Vec<(String, String)>, ScriptError> {
+    spec.headers
+        .iter()
+        .flatten()
+        .map(|(name, value)| {
+            if value
+                .bytes()
+                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+            {
+                Ok((name.as_str().to_string(), value.clone()))
+            } else {
+                Err(at.invalid(
+                    &format!("headers.{}", name.as_str()),
+                    "must be printable ASCII",
+                ))
+            }
+        })
+        .collect()
+}
+
+/// The response of a status or truncate fault; `default_status` when none is given.
+fn fault_response(
+    at: EntryAt<'_>,
+    spec: &RespondSpec,
+    default_status: Option<u16>,
+    headers: Vec<(String, String)>,
+) -> Result<Arc<FaultResponse>, ScriptError> {
+    let status = spec
+        .status
+        .map(StatusCodeSpec::get)
+        .or(default_status)
+        .ok_or_else(|| at.invalid("status", "is required for a status fault"))?;
+    Ok(Arc::new(FaultResponse {
+        status,
+        retry_after: spec.retry_after.map(|d| d.get()),
+        body: spec.body.clone(),
+        headers,
+    }))
 }
 
 fn resolve_capacity(spec: &CapacitySpec) -> Result<CapacityLimits, ScriptError> {

@@ -1,12 +1,13 @@
 //! The `load` section: the rate profile (a flat `rate` or `stages` of ramps and holds),
 //! the caps on requests in flight and on connections, and the request mix.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::error::{Found, found};
 use super::locate::Seg;
 use super::model::{Arrivals, Load, RequestKind, Segment};
-use super::spec::{ArrivalsSpec, LoadSpec};
+use super::spec::{ArrivalsSpec, LoadSpec, RequestSpec};
 
 const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
 
@@ -102,7 +103,7 @@ pub(super) fn profile(load: &LoadSpec) -> Result<(Option<Vec<Segment>>, Option<D
 }
 
 fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
-    use Seg::{Index, Key};
+    use Seg::Key;
     if load.requests.is_empty() {
         return Err(found(
             vec![Key("load"), Key("requests")],
@@ -112,87 +113,7 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
     }
     let mut kinds = Vec::new();
     for (i, r) in load.requests.iter().enumerate() {
-        let at = |key| vec![Key("load"), Key("requests"), Index(i), Key(key)];
-        let method = r
-            .method
-            .clone()
-            .unwrap_or_else(|| "GET".into())
-            .to_ascii_uppercase();
-        if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            return Err(found(
-                at("method"),
-                format!("`{method}` is not an HTTP method"),
-            ));
-        }
-        if !r.path.starts_with('/') {
-            return Err(
-                found(at("path"), format!("path `{}` must start with `/`", r.path))
-                    .hint("paths are relative to the target, e.g. `/items/{n}`"),
-            );
-        }
-        if is_control_path(&r.path) {
-            return Err(found(
-                at("path"),
-                format!(
-                    "`{}` is the fault-server's own endpoint: never faulted, never in the ledger",
-                    r.path
-                ),
-            )
-            .hint("load paths are the service's, e.g. `/items/{n}`"));
-        }
-        if r.name.trim().is_empty() || load.requests[..i].iter().any(|q| q.name == r.name) {
-            return Err(found(
-                at("name"),
-                format!("request name `{}` is empty or used twice", r.name),
-            ));
-        }
-        let weight = r.weight.unwrap_or(1.0);
-        if !(weight.is_finite() && (0.0..=1e9).contains(&weight)) {
-            return Err(found(
-                at("weight"),
-                format!("weight {weight} must be a number between 0 and 1e9"),
-            ));
-        }
-        for (name, value) in &r.headers {
-            if name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            {
-                return Err(found(
-                    at("headers"),
-                    format!("`{name}` is not a valid header name"),
-                ));
-            }
-            if fault_server::wire::is_reserved(name)
-                || HTTP_STACK_HEADERS
-                    .iter()
-                    .any(|h| h.eq_ignore_ascii_case(name))
-            {
-                let mut path = at("headers");
-                path.push(Seg::Name(name.clone()));
-                return Err(found(path, format!("header `{name}` is set by the harness or the HTTP stack"))
-                    .hint("for an idempotency key write `idempotency_key: true`; request ids, attempt numbers, deadlines and trace context are always sent by each hop"));
-            }
-            if !value
-                .bytes()
-                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
-            {
-                return Err(found(
-                    at("headers"),
-                    format!("the value of header `{name}` must be printable ASCII"),
-                ));
-            }
-        }
-        kinds.push(RequestKind {
-            name: r.name.clone(),
-            method,
-            path: r.path.clone(),
-            weight,
-            body: r.body.clone(),
-            headers: r.headers.clone(),
-            idempotency_key: r.idempotency_key,
-        });
+        kinds.push(request_kind(i, r, &load.requests[..i])?);
     }
     if kinds.iter().all(|k| k.weight == 0.0) {
         return Err(found(
@@ -201,6 +122,105 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
         ));
     }
     Ok(kinds)
+}
+
+/// Where key `key` of request kind `i` is, for an error to point at.
+fn request_at(i: usize, key: &'static str) -> Vec<Seg> {
+    use Seg::{Index, Key};
+    vec![Key("load"), Key("requests"), Index(i), Key(key)]
+}
+
+/// Request kind `i`, named unlike the `earlier` ones.
+fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<RequestKind, Found> {
+    let at = |key| request_at(i, key);
+    let method = r
+        .method
+        .clone()
+        .unwrap_or_else(|| "GET".into())
+        .to_ascii_uppercase();
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return Err(found(
+            at("method"),
+            format!("`{method}` is not an HTTP method"),
+        ));
+    }
+    if !r.path.starts_with('/') {
+        return Err(
+            found(at("path"), format!("path `{}` must start with `/`", r.path))
+                .hint("paths are relative to the target, e.g. `/items/{n}`"),
+        );
+    }
+    if is_control_path(&r.path) {
+        return Err(found(
+            at("path"),
+            format!(
+                "`{}` is the fault-server's own endpoint: never faulted, never in the ledger",
+                r.path
+            ),
+        )
+        .hint("load paths are the service's, e.g. `/items/{n}`"));
+    }
+    if r.name.trim().is_empty() || earlier.iter().any(|q| q.name == r.name) {
+        return Err(found(
+            at("name"),
+            format!("request name `{}` is empty or used twice", r.name),
+        ));
+    }
+    let weight = r.weight.unwrap_or(1.0);
+    if !(weight.is_finite() && (0.0..=1e9).contains(&weight)) {
+        return Err(found(
+            at("weight"),
+            format!("weight {weight} must be a number between 0 and 1e9"),
+        ));
+    }
+    check_headers(i, &r.headers)?;
+    Ok(RequestKind {
+        name: r.name.clone(),
+        method,
+        path: r.path.clone(),
+        weight,
+        body: r.body.clone(),
+        headers: r.headers.clone(),
+        idempotency_key: r.idempotency_key,
+    })
+}
+
+/// The extra headers of request kind `i`: each a valid name that neither the harness nor
+/// the HTTP stack sets, with a printable ASCII value.
+fn check_headers(i: usize, headers: &BTreeMap<String, String>) -> Result<(), Found> {
+    let at = |key| request_at(i, key);
+    for (name, value) in headers {
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(found(
+                at("headers"),
+                format!("`{name}` is not a valid header name"),
+            ));
+        }
+        if fault_server::wire::is_reserved(name)
+            || HTTP_STACK_HEADERS
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+        {
+            let mut path = at("headers");
+            path.push(Seg::Name(name.clone()));
+            return Err(found(path, format!("header `{name}` is set by the harness or the HTTP stack"))
+                .hint("for an idempotency key write `idempotency_key: true`; request ids, attempt numbers, deadlines and trace context are always sent by each hop"));
+        }
+        if !value
+            .bytes()
+            .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+        {
+            return Err(found(
+                at("headers"),
+                format!("the value of header `{name}` must be printable ASCII"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Headers only the HTTP stack may set. The contract's own (`x-request-id`, every

@@ -205,11 +205,37 @@ pub fn forward_once() -> Policy {
 }
 
 fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
-    let at = |key: &'static str| {
-        let mut path = base.to_vec();
-        path.push(Seg::Key(key));
-        path
-    };
+    let (mut config, preset, imported) = starting_config(base, &spec, dir)?;
+    let name = spec.name.clone();
+    apply_plan_keys(&mut config, base, spec)?;
+    let policy = Policy::new(config)
+        .map_err(|e| found(key_at(base, key_of(&e)), format!("policy `{name}`: {e}")))?;
+    Ok((
+        NamedPolicy {
+            name,
+            preset,
+            policy,
+            tiers: Vec::new(),
+        },
+        imported,
+    ))
+}
+
+/// Where key `key` of the policy at `base` is, for an error to point at.
+fn key_at(base: &[Seg], key: &'static str) -> Vec<Seg> {
+    let mut path = base.to_vec();
+    path.push(Seg::Key(key));
+    path
+}
+
+/// What a policy starts from, its import, its preset or "no retries", and what its
+/// import could not model.
+fn starting_config(
+    base: &[Seg],
+    spec: &PolicySpec,
+    dir: &Path,
+) -> Result<(PolicyConfig, Option<Preset>, ImportedBy), Found> {
+    let at = |key| key_at(base, key);
     let preset = spec
         .preset
         .as_deref()
@@ -217,7 +243,7 @@ fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Im
         .transpose()
         .map_err(|e| found(at("preset"), e.to_string()))?;
     let mut imported = None;
-    let mut config = match (&spec.import, preset) {
+    let config = match (&spec.import, preset) {
         (Some(_), Some(_)) => {
             return Err(found(
                 at("import"),
@@ -250,6 +276,13 @@ fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Im
             Preset::config,
         ),
     };
+    Ok((config, preset, imported))
+}
+
+/// The plan's keys over the starting config: each key given replaces what the import or
+/// the preset said.
+fn apply_plan_keys(config: &mut PolicyConfig, base: &[Seg], spec: PolicySpec) -> Result<(), Found> {
+    let at = |key| key_at(base, key);
     if let Some(n) = spec.max_attempts {
         config.max_attempts = n;
     }
@@ -312,17 +345,7 @@ fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Im
     if let Some(honor) = spec.honor_no_retry {
         config.honor_no_retry = honor;
     }
-    let policy = Policy::new(config)
-        .map_err(|e| found(at(key_of(&e)), format!("policy `{}`: {e}", spec.name)))?;
-    Ok((
-        NamedPolicy {
-            name: spec.name,
-            preset,
-            policy,
-            tiers: Vec::new(),
-        },
-        imported,
-    ))
+    Ok(())
 }
 
 /// The key of a policy a configuration error points at: the first part of its field

@@ -274,59 +274,9 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
     let r: &Recorder = &run.recorder;
     let ledger = ledger.map(|l| own_share(l, &policy.name));
     let tier_reports = tier_reports(policy, r, &tiers, ledger.as_ref().map(|l| l.attempts));
-    let ledger_view = ledger.as_ref().map(|l| {
-        let agree = reconciliation(r);
-        // Behind relay tiers the leaf's attempts are the last tier's, and every hop must
-        // agree with the next; the logical requests are the client's, end to end.
-        let reconciled = match tiers.first() {
-            None => agree.agrees(l.attempts, l.logical),
-            // A tier may answer a request itself (its own fault, an open breaker): the
-            // leaf sees at most the client's logical requests, and some whenever the last
-            // tier sent anything.
-            Some(first) => {
-                agree.attempts.contains(&first.received)
-                    // A tier counts a first attempt as a logical request: one whose first
-                    // attempt failed to connect reached it as a retry.
-                    && first.logical <= *agree.logical.end()
-                    && tier_reports.iter().all(|t| t.agrees)
-                    && l.logical <= *agree.logical.end()
-                    && (l.logical > 0) == tiers.last().is_some_and(|t| t.sent > 0)
-            }
-        };
-        LedgerView {
-            attempts: l.attempts,
-            logical: l.logical,
-            side_effects: l.side_effects,
-            duplicate_side_effects: l.duplicate_side_effects,
-            idempotent_replays: l.idempotent_replays,
-            client_unsent: agree.unsent,
-            client_abandoned: r.abandoned,
-            client_reached: r.reached.0,
-            reconciled,
-            by_outcome: l.by_outcome.clone(),
-        }
-    });
-    let mut examples = BTreeMap::new();
-    examples.insert(
-        "retried_permanent".to_owned(),
-        r.retried_permanent.examples.clone(),
-    );
-    examples.insert(
-        "retried_non_idempotent".to_owned(),
-        r.retried_non_idempotent.examples.clone(),
-    );
-    if let Some(l) = &ledger {
-        examples.insert(
-            "duplicate_side_effects".to_owned(),
-            l.duplicate_examples.clone(),
-        );
-    }
-    let offered_latency = |q| offered_quantile_ms(&r.latency, r.logical, r.dropped, q);
-    let mut outcomes = BTreeMap::new();
-    for (outcome, n) in &r.outcomes {
-        // Resets whose phase differs read the same in a report.
-        *outcomes.entry(outcome.to_string()).or_insert(0) += n;
-    }
+    let ledger_view = ledger
+        .as_ref()
+        .map(|l| ledger_view(l, r, &tiers, &tier_reports));
     let mut report = PolicyReport {
         name: policy.name.clone(),
         preset: policy.preset.map(|p| p.name().to_owned()),
@@ -359,14 +309,9 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             retried_non_idempotent: r.retried_non_idempotent.count,
             duplicate_side_effects: ledger.as_ref().map(|l| l.duplicate_side_effects),
         },
-        violation_examples: examples,
+        violation_examples: violation_examples(r, ledger.as_ref()),
         latency_ms: percentiles(&r.latency),
-        offered_latency_ms: OfferedPercentiles {
-            p50: offered_latency(0.50),
-            p90: offered_latency(0.90),
-            p99: offered_latency(0.99),
-            p999: offered_latency(0.999),
-        },
+        offered_latency_ms: offered_percentiles(r),
         attempt_latency_ms: percentiles(&r.attempt_latency),
         arrival_lag_ms: percentiles(&r.lag),
         connection_wait: plan.load.max_connections.map(|max| ConnectionWait {
@@ -377,25 +322,10 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         recovery_s: plan
             .fault_window
             .and_then(|(from, until)| recovery_s(&r.series, from, until)),
-        outcomes,
+        outcomes: outcome_counts(r),
         breaker_trips: run.breaker_trips,
         ledger: ledger_view,
-        series: r
-            .series
-            .iter()
-            .enumerate()
-            .map(|(t, s)| SeriesPoint {
-                t: t as u64,
-                offered: s.offered,
-                dropped: s.dropped,
-                attempts: s.attempts,
-                succeeded: s.succeeded,
-                failed: s.failed,
-                retries: s.retries,
-                budget_tokens: s.budget_tokens,
-                breaker_open: matches!(s.breaker, Some(BreakerState::Open)),
-            })
-            .collect(),
+        series: series_points(&r.series),
         gates: Vec::new(),
         synchrony: r.waves.as_ref().and_then(|w| synchrony(&w.buckets)),
         waves_50ms: r
@@ -408,6 +338,109 @@ fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
     };
     report.gates = gates::evaluate(plan, &report);
     report
+}
+
+/// The ledger's share of a policy beside the client's counts, and whether the two
+/// agree (see [`reconciliation`]).
+fn ledger_view(
+    l: &LedgerSnapshot,
+    r: &Recorder,
+    tiers: &[HopCounts],
+    tier_reports: &[TierReport],
+) -> LedgerView {
+    let agree = reconciliation(r);
+    // Behind relay tiers the leaf's attempts are the last tier's, and every hop must
+    // agree with the next; the logical requests are the client's, end to end.
+    let reconciled = match tiers.first() {
+        None => agree.agrees(l.attempts, l.logical),
+        // A tier may answer a request itself (its own fault, an open breaker): the
+        // leaf sees at most the client's logical requests, and some whenever the last
+        // tier sent anything.
+        Some(first) => {
+            agree.attempts.contains(&first.received)
+                // A tier counts a first attempt as a logical request: one whose first
+                // attempt failed to connect reached it as a retry.
+                && first.logical <= *agree.logical.end()
+                && tier_reports.iter().all(|t| t.agrees)
+                && l.logical <= *agree.logical.end()
+                && (l.logical > 0) == tiers.last().is_some_and(|t| t.sent > 0)
+        }
+    };
+    LedgerView {
+        attempts: l.attempts,
+        logical: l.logical,
+        side_effects: l.side_effects,
+        duplicate_side_effects: l.duplicate_side_effects,
+        idempotent_replays: l.idempotent_replays,
+        client_unsent: agree.unsent,
+        client_abandoned: r.abandoned,
+        client_reached: r.reached.0,
+        reconciled,
+        by_outcome: l.by_outcome.clone(),
+    }
+}
+
+/// The ids of a few requests that broke each invariant: the client's sampled retries,
+/// and the ledger's duplicate side effects.
+fn violation_examples(
+    r: &Recorder,
+    ledger: Option<&LedgerSnapshot>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut examples = BTreeMap::new();
+    examples.insert(
+        "retried_permanent".to_owned(),
+        r.retried_permanent.examples.clone(),
+    );
+    examples.insert(
+        "retried_non_idempotent".to_owned(),
+        r.retried_non_idempotent.examples.clone(),
+    );
+    if let Some(l) = ledger {
+        examples.insert(
+            "duplicate_side_effects".to_owned(),
+            l.duplicate_examples.clone(),
+        );
+    }
+    examples
+}
+
+/// The offered load's latency percentiles (see [`offered_quantile_ms`]).
+fn offered_percentiles(r: &Recorder) -> OfferedPercentiles {
+    let offered_latency = |q| offered_quantile_ms(&r.latency, r.logical, r.dropped, q);
+    OfferedPercentiles {
+        p50: offered_latency(0.50),
+        p90: offered_latency(0.90),
+        p99: offered_latency(0.99),
+        p999: offered_latency(0.999),
+    }
+}
+
+/// Attempts by outcome, by the outcome's name.
+fn outcome_counts(r: &Recorder) -> BTreeMap<String, u64> {
+    let mut outcomes = BTreeMap::new();
+    for (outcome, n) in &r.outcomes {
+        // Resets whose phase differs read the same in a report.
+        *outcomes.entry(outcome.to_string()).or_insert(0) += n;
+    }
+    outcomes
+}
+
+fn series_points(series: &[Second]) -> Vec<SeriesPoint> {
+    series
+        .iter()
+        .enumerate()
+        .map(|(t, s)| SeriesPoint {
+            t: t as u64,
+            offered: s.offered,
+            dropped: s.dropped,
+            attempts: s.attempts,
+            succeeded: s.succeeded,
+            failed: s.failed,
+            retries: s.retries,
+            budget_tokens: s.budget_tokens,
+            breaker_open: matches!(s.breaker, Some(BreakerState::Open)),
+        })
+        .collect()
 }
 
 /// The ledger's figures for this policy alone: a request of the previous policy that the

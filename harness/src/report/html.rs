@@ -175,6 +175,33 @@ fn carried(series: &[SeriesPoint]) -> Vec<f64> {
 pub fn render(report: &Report) -> String {
     let plan = &report.plan;
     let mut out = String::new();
+    head_html(&mut out, report);
+    let _ = write!(
+        out,
+        "<h2>Summary</h2><pre>{}</pre>",
+        esc(&super::summary_table(report))
+    );
+    ranking_html(&mut out, &report.ranking);
+
+    if let Some(comparison) = &report.baseline {
+        baseline_html(&mut out, comparison);
+    }
+    let palette = [
+        "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d35400",
+    ];
+    attempts_html(&mut out, report, &palette);
+    waves_html(&mut out, report, &palette);
+    for p in &report.policies {
+        policy_html(&mut out, p, plan.fault_window_s);
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// The page's head, its title with the verdict, the run's errors and warnings, and what
+/// ran against what.
+fn head_html(out: &mut String, report: &Report) {
+    let plan = &report.plan;
     let verdict = report.verdict_label();
     let _ = write!(
         out,
@@ -225,16 +252,10 @@ pub fn render(report: &Report) -> String {
     if let Some(telemetry) = &report.telemetry {
         let _ = write!(out, "<p class=\"meta\">{}</p>", esc(&telemetry.describe()));
     }
-    let _ = write!(
-        out,
-        "<h2>Summary</h2><pre>{}</pre>",
-        esc(&super::summary_table(report))
-    );
-    ranking_html(&mut out, &report.ranking);
+}
 
-    if let Some(comparison) = &report.baseline {
-        baseline_html(&mut out, comparison);
-    }
+/// Offered load against every policy's attempts per second, in one chart.
+fn attempts_html(out: &mut String, report: &Report, palette: &[&str]) {
     let seconds = report
         .policies
         .iter()
@@ -262,9 +283,6 @@ pub fn render(report: &Report) -> String {
     } else {
         let _ = write!(out, "<h2>Attempts reaching the server per second</h2>");
     }
-    let palette = [
-        "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#7f8c8d", "#d35400",
-    ];
     let mut lines: Vec<(&str, &str, Vec<f64>)> = Vec::new();
     if let Some(first) = report.policies.first() {
         lines.push((
@@ -284,15 +302,9 @@ pub fn render(report: &Report) -> String {
         "offered logical requests vs attempts sent, per second (shaded: fault window)",
         seconds,
         &lines,
-        plan.fault_window_s,
+        report.plan.fault_window_s,
         &[],
     ));
-    waves_html(&mut out, report, &palette);
-    for p in &report.policies {
-        policy_html(&mut out, p, plan.fault_window_s);
-    }
-    out.push_str("</body></html>\n");
-    out
 }
 
 fn baseline_html(out: &mut String, comparison: &Comparison) {

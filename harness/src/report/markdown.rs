@@ -235,6 +235,25 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         let _ = writeln!(out, "Preset `{preset}`. ");
     }
     let _ = writeln!(out, "{}\n", p.summary);
+    gates_table(out, p);
+    chain_table(out, p);
+    counts_table(out, p);
+    let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
+    let _ = writeln!(out, "Attempt outcomes: {}.\n", p.outcomes_text());
+    latency_table(out, p);
+    if let Some(c) = &p.connection_wait {
+        let _ = writeln!(out, "{}\n", c.sentence());
+    }
+    if let Some(l) = &p.ledger {
+        let _ = writeln!(
+            out,
+            "{}\n",
+            l.sentence("**does not agree with the client**")
+        );
+    }
+}
+
+fn gates_table(out: &mut String, p: &PolicyReport) {
     let _ = writeln!(out, "| gate | result | measured | limit | detail |");
     let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
     for g in &p.gates {
@@ -252,41 +271,50 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         let _ = writeln!(out, "| (no gates) | | | | |");
     }
     let _ = writeln!(out);
+}
+
+/// A call chain hop by hop; nothing without relay tiers.
+fn chain_table(out: &mut String, p: &PolicyReport) {
     let hops = p.hops();
-    if !hops.is_empty() {
-        let _ = writeln!(
-            out,
-            "Call chain, hop by hop (amplification: attempts per logical request of the client):\n"
-        );
-        let _ = writeln!(
-            out,
-            "| hop | policy | received | logical | sent | retries | gave up | amplification | next hop agrees | violations |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-        );
-        let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
-        for h in &hops {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                h.hop,
-                h.policy.replace('|', "\\|"),
-                n(h.received),
-                n(h.logical),
-                n(h.sent),
-                n(h.retries),
-                n(h.gave_up),
-                opt(h.amplification, 2),
-                h.agrees.map_or("–", |a| if a { "yes" } else { "**no**" }),
-                h.violations.map_or_else(
-                    || "–".to_owned(),
-                    |v| match v.describe() {
-                        d if d == "0" => d,
-                        d => format!("**{d}**"),
-                    }
-                )
-            );
-        }
-        let _ = writeln!(out);
+    if hops.is_empty() {
+        return;
     }
+    let _ = writeln!(
+        out,
+        "Call chain, hop by hop (amplification: attempts per logical request of the client):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| hop | policy | received | logical | sent | retries | gave up | amplification | next hop agrees | violations |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
+    let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
+    for h in &hops {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            h.hop,
+            h.policy.replace('|', "\\|"),
+            n(h.received),
+            n(h.logical),
+            n(h.sent),
+            n(h.retries),
+            n(h.gave_up),
+            opt(h.amplification, 2),
+            h.agrees.map_or("–", |a| if a { "yes" } else { "**no**" }),
+            h.violations.map_or_else(
+                || "–".to_owned(),
+                |v| match v.describe() {
+                    d if d == "0" => d,
+                    d => format!("**{d}**"),
+                }
+            )
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// The client's counts, its amplification and its recovery.
+fn counts_table(out: &mut String, p: &PolicyReport) {
     let _ = writeln!(out, "| count | value |\n| --- | --- |");
     for (k, v) in [
         ("offered (arrivals)", p.offered),
@@ -313,8 +341,9 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     );
     let _ = writeln!(out, "| recovery | {} s |", opt(p.recovery_s, 0));
     let _ = writeln!(out);
-    let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
-    let _ = writeln!(out, "Attempt outcomes: {}.\n", p.outcomes_text());
+}
+
+fn latency_table(out: &mut String, p: &PolicyReport) {
     let _ = writeln!(
         out,
         "| latency (ms) | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- | --- |"
@@ -334,14 +363,4 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         );
     }
     let _ = writeln!(out);
-    if let Some(c) = &p.connection_wait {
-        let _ = writeln!(out, "{}\n", c.sentence());
-    }
-    if let Some(l) = &p.ledger {
-        let _ = writeln!(
-            out,
-            "{}\n",
-            l.sentence("**does not agree with the client**")
-        );
-    }
 }

@@ -19,7 +19,7 @@ use chaos_policy::{Outcome, ResetPhase};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
-use fault_server::script::{Decision, FaultAction, Script};
+use fault_server::script::{Decision, Fault, FaultAction, Script};
 use fault_server::seed::{IdSeed, fnv1a};
 
 use super::lazy::LazyRng;
@@ -39,6 +39,19 @@ struct Job {
     rng: Option<LazyRng>,
     ticket: Option<Ticket>,
     claim: Option<KeyClaim>,
+}
+
+/// What a fault does to an attempt.
+enum Faulted {
+    /// A `delay`: the attempt is served, and holds its slot this much longer.
+    Delayed(Duration),
+    /// Any other fault: the answer, `after` this long (a `timeout` holds the attempt
+    /// first), and its outcome in the ledger.
+    Answered {
+        reply: Reply,
+        outcome: Disposition,
+        after: Duration,
+    },
 }
 
 pub(super) struct Server<'a> {
@@ -136,6 +149,44 @@ impl<'a> Server<'a> {
         let who = self.who();
         self.ledger.record_request(who, now);
         let kind = sent.kind as usize;
+        let (decision, rng) = self.select(now, &sent);
+        let mut delay = Duration::ZERO;
+        if let Decision::Fault { phase, fault } = decision {
+            match self.fault(phase, fault, kind, sent.n, now) {
+                Faulted::Delayed(d) => delay = d,
+                Faulted::Answered {
+                    reply,
+                    outcome,
+                    after,
+                } => {
+                    self.ledger.record_outcome(outcome);
+                    Self::answer(queue, net, now + after, sent.reply, reply);
+                    return;
+                }
+            }
+        }
+        if self.serves_at_once(kind, delay) {
+            self.serve_now(kind, now, sent.reply, queue, net);
+            return;
+        }
+        let job = Job {
+            reply: sent.reply,
+            index: sent.index,
+            kind: sent.kind,
+            n: sent.n,
+            delay,
+            rng,
+            ticket: None,
+            claim: None,
+        };
+        self.admit(job, now, queue, net);
+    }
+
+    /// What the script decides for the attempt whose id is in `self.id`, and the
+    /// attempt's own stream (the service time draws from it too): seeded as live, by
+    /// [`attempt_seed`], only when something may draw from it.
+    fn select(&mut self, now: Duration, sent: &Sent) -> (Decision, Option<LazyRng>) {
+        let kind = sent.kind as usize;
         let id_seed = IdSeed::new(self.seed, &self.id);
         let mut rng = self.needs_rng.then(|| {
             LazyRng::new(attempt_seed(
@@ -153,7 +204,7 @@ impl<'a> Server<'a> {
                     &self.path,
                     &self.id,
                     self.policy,
-                    &sent,
+                    sent,
                     id_seed,
                     now,
                     rng,
@@ -161,87 +212,88 @@ impl<'a> Server<'a> {
             }
             _ => Decision::Serve,
         };
-        let mut delay = Duration::ZERO;
-        if let Decision::Fault { phase, fault } = decision {
-            let name = self.script.phase_name(phase).unwrap_or("?");
-            self.ledger.record_fault(fault.kind(), name);
-            if fault.processed {
-                // The work is done, then the answer is lost or replaced.
-                self.execute_now(kind, sent.n, now);
-            }
-            let (outcome, served, after) = match fault.action {
-                FaultAction::Delay(d) => {
-                    delay = d;
-                    (None, Disposition::Served, Duration::ZERO)
-                }
-                FaultAction::Status(response) => (
-                    Some(Reply {
-                        outcome: Outcome::Status(response.status),
-                        retry_after: response.retry_after_secs().map(Duration::from_secs),
-                        no_retry: false,
-                    }),
-                    Disposition::Status(response.status),
-                    Duration::ZERO,
-                ),
-                FaultAction::Reset => (
-                    Some(Reply::bare(Outcome::Reset(ResetPhase::Unknown))),
-                    Disposition::Reset,
-                    Duration::ZERO,
-                ),
-                FaultAction::Close => (
-                    Some(Reply::bare(Outcome::Closed)),
-                    Disposition::Close,
-                    Duration::ZERO,
-                ),
-                FaultAction::Truncate(_) => (
-                    Some(Reply::bare(Outcome::TruncatedBody)),
-                    Disposition::Truncate,
-                    Duration::ZERO,
-                ),
-                // Held, then closed: the client's attempt timeout usually ends it first.
-                FaultAction::Timeout { hold } => (
-                    Some(Reply::bare(Outcome::Closed)),
-                    Disposition::Timeout,
-                    hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
-                ),
-            };
-            if let Some(reply) = outcome {
-                self.ledger.record_outcome(served);
-                Self::answer(queue, net, now + after, sent.reply, reply);
-                return;
-            }
+        (decision, rng)
+    }
+
+    /// A fault fires on the attempt whose id is in `self.id`: the ledger counts it, a
+    /// `processed` one executes the side effect first, and all but a `delay` answer in
+    /// front of the capacity model.
+    fn fault(&mut self, phase: usize, fault: Fault, kind: usize, n: u64, now: Duration) -> Faulted {
+        let name = self.script.phase_name(phase).unwrap_or("?");
+        self.ledger.record_fault(fault.kind(), name);
+        if fault.processed {
+            // The work is done, then the answer is lost or replaced.
+            self.execute_now(kind, n, now);
         }
-        let served_at_once = self.model.is_none()
+        let (reply, outcome, after) = match fault.action {
+            FaultAction::Delay(d) => return Faulted::Delayed(d),
+            FaultAction::Status(response) => (
+                Reply {
+                    outcome: Outcome::Status(response.status),
+                    retry_after: response.retry_after_secs().map(Duration::from_secs),
+                    no_retry: false,
+                },
+                Disposition::Status(response.status),
+                Duration::ZERO,
+            ),
+            FaultAction::Reset => (
+                Reply::bare(Outcome::Reset(ResetPhase::Unknown)),
+                Disposition::Reset,
+                Duration::ZERO,
+            ),
+            FaultAction::Close => (
+                Reply::bare(Outcome::Closed),
+                Disposition::Close,
+                Duration::ZERO,
+            ),
+            FaultAction::Truncate(_) => (
+                Reply::bare(Outcome::TruncatedBody),
+                Disposition::Truncate,
+                Duration::ZERO,
+            ),
+            // Held, then closed: the client's attempt timeout usually ends it first.
+            FaultAction::Timeout { hold } => (
+                Reply::bare(Outcome::Closed),
+                Disposition::Timeout,
+                hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
+            ),
+        };
+        Faulted::Answered {
+            reply,
+            outcome,
+            after,
+        }
+    }
+
+    /// Whether serving an attempt of `kind` waits for nothing: no slot, no time to
+    /// serve, no key to check.
+    fn serves_at_once(&self, kind: usize, delay: Duration) -> bool {
+        self.model.is_none()
             && delay.is_zero()
             && self.limits.is_none_or(|l| l.service_time.is_zero())
-            && !self.kinds[kind].keyed;
-        if served_at_once {
-            // No slot to wait for, no time to serve, no key to check: what `start` and
-            // `finish` would do, without a job.
-            if self.kinds[kind].side_effect {
-                let who = self.who();
-                self.ledger.execute(who, now);
-            }
-            self.ledger.record_outcome(Disposition::Served);
-            Self::answer(
-                queue,
-                net,
-                now,
-                sent.reply,
-                Reply::bare(Outcome::Status(200)),
-            );
-            return;
+            && !self.kinds[kind].keyed
+    }
+
+    /// Serves the attempt whose id is in `self.id` at once: what `start` and `finish`
+    /// would do, without the cost of a job.
+    fn serve_now(
+        &mut self,
+        kind: usize,
+        now: Duration,
+        to: Step,
+        queue: &mut Queue,
+        net: &mut Network,
+    ) {
+        if self.kinds[kind].side_effect {
+            let who = self.who();
+            self.ledger.execute(who, now);
         }
-        let job = Job {
-            reply: sent.reply,
-            index: sent.index,
-            kind: sent.kind,
-            n: sent.n,
-            delay,
-            rng,
-            ticket: None,
-            claim: None,
-        };
+        self.ledger.record_outcome(Disposition::Served);
+        Self::answer(queue, net, now, to, Reply::bare(Outcome::Status(200)));
+    }
+
+    /// The capacity model admits `job` (its service starts), queues it, or rejects it.
+    fn admit(&mut self, job: Job, now: Duration, queue: &mut Queue, net: &mut Network) {
         let Some(model) = &mut self.model else {
             let job = self.insert(job);
             self.run(Some(job), now, queue, net);
@@ -269,7 +321,7 @@ impl<'a> Server<'a> {
                     queue,
                     net,
                     now,
-                    sent.reply,
+                    job.reply,
                     Reply::bare(Outcome::Status(status)),
                 );
             }

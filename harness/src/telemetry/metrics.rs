@@ -194,111 +194,8 @@ impl Meters {
     pub fn new(provider: SdkMeterProvider) -> Meters {
         let meter = opentelemetry::metrics::MeterProvider::meter(&provider, "chaos-harness");
         let snapshots: Snapshots = Arc::default();
-        let mut counters = Vec::new();
-        let mut gauges = Vec::new();
-        type Each = fn(&str, &Counts, &dyn AsyncInstrument<u64>);
-        let counter_fns: [(&'static str, Each); 9] = [
-            ("chaos.requests", |p, c, o| {
-                o.observe(
-                    c.succeeded,
-                    &[policy(p), KeyValue::new("chaos.verdict", "succeeded")],
-                );
-                // `failed` counts the unfinished too: each request under one verdict.
-                o.observe(
-                    c.failed.saturating_sub(c.unfinished),
-                    &[policy(p), KeyValue::new("chaos.verdict", "gave_up")],
-                );
-                o.observe(
-                    c.unfinished,
-                    &[policy(p), KeyValue::new("chaos.verdict", "unfinished")],
-                );
-            }),
-            ("chaos.requests.offered", |p, c, o| {
-                o.observe(c.offered, &[policy(p)])
-            }),
-            ("chaos.requests.dropped", |p, c, o| {
-                o.observe(c.dropped, &[policy(p)])
-            }),
-            ("chaos.give_ups", |p, c, o| {
-                for (reason, n) in &c.give_ups {
-                    o.observe(*n, &[policy(p), KeyValue::new("chaos.give_up", *reason)]);
-                }
-            }),
-            ("chaos.attempts", |p, c, o| {
-                for (outcome, n) in &c.outcomes {
-                    o.observe(
-                        *n,
-                        &[policy(p), KeyValue::new("chaos.outcome", outcome.clone())],
-                    );
-                }
-            }),
-            ("chaos.retries", |p, c, o| {
-                for (outcome, n) in &c.retry_outcomes {
-                    o.observe(
-                        *n,
-                        &[policy(p), KeyValue::new("chaos.outcome", outcome.clone())],
-                    );
-                }
-            }),
-            ("chaos.budget.exhausted", |p, c, o| {
-                o.observe(
-                    c.give_ups.get("budget_exhausted").copied().unwrap_or(0),
-                    &[policy(p)],
-                );
-            }),
-            ("chaos.breaker.trips", |p, c, o| {
-                o.observe(c.breaker_trips, &[policy(p)])
-            }),
-            ("chaos.violations", |p, c, o| {
-                for (hop, violation, n) in &c.violations {
-                    o.observe(
-                        *n,
-                        &[
-                            policy(p),
-                            KeyValue::new("chaos.hop", hop.clone()),
-                            KeyValue::new("chaos.violation", *violation),
-                        ],
-                    );
-                }
-            }),
-        ];
-        for (name, each) in counter_fns {
-            counters.push(observable_counter(&meter, name, &snapshots, each));
-        }
-        type Gauge = fn(&Counts) -> Option<f64>;
-        let gauge_fns: [(&'static str, Gauge); 4] = [
-            ("chaos.retry.ratio", |c| {
-                (c.attempts > 0).then(|| c.retries as f64 / c.attempts as f64)
-            }),
-            ("chaos.retry.success_ratio", |c| {
-                (c.retries > 0).then(|| c.retries_succeeded as f64 / c.retries as f64)
-            }),
-            ("chaos.budget.level", |c| c.budget_level),
-            ("chaos.breaker.state", |c| {
-                c.breaker.map(|s| match s {
-                    BreakerState::Closed => 0.0,
-                    BreakerState::HalfOpen => 1.0,
-                    BreakerState::Open => 2.0,
-                })
-            }),
-        ];
-        for (name, value) in gauge_fns {
-            let snapshots = Arc::clone(&snapshots);
-            gauges.push(
-                meter
-                    .f64_observable_gauge(name)
-                    .with_unit(unit(name))
-                    .with_description(described(name))
-                    .with_callback(move |o| {
-                        for (p, c) in snapshots.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                            if let Some(v) = value(c) {
-                                o.observe(v, &[policy(p)]);
-                            }
-                        }
-                    })
-                    .build(),
-            );
-        }
+        let counters = observable_counters(&meter, &snapshots);
+        let gauges = observable_gauges(&meter, &snapshots);
         let duration = duration_histogram(&meter);
         Meters {
             provider,
@@ -346,6 +243,80 @@ impl Meters {
     }
 }
 
+/// The counters, each observing every policy's latest counts.
+fn observable_counters(meter: &Meter, snapshots: &Snapshots) -> Vec<ObservableCounter<u64>> {
+    type Each = fn(&str, &Counts, &dyn AsyncInstrument<u64>);
+    let counter_fns: [(&'static str, Each); 9] = [
+        ("chaos.requests", |p, c, o| {
+            o.observe(
+                c.succeeded,
+                &[policy(p), KeyValue::new("chaos.verdict", "succeeded")],
+            );
+            // `failed` counts the unfinished too: each request under one verdict.
+            o.observe(
+                c.failed.saturating_sub(c.unfinished),
+                &[policy(p), KeyValue::new("chaos.verdict", "gave_up")],
+            );
+            o.observe(
+                c.unfinished,
+                &[policy(p), KeyValue::new("chaos.verdict", "unfinished")],
+            );
+        }),
+        ("chaos.requests.offered", |p, c, o| {
+            o.observe(c.offered, &[policy(p)])
+        }),
+        ("chaos.requests.dropped", |p, c, o| {
+            o.observe(c.dropped, &[policy(p)])
+        }),
+        ("chaos.give_ups", |p, c, o| {
+            for (reason, n) in &c.give_ups {
+                o.observe(*n, &[policy(p), KeyValue::new("chaos.give_up", *reason)]);
+            }
+        }),
+        ("chaos.attempts", |p, c, o| {
+            for (outcome, n) in &c.outcomes {
+                o.observe(
+                    *n,
+                    &[policy(p), KeyValue::new("chaos.outcome", outcome.clone())],
+                );
+            }
+        }),
+        ("chaos.retries", |p, c, o| {
+            for (outcome, n) in &c.retry_outcomes {
+                o.observe(
+                    *n,
+                    &[policy(p), KeyValue::new("chaos.outcome", outcome.clone())],
+                );
+            }
+        }),
+        ("chaos.budget.exhausted", |p, c, o| {
+            o.observe(
+                c.give_ups.get("budget_exhausted").copied().unwrap_or(0),
+                &[policy(p)],
+            );
+        }),
+        ("chaos.breaker.trips", |p, c, o| {
+            o.observe(c.breaker_trips, &[policy(p)])
+        }),
+        ("chaos.violations", |p, c, o| {
+            for (hop, violation, n) in &c.violations {
+                o.observe(
+                    *n,
+                    &[
+                        policy(p),
+                        KeyValue::new("chaos.hop", hop.clone()),
+                        KeyValue::new("chaos.violation", *violation),
+                    ],
+                );
+            }
+        }),
+    ];
+    counter_fns
+        .into_iter()
+        .map(|(name, each)| observable_counter(meter, name, snapshots, each))
+        .collect()
+}
+
 fn observable_counter(
     meter: &Meter,
     name: &'static str,
@@ -360,6 +331,53 @@ fn observable_counter(
         .with_callback(move |o| {
             for (p, c) in snapshots.lock().unwrap_or_else(|e| e.into_inner()).iter() {
                 each(p, c, o);
+            }
+        })
+        .build()
+}
+
+/// The gauges, each observing every policy's latest counts; a policy without a value
+/// (no retries yet, no budget) is not observed.
+fn observable_gauges(meter: &Meter, snapshots: &Snapshots) -> Vec<ObservableGauge<f64>> {
+    type Gauge = fn(&Counts) -> Option<f64>;
+    let gauge_fns: [(&'static str, Gauge); 4] = [
+        ("chaos.retry.ratio", |c| {
+            (c.attempts > 0).then(|| c.retries as f64 / c.attempts as f64)
+        }),
+        ("chaos.retry.success_ratio", |c| {
+            (c.retries > 0).then(|| c.retries_succeeded as f64 / c.retries as f64)
+        }),
+        ("chaos.budget.level", |c| c.budget_level),
+        ("chaos.breaker.state", |c| {
+            c.breaker.map(|s| match s {
+                BreakerState::Closed => 0.0,
+                BreakerState::HalfOpen => 1.0,
+                BreakerState::Open => 2.0,
+            })
+        }),
+    ];
+    gauge_fns
+        .into_iter()
+        .map(|(name, value)| observable_gauge(meter, name, snapshots, value))
+        .collect()
+}
+
+fn observable_gauge(
+    meter: &Meter,
+    name: &'static str,
+    snapshots: &Snapshots,
+    value: fn(&Counts) -> Option<f64>,
+) -> ObservableGauge<f64> {
+    let snapshots = Arc::clone(snapshots);
+    meter
+        .f64_observable_gauge(name)
+        .with_unit(unit(name))
+        .with_description(described(name))
+        .with_callback(move |o| {
+            for (p, c) in snapshots.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                if let Some(v) = value(c) {
+                    o.observe(v, &[policy(p)]);
+                }
             }
         })
         .build()
