@@ -190,14 +190,29 @@ pub enum ReadError {
     },
     #[error("{file} is neither a baseline (`{SCHEMA}`) nor a report (`chaos-report/v1`): {detail}")]
     Format { file: String, detail: String },
+    #[error(
+        "{file} is larger than {} MiB: not a baseline (a baseline is a few KiB; a report.json read as one, a few MiB)",
+        MAX_BASELINE_BYTES >> 20
+    )]
+    TooLarge { file: String },
 }
+
+/// The largest file read as a baseline: a report.json of a long run (its series holds a
+/// row a second per policy) fits many times over.
+pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
 
 /// A baseline, or a report read as one (with the default tolerance).
 pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
+    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_BASELINE_BYTES)
+        .map_err(|source| ReadError::Io {
+            file: file.clone(),
+            source,
+        })?
+        .ok_or_else(|| ReadError::TooLarge { file: file.clone() })?;
+    let text = String::from_utf8(bytes).map_err(|e| ReadError::Format {
         file: file.clone(),
-        source,
+        detail: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
     })?;
     let format = |detail: String| ReadError::Format {
         file: file.clone(),

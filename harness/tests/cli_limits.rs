@@ -142,3 +142,62 @@ fn an_undelivered_load_is_a_warning_and_a_failed_dropped_ratio_gate() {
     let out = chaos_quietly(&dir, &gated);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// Runs the binary with `args`, and says what it printed and how it ended, or panics if it
+/// is still running after 20 s (what these tests guard against is a wait without end).
+fn bounded(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut child = harness()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the harness starts");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{args:?} still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("its output");
+    (out.status.code(), stderr(&out))
+}
+
+#[test]
+fn a_device_or_an_oversized_file_is_no_baseline() {
+    let dir = scratch("baseline-limits");
+    let zero = std::ffi::OsStr::new("/dev/zero");
+    let (code, said) = bounded(&["compare".as_ref(), zero, zero]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("/dev/zero") && said.contains("not a regular file"),
+        "{said}"
+    );
+    // A sparse file one byte over the limit: read no further than the limit.
+    let huge = dir.join("huge.json");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(harness::baseline::MAX_BASELINE_BYTES + 1))
+        .expect("a sparse file");
+    let (code, said) = bounded(&["compare".as_ref(), huge.as_os_str(), huge.as_os_str()]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("larger than 64 MiB"), "{said}");
+}
+
+#[test]
+fn a_fifo_named_as_an_import_is_refused_without_waiting_for_a_writer() {
+    let dir = scratch("import-fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("route.yaml"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let plan = write_plan(
+        &dir,
+        "fifo",
+        &format!("{BASE}policies:\n  - name: a\n    import: {{ envoy_route: route.yaml }}\n"),
+    );
+    let (code, said) = bounded(&["validate".as_ref(), plan.as_os_str()]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("not a regular file"), "{said}");
+}
