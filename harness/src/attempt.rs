@@ -43,23 +43,38 @@ pub struct Prepared {
     policy: HeaderValue,
     /// The kind's own headers, with names and values parsed.
     headers: Vec<(HeaderName, HeaderValue)>,
-    /// Why no attempt of this kind can be built (a header or base URL the plan should
-    /// have refused), if none can.
-    unbuildable: bool,
     body: Option<Bytes>,
     idempotency_key: bool,
 }
 
+/// Why no attempt of a request kind can be built: what the plan's checks should have
+/// refused. Named, so a run fails saying so instead of counting every attempt as a
+/// connection that was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("request kind `{kind}` cannot be sent: {why}")]
+pub struct Unbuildable {
+    pub kind: String,
+    pub why: String,
+}
+
 impl Prepared {
-    pub fn new(base_url: &str, kind: &RequestKind, policy: &str) -> Prepared {
+    pub fn new(base_url: &str, kind: &RequestKind, policy: &str) -> Result<Prepared, Unbuildable> {
+        let unbuildable = |why: String| Unbuildable {
+            kind: kind.name.clone(),
+            why,
+        };
         let base = reqwest::Url::parse(base_url).ok();
         let prefix = base
             .as_ref()
             .map_or("", |url| url.path().trim_end_matches('/'));
         let path = format!("{prefix}{}", kind.path);
-        let fixed = (!kind.path.contains("{n}"))
-            .then(|| Uri::try_from(path.as_str()).ok())
-            .flatten();
+        let fixed = match kind.path.contains("{n}") {
+            true => None,
+            false => Some(
+                Uri::try_from(path.as_str())
+                    .map_err(|e| unbuildable(format!("`{path}` is not a request target: {e}")))?,
+            ),
+        };
         let host = base.as_ref().and_then(|url| {
             let host = url.host_str()?;
             let host = match url.port() {
@@ -68,7 +83,8 @@ impl Prepared {
             };
             HeaderValue::from_str(&host).ok()
         });
-        let mut unbuildable = host.is_none();
+        let host =
+            host.ok_or_else(|| unbuildable(format!("`{base_url}` names no host to send to")))?;
         let mut headers = Vec::new();
         for (name, value) in &kind.headers {
             match (
@@ -76,28 +92,28 @@ impl Prepared {
                 HeaderValue::from_str(value),
             ) {
                 (Ok(name), Ok(value)) => headers.push((name, value)),
-                _ => unbuildable = true,
+                _ => return Err(unbuildable(format!("header `{name}` cannot be sent"))),
             }
         }
-        Prepared {
-            method: Method::from_bytes(kind.method.as_bytes()).unwrap_or(Method::GET),
+        Ok(Prepared {
+            method: Method::from_bytes(kind.method.as_bytes())
+                .map_err(|_| unbuildable(format!("`{}` is not a method", kind.method)))?,
             path,
             fixed,
-            host: host.unwrap_or_else(|| HeaderValue::from_static("invalid")),
-            policy: HeaderValue::from_str(policy)
-                .unwrap_or_else(|_| HeaderValue::from_static("(invalid)")),
+            host,
+            policy: HeaderValue::from_str(policy).map_err(|_| {
+                unbuildable(format!("policy name `{policy}` cannot be sent in a header"))
+            })?,
             headers,
-            unbuildable,
             body: kind.body.clone().map(Bytes::from),
             idempotency_key: kind.idempotency_key,
-        }
+        })
     }
 
-    /// The request for one attempt, or `None` when it cannot be built.
+    /// The request for one attempt, or `None` when it cannot be built: never for a plan
+    /// that validated (a `{n}` path is checked with every number it can hold, and policy
+    /// names are checked as header values).
     fn request(&self, spec: &AttemptSpec<'_>) -> Option<Request<pool::Body>> {
-        if self.unbuildable {
-            return None;
-        }
         let uri = match &self.fixed {
             Some(uri) => uri.clone(),
             None => Uri::try_from(self.path.replace("{n}", &spec.n.to_string())).ok()?,
@@ -401,9 +417,39 @@ fn hyper_incomplete(error: &(dyn StdError + 'static)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_kind_that_cannot_be_sent_is_named_not_counted_as_refused() {
+        let kind = RequestKind {
+            name: "odd".to_owned(),
+            method: "GET".to_owned(),
+            path: "/a b".to_owned(),
+            weight: 1.0,
+            body: None,
+            headers: Default::default(),
+            idempotency_key: false,
+        };
+        let e = Prepared::new("http://127.0.0.1:1", &kind, "p").expect_err("a space");
+        assert_eq!(e.kind, "odd");
+        assert!(
+            e.to_string()
+                .starts_with("request kind `odd` cannot be sent: `/a b`"),
+            "{e}"
+        );
+        let headers = [("bad name".to_owned(), "v".to_owned())]
+            .into_iter()
+            .collect();
+        let kind = RequestKind {
+            path: "/ok".to_owned(),
+            headers,
+            ..kind
+        };
+        let e = Prepared::new("http://127.0.0.1:1", &kind, "p").expect_err("a bad header");
+        assert!(e.why.contains("header `bad name`"), "{e}");
+    }
+
     use std::time::Duration;
 
-    use super::{left_after_wait, parse_retry_after};
+    use super::{Prepared, RequestKind, left_after_wait, parse_retry_after};
 
     #[test]
     fn a_wait_leaves_the_rest_of_the_timeout_or_nothing_worth_sending() {

@@ -57,6 +57,8 @@ pub enum EngineError {
     Dispatcher(String),
     #[error(transparent)]
     Target(#[from] BadTarget),
+    #[error(transparent)]
+    Unbuildable(#[from] attempt::Unbuildable),
 }
 
 /// What one policy's run produced.
@@ -234,7 +236,7 @@ where
             .requests
             .iter()
             .map(|kind| attempt::Prepared::new(&config.base_url, kind, &config.policy.name))
-            .collect(),
+            .collect::<Result<_, _>>()?,
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http,

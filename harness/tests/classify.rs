@@ -28,7 +28,8 @@ fn kind() -> RequestKind {
 /// What one attempt to `addr` produces, with an attempt timeout of 300 ms.
 async fn outcome(addr: SocketAddr) -> Outcome {
     let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
-    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
+    let kind =
+        attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t").expect("a buildable kind");
     let spec = AttemptSpec {
         kind: &kind,
         id: "t-0000001",
@@ -169,7 +170,8 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
     })
     .await;
     let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
-    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t");
+    let kind =
+        attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t").expect("a buildable kind");
     let answer = attempt::send(
         &pool,
         AttemptSpec {

@@ -71,7 +71,10 @@ fn kind() -> RequestKind {
 fn client(addr: SocketAddr, max_idle: usize) -> (Pool, Prepared) {
     let url = format!("http://{addr}");
     let pool = Pool::new(&url, max_idle).expect("pool");
-    (pool, Prepared::new(&url, &kind(), "t"))
+    (
+        pool,
+        Prepared::new(&url, &kind(), "t").expect("a buildable kind"),
+    )
 }
 
 async fn send(pool: &Pool, kind: &Prepared, n: u64) -> Outcome {

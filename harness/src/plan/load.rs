@@ -150,6 +150,10 @@ fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<Re
                 .hint("paths are relative to the target, e.g. `/items/{n}`"),
         );
     }
+    if let Some(why) = not_a_request_target(&r.path) {
+        return Err(found(at("path"), format!("path `{}` {why}", shorten(&r.path)))
+            .hint("write the path as it goes on the request line: percent-encode spaces and other reserved bytes (`%20`), e.g. `/items/{n}?q=a%20b`"));
+    }
     if is_control_path(&r.path) {
         return Err(found(
             at("path"),
@@ -232,6 +236,43 @@ const HTTP_STACK_HEADERS: [&str; 5] = [
     "connection",
     "upgrade",
 ];
+
+/// The longest path a request kind may have, `{n}` written out: servers commonly refuse a
+/// request line over 8 KiB (nginx's default buffer, hyper's default too).
+const MAX_PATH_BYTES: usize = 8 * 1024;
+
+/// Why `path` cannot be sent as an origin-form request target (RFC 9112 §3.2.1), once
+/// every `{n}` is the largest number it can be; `None` when it can.
+fn not_a_request_target(path: &str) -> Option<String> {
+    let written = path.replace("{n}", &u64::MAX.to_string());
+    if written.len() > MAX_PATH_BYTES {
+        return Some(format!(
+            "is {} bytes with `{{n}}` written out; at most {MAX_PATH_BYTES} are sent",
+            written.len()
+        ));
+    }
+    if let Some(b) = written.bytes().find(|b| !b.is_ascii_graphic()) {
+        return Some(format!(
+            "holds {}, which a request line cannot carry",
+            match b {
+                b' ' => "a space".to_owned(),
+                b'\r' | b'\n' => "a line break".to_owned(),
+                b => format!("the byte 0x{b:02x}"),
+            }
+        ));
+    }
+    axum::http::uri::PathAndQuery::try_from(written.as_str())
+        .err()
+        .map(|e| format!("is not a request target: {e}"))
+}
+
+/// At most 80 characters of `text`, for a message that quotes it.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
 
 /// Paths the fault-server answers itself: never faulted, never in the ledger.
 fn is_control_path(path: &str) -> bool {

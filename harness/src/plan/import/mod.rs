@@ -52,6 +52,18 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
     let read = |file: &PathBuf| -> Result<String, Problem> {
         let path = dir.join(file);
         let shown = file.display();
+        // A file a plan names, unlike the plan itself (`<(generate)` is a pipe worth
+        // reading), must be a regular one: a FIFO's open waits for a writer that may
+        // never come, and a device never ends.
+        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(problem(format!(
+                "`{shown}` ({}) is not a regular file (a pipe, a device or a directory)",
+                path.display()
+            ))
+            .hint(
+                "`import:` names the config files production runs, e.g. `production/grpc.json`",
+            ));
+        }
         let bytes = fault_server::yaml_guard::read_bounded(&path, super::MAX_PLAN_BYTES)
             .map_err(|e| {
                 problem(format!("cannot read `{shown}` ({}): {e}", path.display()))
