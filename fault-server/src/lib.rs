@@ -51,5 +51,5 @@ pub use script::{
 };
 pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
-    ServerHandle, StartError, start,
+    ServerHandle, StartError, TokenError, check_token, start,
 };

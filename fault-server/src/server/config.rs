@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use thiserror::Error;
+
 use crate::ledger::LedgerLimits;
 use crate::otel::ServerTracing;
 use crate::script::Script;
@@ -27,6 +29,38 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request body read: 1 MiB (larger bodies get 413).
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// Why a control token was refused: it would guard nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum TokenError {
+    /// The token is the empty string (`--token ''`, or `FAULT_SERVER_TOKEN=` from a
+    /// template whose variable was unset).
+    #[error(
+        "the control token is empty (a variable left unset?), and an empty token guards nothing; give a real token, or none at all"
+    )]
+    Empty,
+    /// The token is whitespace only (any Unicode whitespace): no client can present it,
+    /// since spaces and tabs around a bearer credential are not part of it, and a
+    /// whitespace credential is no secret.
+    #[error(
+        "the control token is only whitespace, which guards nothing; give a token of visible characters, or none at all"
+    )]
+    Blank,
+}
+
+/// Checks a control token: refused when empty or whitespace only (Unicode whitespace:
+/// `U+00A0`, `U+3000` and `U+0085` count). [`super::start`] applies it to
+/// [`ServerConfig::token`]; the binary applies it to `--token` and `FAULT_SERVER_TOKEN`
+/// before anything else.
+pub fn check_token(token: &str) -> Result<(), TokenError> {
+    if token.is_empty() {
+        Err(TokenError::Empty)
+    } else if token.chars().all(char::is_whitespace) {
+        Err(TokenError::Blank)
+    } else {
+        Ok(())
+    }
+}
+
 /// How to run a server.
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -37,7 +71,8 @@ pub struct ServerConfig {
     /// Seed for fault decisions (a script's own `seed:` does not override this one; a
     /// script installed later with a `seed:` does).
     pub seed: u64,
-    /// A bearer token required by the control API (`/__chaos/`), if any.
+    /// A bearer token required by the control API (`/__chaos/`), if any. An empty or
+    /// blank one is refused by [`super::start`] ([`check_token`]).
     pub token: Option<String>,
     /// The longest a `timeout` fault holds a request before closing its connection.
     pub hang_cap: Duration,
