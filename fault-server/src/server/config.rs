@@ -29,6 +29,26 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request body read: 1 MiB (larger bodies get 413).
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// The largest request head read: the request line, the header fields and the blank
+/// line that ends them, 400 KiB (409,600 bytes). A longer head gets hyper's `431` and
+/// its connection is closed, before any handler runs.
+///
+/// Why this figure: it is the "about 400 KB" the README always gave (hyper's read
+/// buffer, `8192 + 4096 * 100` bytes, rounded down to whole KiB), far above what real
+/// clients send and proxies pass (nginx 4 × 8 KiB, Envoy 60 KiB), so a client under test
+/// is not refused for its headers here first; and above the 100,000-byte values of the
+/// limit tests, so an over-long header the ledger keeps is still refused by name
+/// (`LedgerLimits::max_value_bytes`). Why it is set at all: hyper's read buffer bounds a
+/// head only while the head is incomplete, and one read may run past it (the buffer
+/// grows by doubling): a head complete after that read was served, 450 KB and 500 KB
+/// ones included.
+pub const MAX_HEADER_BYTES: usize = 400 * 1024;
+
+/// The most header fields a request may carry: 100, hyper's default (which the server
+/// keeps rather than sets: setting it costs hyper work on every request). More get `431`
+/// and the connection is closed.
+pub const MAX_HEADERS: usize = 100;
+
 /// Why a control token was refused: it would guard nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum TokenError {

@@ -40,8 +40,8 @@ use tokio_util::task::TaskTracker;
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
 pub use config::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
-    TokenError, check_token,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
+    MAX_HEADER_BYTES, MAX_HEADERS, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
 
