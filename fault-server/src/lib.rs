@@ -50,6 +50,7 @@ pub use script::{
     Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
 };
 pub use server::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
-    ServerHandle, StartError, start,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
+    MAX_HEADER_BYTES, MAX_HEADERS, ServerConfig, ServerHandle, StartError, TokenError, check_token,
+    start,
 };

@@ -7,7 +7,8 @@
 //!
 //! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
 //! shutdown; 2 the command line or the script is invalid (a non-loopback `--listen`
-//! without `--token` included); 3 the server could not start (port taken, address not
+//! without `--token`, and an empty or blank `--token` or `FAULT_SERVER_TOKEN`,
+//! included); 3 the server could not start (port taken, address not
 //! available).
 
 use std::net::SocketAddr;
@@ -17,14 +18,17 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 // mimalloc, as in the harness: it is cheaper on allocations freed on another thread than
 // made them. bench/server.sh gives the hello world it is measured against the same.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
-use fault_server::{Script, ServerConfig, StartError, format_duration, parse_duration, start};
+use fault_server::{
+    Script, ServerConfig, StartError, check_token, format_duration, parse_duration, start,
+};
 
 /// An HTTP server that executes a scripted fault schedule, models finite capacity and
 /// keeps a ledger of what it received and executed.
@@ -41,7 +45,8 @@ struct Args {
     /// Seed for fault decisions (default: the script's `seed:`, else a fresh one).
     #[arg(long)]
     seed: Option<u64>,
-    /// Bearer token required by the control API (`/__chaos/`).
+    /// Bearer token required by the control API (`/__chaos/`); an empty or blank one is
+    /// refused.
     #[arg(long, env = "FAULT_SERVER_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The longest a `timeout` fault holds a request before closing its connection.
@@ -69,7 +74,20 @@ struct Failure {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let matches = Args::command().get_matches();
+    let args = Args::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    // A token that guards nothing is refused before anything else happens, naming where
+    // it came from: `FAULT_SERVER_TOKEN=` is the usual way to pass one by accident.
+    if let Some(token) = &args.token
+        && let Err(error) = check_token(token)
+    {
+        let from = match matches.value_source("token") {
+            Some(ValueSource::EnvVariable) => "FAULT_SERVER_TOKEN",
+            _ => "--token",
+        };
+        say(&format!("fault-server: {from}: {error}"));
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -146,7 +164,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {
-        StartError::OpenControl { .. } => Failure {
+        StartError::OpenControl { .. } | StartError::Token(_) => Failure {
             code: 2,
             message: error.to_string(),
         },

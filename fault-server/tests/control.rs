@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{chain, client, client_with_timeout, is_incomplete, metric, server, server_with};
-use fault_server::{LedgerSnapshot, Script, ServerConfig, StartError, start};
+use fault_server::{LedgerSnapshot, Script, ServerConfig, StartError, TokenError, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn get(url: &str) -> reqwest::Response {
@@ -419,6 +419,32 @@ async fn start_reports_a_taken_port() {
     assert!(error.to_string().contains("already in use"), "{error}");
 }
 
+/// An empty or blank token would guard nothing (and would pass the non-loopback rule):
+/// `start` refuses it, whatever the address.
+#[tokio::test]
+async fn start_refuses_an_empty_or_blank_token() {
+    for (token, expected) in [
+        ("", TokenError::Empty),
+        (" ", TokenError::Blank),
+        ("\t", TokenError::Blank),
+        ("\u{a0}", TokenError::Blank),
+        ("\u{3000}\u{85}", TokenError::Blank),
+    ] {
+        for listen in ["127.0.0.1:0", "0.0.0.0:0"] {
+            let config = ServerConfig {
+                listen: listen.parse().expect("an address"),
+                token: Some(token.into()),
+                ..ServerConfig::default()
+            };
+            match start(config).await {
+                Err(StartError::Token(error)) => assert_eq!(error, expected, "{token:?}"),
+                Err(other) => panic!("{token:?} on {listen}: {other}"),
+                Ok(server) => panic!("{token:?} on {listen}: started on {}", server.url()),
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn malformed_http_never_crashes_the_server() {
     let server = server("").await;
@@ -579,4 +605,158 @@ async fn binary_serves_a_plan_and_stops_on_sigterm() {
         .expect("waiter")
         .expect("exits");
     assert_eq!(status.code(), Some(0));
+}
+
+/// Runs the binary to its exit, or kills it after ten seconds (a server that started
+/// runs until stopped): its exit code (None when it had to be killed) and its stderr.
+fn exit_of(command: &mut Command) -> (Option<i32>, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr);
+    (code, stderr)
+}
+
+/// `--token ''`, a blank `--token`, and `FAULT_SERVER_TOKEN=` (an unset variable in a
+/// template) or a blank one: exit 2 before listening, one line naming where the token came
+/// from and what is wrong with it. On loopback too, where no token at all is accepted:
+/// whoever passed one meant the control API to be guarded.
+#[test]
+fn binary_refuses_an_empty_or_blank_token() {
+    for listen in ["127.0.0.1:0", "0.0.0.0:0"] {
+        for (token, says) in [
+            ("", "is empty"),
+            ("  ", "only whitespace"),
+            ("\t \u{a0}\u{3000}\u{85}", "only whitespace"),
+        ] {
+            let (code, stderr) = exit_of(
+                binary()
+                    .args(["--listen", listen, "--token", token])
+                    .env_remove("FAULT_SERVER_TOKEN"),
+            );
+            assert_eq!(code, Some(2), "--token {token:?} on {listen}: {stderr}");
+            assert!(stderr.contains("--token: the control token"), "{stderr}");
+            assert!(stderr.contains(says), "{stderr}");
+            assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+
+            let (code, stderr) = exit_of(
+                binary()
+                    .args(["--listen", listen])
+                    .env("FAULT_SERVER_TOKEN", token),
+            );
+            assert_eq!(
+                code,
+                Some(2),
+                "FAULT_SERVER_TOKEN={token:?} on {listen}: {stderr}"
+            );
+            assert!(
+                stderr.contains("FAULT_SERVER_TOKEN: the control token"),
+                "{stderr}"
+            );
+            assert!(stderr.contains(says), "{stderr}");
+        }
+    }
+}
+
+/// The binary, killed when dropped (a failed assertion must not leave it running).
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the binary on a free loopback port with these arguments; returns it and its URL
+/// (read from the line it prints once listening).
+async fn run_binary(args: &[&str]) -> (Running, String) {
+    let mut child = binary()
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("FAULT_SERVER_TOKEN")
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let stderr = child.stderr.take().expect("piped");
+    let running = Running(child);
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stderr).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .expect("reader")
+    .expect("a line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("the line names the URL: {line}"))
+        .to_string();
+    (running, url)
+}
+
+/// Around the credentials only SP and HTAB are trimmed (RFC 9110 OWS): U+00A0, U+3000 or
+/// U+0085 around the right token are part of a wrong one, so 401, and a script `PUT`
+/// with them installs nothing. Spaces and tabs around the right token are fine.
+#[tokio::test]
+async fn binary_trims_only_spaces_and_tabs_around_the_bearer_token() {
+    use reqwest::header::HeaderValue;
+
+    let (_running, url) = run_binary(&["--token", "s3cret"]).await;
+    let status = |method: reqwest::Method, path: &str, authorization: &str| {
+        let request = client()
+            .request(method, format!("{url}{path}"))
+            .header(
+                "authorization",
+                HeaderValue::from_bytes(authorization.as_bytes()).expect("a header value"),
+            )
+            .body("faults: [ { respond: { status: 503 } } ]");
+        async move { request.send().await.expect("response").status().as_u16() }
+    };
+    for refused in [
+        "Bearer \u{a0}",
+        "Bearer \u{3000}",
+        "Bearer \u{85}",
+        "Bearer \u{a0}s3cret",
+        "Bearer s3cret\u{a0}",
+        "Bearer \u{3000}s3cret\u{3000}",
+        "Bearer s3cret\u{85}",
+        "Bearer \u{85}s3cret",
+    ] {
+        let get = status(reqwest::Method::GET, "/__chaos/ledger", refused).await;
+        assert_eq!(get, 401, "GET with {refused:?}");
+        let put = status(reqwest::Method::PUT, "/__chaos/script", refused).await;
+        assert_eq!(put, 401, "PUT with {refused:?}");
+    }
+    assert_eq!(
+        get(&format!("{url}/x")).await.status().as_u16(),
+        200,
+        "no script was installed"
+    );
+    for accepted in [
+        "Bearer s3cret",
+        "Bearer  s3cret ",
+        "Bearer \ts3cret\t",
+        "Bearer \t s3cret \t",
+    ] {
+        let get = status(reqwest::Method::GET, "/__chaos/ledger", accepted).await;
+        assert_eq!(get, 200, "GET with {accepted:?}");
+    }
 }

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use thiserror::Error;
+
 use crate::ledger::LedgerLimits;
 use crate::otel::ServerTracing;
 use crate::script::Script;
@@ -27,6 +29,58 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest request body read: 1 MiB (larger bodies get 413).
 pub const DEFAULT_MAX_BODY: usize = 1 << 20;
 
+/// The largest request head read: the request line, the header fields and the blank
+/// line that ends them, 400 KiB (409,600 bytes). A longer head gets hyper's `431` and
+/// its connection is closed, before any handler runs.
+///
+/// Why this figure: it is the "about 400 KB" the README always gave (hyper's read
+/// buffer, `8192 + 4096 * 100` bytes, rounded down to whole KiB), far above what real
+/// clients send and proxies pass (nginx 4 × 8 KiB, Envoy 60 KiB), so a client under test
+/// is not refused for its headers here first; and above the 100,000-byte values of the
+/// limit tests, so an over-long header the ledger keeps is still refused by name
+/// (`LedgerLimits::max_value_bytes`). Why it is set at all: hyper's read buffer bounds a
+/// head only while the head is incomplete, and one read may run past it (the buffer
+/// grows by doubling): a head complete after that read was served, 450 KB and 500 KB
+/// ones included.
+pub const MAX_HEADER_BYTES: usize = 400 * 1024;
+
+/// The most header fields a request may carry: 100, hyper's default (which the server
+/// keeps rather than sets: setting it costs hyper work on every request). More get `431`
+/// and the connection is closed.
+pub const MAX_HEADERS: usize = 100;
+
+/// Why a control token was refused: it would guard nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum TokenError {
+    /// The token is the empty string (`--token ''`, or `FAULT_SERVER_TOKEN=` from a
+    /// template whose variable was unset).
+    #[error(
+        "the control token is empty (a variable left unset?), and an empty token guards nothing; give a real token, or none at all"
+    )]
+    Empty,
+    /// The token is whitespace only (any Unicode whitespace): no client can present it,
+    /// since spaces and tabs around a bearer credential are not part of it, and a
+    /// whitespace credential is no secret.
+    #[error(
+        "the control token is only whitespace, which guards nothing; give a token of visible characters, or none at all"
+    )]
+    Blank,
+}
+
+/// Checks a control token: refused when empty or whitespace only (Unicode whitespace:
+/// `U+00A0`, `U+3000` and `U+0085` count). [`super::start`] applies it to
+/// [`ServerConfig::token`]; the binary applies it to `--token` and `FAULT_SERVER_TOKEN`
+/// before anything else.
+pub fn check_token(token: &str) -> Result<(), TokenError> {
+    if token.is_empty() {
+        Err(TokenError::Empty)
+    } else if token.chars().all(char::is_whitespace) {
+        Err(TokenError::Blank)
+    } else {
+        Ok(())
+    }
+}
+
 /// How to run a server.
 #[derive(Clone)]
 pub struct ServerConfig {
@@ -37,7 +91,8 @@ pub struct ServerConfig {
     /// Seed for fault decisions (a script's own `seed:` does not override this one; a
     /// script installed later with a `seed:` does).
     pub seed: u64,
-    /// A bearer token required by the control API (`/__chaos/`), if any.
+    /// A bearer token required by the control API (`/__chaos/`), if any. An empty or
+    /// blank one is refused by [`super::start`] ([`check_token`]).
     pub token: Option<String>,
     /// The longest a `timeout` fault holds a request before closing its connection.
     pub hang_cap: Duration,

@@ -281,12 +281,12 @@ pub(crate) async fn accept_loop(
     tracker: TaskTracker,
     limits: Limits,
 ) {
-    let mut builder = http1::Builder::new();
+    let mut builder = bounded_builder();
     // The header timeout is the sweep's below, not hyper's (see `HEADER_SWEEP`).
     builder.header_read_timeout(None).keep_alive(true);
     let builder = Arc::new(builder);
     // Rare, and served one request: hyper's own timer, of seconds, suits them.
-    let mut over = http1::Builder::new();
+    let mut over = bounded_builder();
     over.timer(TokioTimer::new())
         .header_read_timeout(OVER_BUDGET_HEADER_TIMEOUT)
         .keep_alive(false);
@@ -344,6 +344,21 @@ pub(crate) async fn accept_loop(
             }
         }
     }
+}
+
+/// hyper's HTTP/1 builder with the request head bounded: at most
+/// [`MAX_HEADER_BYTES`](super::config::MAX_HEADER_BYTES) bytes and
+/// [`MAX_HEADERS`](super::config::MAX_HEADERS) fields, else 431 and the connection closed.
+///
+/// `max_header_size` must be set: hyper's read buffer (`max_buf_size`, 417,792 bytes by
+/// default) is checked only while a head is incomplete, and one read may run past it, so
+/// a head complete after that read was served whatever its size. The field count is
+/// hyper's default, left unset: setting it makes hyper fill its header arrays for every
+/// request (`tests/limits.rs` pins the figure).
+fn bounded_builder() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder.max_header_size(super::config::MAX_HEADER_BYTES);
+    builder
 }
 
 /// Errors that concern one half-open connection, not the listener.

@@ -186,19 +186,29 @@ fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), AppError> {
     let Some(token) = &shared.token else {
         return Ok(());
     };
-    // RFC 9110 §11.1: the scheme is case-insensitive (`bearer`, `BEARER`), one or more
-    // spaces separate it from the credentials.
     let presented = headers
         .header(AUTHORIZATION.as_str())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, credentials)| credentials.trim());
+        .and_then(bearer_credentials);
     match presented {
         Some(presented) if constant_time_eq(presented.as_bytes(), token.as_bytes()) => Ok(()),
         _ => Err(AppError::Unauthorized),
     }
 }
 
+/// The credentials of an `Authorization: Bearer …` value. RFC 9110 §11.1: the scheme is
+/// case-insensitive (`bearer`, `BEARER`), one or more spaces separate it from the
+/// credentials; around them only SP and HTAB (OWS, §5.6.3) are trimmed. Not Unicode
+/// whitespace: `str::trim` would strip U+00A0, U+3000 or U+0085 too, and a credential of
+/// those alone would be presented as the empty string.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim_matches([' ', '\t']))
+}
+
+/// Equal, in a time that depends on the lengths only (the token's length is no secret
+/// worth the trouble; its bytes are).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -325,4 +335,38 @@ async fn not_found(
 ) -> Result<Response, AppError> {
     authorize(&shared, &headers)?;
     Err(AppError::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(value: &str, expected: Option<&str>) {
+        assert_eq!(bearer_credentials(value), expected, "{value:?}");
+    }
+
+    #[test]
+    fn bearer_credentials_trim_only_spaces_and_tabs() {
+        check("Bearer s3cret", Some("s3cret"));
+        check("bearer s3cret", Some("s3cret"));
+        check("BEARER   s3cret", Some("s3cret"));
+        check("Bearer \ts3cret\t ", Some("s3cret"));
+        check("Bearer ", Some(""));
+        check("Bearer \u{a0}", Some("\u{a0}"));
+        check("Bearer \u{3000}", Some("\u{3000}"));
+        check("Bearer \u{85}", Some("\u{85}"));
+        check("Bearer \u{a0}s3cret\u{3000}", Some("\u{a0}s3cret\u{3000}"));
+        check("Bearer", None);
+        check("Bearer\ts3cret", None);
+        check("Basic s3cret", None);
+        check("s3cret", None);
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+        assert!(!constant_time_eq(b"s3cret", b"s3cre"));
+        assert!(!constant_time_eq(b"", b"s3cret"));
+    }
 }

@@ -40,7 +40,8 @@ use tokio_util::task::TaskTracker;
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
 pub use config::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE, ServerConfig,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
+    MAX_HEADER_BYTES, MAX_HEADERS, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
 
@@ -66,6 +67,10 @@ pub enum StartError {
         /// The address asked for.
         addr: SocketAddr,
     },
+    /// The control token is empty or blank ([`check_token`]): checked before the
+    /// non-loopback rule, which an empty token would otherwise satisfy.
+    #[error("refusing to start: {0}")]
+    Token(#[from] TokenError),
     /// Any other bind failure (permission denied, address not available …).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -80,6 +85,9 @@ pub enum StartError {
 /// Starts a server: binds, then serves on a background task until
 /// [`ServerHandle::shutdown`] (or until the last handle is dropped).
 pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
+    if let Some(token) = &config.token {
+        check_token(token)?;
+    }
     if !config.listen.ip().is_loopback() && config.token.is_none() && !config.allow_open_control {
         return Err(StartError::OpenControl {
             addr: config.listen,
