@@ -531,3 +531,89 @@ async fn a_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
 fn a_simulated_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
     check_careless_tier(&common::simulated(&common::plan(CARELESS_TIER)));
 }
+
+/// A target on 127.0.0.1:0 that answers every request 200 with an endless chunked body,
+/// 64 KiB a chunk, until the reader goes away.
+async fn endless_target() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The request's headers (no body: the tests send GETs).
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                let start = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// An endless answer is cut at the tier's cap (1 MiB), a truncated body: the tier answers
+/// promptly, as for any failed attempt, having read no more than the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_caps_an_endless_answer_as_a_truncated_body() {
+    let target = endless_target().await;
+    let policy = harness::policy::Policy::new(harness::policy::PolicyConfig {
+        max_attempts: 1,
+        ..harness::policy::PolicyConfig::default()
+    })
+    .expect("a policy");
+    let relay = harness::relay::Relay::start(harness::relay::RelayConfig {
+        name: "api".into(),
+        next: target,
+        policy,
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+        tracing: None,
+    })
+    .await
+    .expect("a relay");
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{}/items/1", relay.url()))
+        .header("x-request-id", "endless-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer");
+    let status = answer.status().as_u16();
+    let body = answer.text().await.expect("a body");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        status, 503,
+        "a tier whose attempts ended without a status: {body}"
+    );
+    assert!(body.contains("truncated_body"), "{body}");
+    relay.settle(std::time::Duration::from_secs(2)).await;
+    let counts = relay.counts();
+    assert_eq!((counts.received, counts.sent, counts.gave_up), (1, 1, 1));
+    assert!(
+        relay.largest_answer() <= 1 << 20,
+        "read {} bytes of one answer",
+        relay.largest_answer()
+    );
+    assert!(relay.largest_answer() > 0, "it did read the answer");
+    relay.shutdown().await;
+}

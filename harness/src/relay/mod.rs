@@ -56,6 +56,12 @@ use forward::{Hop, forward};
 /// The largest request body a tier forwards.
 const MAX_BODY: usize = 1 << 20;
 
+/// The most a tier reads of an answer's body, as of a request's: it holds the body to
+/// pass it upstream, so a longer one (an endless chunked body) would take its memory.
+/// One over the cap is an [`chaos_policy::Outcome::TruncatedBody`], not read further.
+/// 1 MiB, as for requests: no answer of the fault-server comes near it.
+const MAX_ANSWER: usize = 1 << 20;
+
 /// How to run a tier.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -84,11 +90,18 @@ struct Shared {
     start: Instant,
     tracing: Option<Arc<TierTracing>>,
     in_flight: AtomicU64,
+    /// The most bytes read of one answer's body so far.
+    largest_answer: AtomicU64,
 }
 
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    fn note_read(&self, bytes: usize) {
+        self.largest_answer
+            .fetch_max(bytes as u64, Ordering::Relaxed);
     }
 
     fn core(&self) -> MutexGuard<'_, Tier> {
@@ -153,6 +166,7 @@ impl Relay {
             start: Instant::now(),
             tracing: config.tracing,
             in_flight: AtomicU64::new(0),
+            largest_answer: AtomicU64::new(0),
         });
         let app = axum::Router::new()
             .fallback(relay)
@@ -184,6 +198,12 @@ impl Relay {
 
     pub fn counts(&self) -> HopCounts {
         self.shared.core().counts().clone()
+    }
+
+    /// The most bytes the tier has read of one answer's body: at most [`MAX_ANSWER`]
+    /// (1 MiB), whatever the next hop sends.
+    pub fn largest_answer(&self) -> u64 {
+        self.shared.largest_answer.load(Ordering::Relaxed)
     }
 
     /// Requests still being forwarded.
