@@ -187,21 +187,12 @@ policies:
     eprintln!("leaf attempts per logical request: measured {measured:.4}, formula {expected:.4}");
 }
 
-/// `harness relay` runs one tier as its own process, in front of a fault-server.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn harness_relay_runs_one_tier_as_its_own_process() {
+/// `harness relay --name backend --to {to}` (and `args`) on 127.0.0.1:0, and the URL its
+/// first line says it listens on.
+async fn relay_process(to: &str, args: &[&std::ffi::OsStr]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
-    let script =
-        fault_server::Script::from_yaml_str("faults: [ { name: down, respond: { status: 503 } } ]")
-            .expect("a script");
-    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
-        .await
-        .expect("a fault-server");
-    let dir = common::scratch("relay-process");
-    let policy = dir.join("backend.yaml");
-    std::fs::write(&policy, "max_attempts: 4\nbackoff: { fixed: 5ms }\n").expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args([
             "relay",
@@ -210,10 +201,9 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
             "--name",
             "backend",
             "--to",
+            to,
         ])
-        .arg(server.url())
-        .arg("--policy")
-        .arg(&policy)
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start harness relay");
@@ -234,6 +224,23 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
         .filter(|u| u.starts_with("http://127.0.0.1:"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    (child, url)
+}
+
+/// `harness relay` runs one tier as its own process, in front of a fault-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_relay_runs_one_tier_as_its_own_process() {
+    let script =
+        fault_server::Script::from_yaml_str("faults: [ { name: down, respond: { status: 503 } } ]")
+            .expect("a script");
+    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
+        .await
+        .expect("a fault-server");
+    let dir = common::scratch("relay-process");
+    let policy = dir.join("backend.yaml");
+    std::fs::write(&policy, "max_attempts: 4\nbackoff: { fixed: 5ms }\n").expect("write");
+    let (mut child, url) =
+        relay_process(&server.url(), &["--policy".as_ref(), policy.as_os_str()]).await;
     let answer = reqwest::Client::new()
         .get(format!("{url}/items/1"))
         .header("x-request-id", "one-1")
@@ -259,6 +266,33 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
         "the tier's 4 attempts"
     );
     server.shutdown().await;
+}
+
+/// `harness relay` in front of a target whose answer never ends: the process answers
+/// promptly, its one attempt a truncated body, instead of reading until memory runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_relay_answers_promptly_in_front_of_an_endless_body() {
+    let target = endless_target().await;
+    let (mut child, url) = relay_process(&target, &[]).await;
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{url}/items/1"))
+        .header("x-request-id", "endless-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("an answer");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(answer.status().as_u16(), 503);
+    let body = answer.text().await.expect("a body");
+    assert!(body.contains("truncated_body"), "{body}");
 }
 
 /// A fault phase with `tier:` is injected by that relay tier, not by the leaf.
