@@ -355,6 +355,27 @@ fn a_tier_fault_must_name_a_tier_and_be_a_status_or_a_delay() {
     );
 }
 
+/// A plan has at most `MAX_TIERS` relay tiers (the wire's cap, past which a tier answers
+/// 508 Loop Detected): one more is an error at the first tier too many.
+#[test]
+fn a_plan_has_at_most_max_tiers_tiers() {
+    use harness::plan::MAX_TIERS;
+    let plan = |n: usize| {
+        let tiers: String = (0..n).map(|i| format!("  - t{i}\n")).collect();
+        format!(
+            "duration: 1s\nload:\n  rate: 10\n  requests: [ {{ name: r, path: / }} ]\npolicies: [ {{ name: a }} ]\ntiers:\n{tiers}"
+        )
+    };
+    assert!(harness::plan::parse(std::path::Path::new("t.yaml"), &plan(MAX_TIERS)).is_ok());
+    let error = harness::plan::parse(std::path::Path::new("t.yaml"), &plan(MAX_TIERS + 1))
+        .expect_err("one tier too many");
+    assert!(
+        error.message.contains(&format!("more than {MAX_TIERS}")),
+        "{error}"
+    );
+    assert_eq!(error.line, Some(7 + MAX_TIERS), "{error}");
+}
+
 /// A tier ends its retries by the caller's deadline (`x-chaos-deadline-ms`): in front of a
 /// leaf that hangs 300 ms and then closes, a tier that would try 5 times (no timeout of
 /// its own) stops when the caller's 100 ms are up, and says why.
@@ -650,4 +671,68 @@ async fn a_tier_caps_an_endless_answer_as_a_truncated_body() {
     );
     assert!(relay.largest_answer() > 0, "it did read the answer");
     relay.shutdown().await;
+}
+
+/// Two tiers forwarding to each other: one request goes round the loop until the chain it
+/// carries is longer than any plan's (`MAX_TIERS` hops), and comes back 508 Loop Detected,
+/// promptly and after exactly `MAX_TIERS` forwards, not the thousands that took every
+/// descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tiers_forwarding_to_each_other_answer_508_after_a_bounded_number_of_forwards() {
+    use fault_server::wire::MAX_TIERS;
+    let config = |name: &str, next: String| harness::relay::RelayConfig {
+        name: name.into(),
+        next,
+        policy: harness::plan::forward_once(),
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+        tracing: None,
+    };
+    // B's address first, so that A can forward to it before B starts.
+    let b_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let b_addr = b_listener.local_addr().expect("an address");
+    let a = harness::relay::Relay::start(config("a", format!("http://{b_addr}")))
+        .await
+        .expect("relay a");
+    let b = harness::relay::Relay::start_on(b_listener, config("b", a.url().to_owned()))
+        .await
+        .expect("relay b");
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{}/items/1", a.url()))
+        .header("x-request-id", "loop-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let status = answer.status().as_u16();
+    let body = answer.text().await.expect("a body");
+    assert_eq!(status, 508, "{body}");
+    assert!(body.contains("loop"), "{body}");
+    a.settle(std::time::Duration::from_secs(2)).await;
+    b.settle(std::time::Duration::from_secs(2)).await;
+    let (ca, cb) = (a.counts(), b.counts());
+    // The k-th arrival carries k - 1 hops; the one with MAX_TIERS is refused.
+    assert_eq!(
+        ca.received + cb.received,
+        MAX_TIERS as u64 + 1,
+        "{ca:?} {cb:?}"
+    );
+    assert_eq!(ca.sent + cb.sent, MAX_TIERS as u64, "{ca:?} {cb:?}");
+    assert_eq!(
+        ca.faulted + cb.faulted,
+        1,
+        "the loop is counted once, where it was seen"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -151,6 +151,16 @@ impl Relay {
                 listen: config.listen,
                 source,
             })?;
+        Relay::start_on(listener, config).await
+    }
+
+    /// Starts a tier on a listener already bound (`config.listen` is then only its name
+    /// in errors): its address is known before the tier starts, so another tier can
+    /// forward to it first.
+    pub async fn start_on(
+        listener: tokio::net::TcpListener,
+        config: RelayConfig,
+    ) -> Result<Relay, RelayError> {
         let addr = listener.local_addr().map_err(|source| RelayError::Bind {
             name: config.name.clone(),
             listen: config.listen,
@@ -347,6 +357,25 @@ async fn admit(
             }
             let phase = shared.core().phase_name(phase).to_owned();
             Err(injected(&shared.name, &phase, &response))
+        }
+        Admission::Loop => {
+            if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                span.end(t, StatusCode::LOOP_DETECTED.as_u16(), None);
+            }
+            let mut response = problem(
+                StatusCode::LOOP_DETECTED,
+                &format!(
+                    "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
+                    shared.name,
+                    wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
+                    wire::UPSTREAM_ATTEMPTS,
+                    wire::MAX_TIERS,
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(wire::NO_RETRY, axum::http::HeaderValue::from_static("1"));
+            Err(response)
         }
         Admission::Unsupported => Err(problem(
             StatusCode::SERVICE_UNAVAILABLE,
