@@ -12,6 +12,7 @@
 //! - [`ATTEMPT`] is the sending hop's own attempt number (1-based);
 //! - [`UPSTREAM_ATTEMPTS`] the attempt numbers of the hops above the sender, outermost
 //!   first, joined by `.` ([`chain_below`]);
+//!   A chain names at most [`MAX_TIERS`] hops: a longer one is a loop ([`loops`]);
 //! - [`DEADLINE_MS`] how long the sender waits for this attempt;
 //! - [`POLICY`], [`IDEMPOTENCY_KEY`] and [`TRACEPARENT`] as the design says;
 //! - in answers: [`NO_RETRY`] from a tier that gave up, [`GAVE_UP`] its reason, [`FAULT`]
@@ -115,6 +116,28 @@ pub fn chain_below(above: Option<&str>, attempt: Option<u32>) -> String {
     }
 }
 
+/// The most relay tiers a call chain may have (a plan's `tiers:` holds at most this many).
+/// Tier `k` of a chain (1-based) receives an [`UPSTREAM_ATTEMPTS`] of `k - 1` segments,
+/// so a request that arrives with `MAX_TIERS` or more has passed more hops than any chain
+/// has: it is going round a loop (a relay forwarding to itself, or two to each other),
+/// and a tier answers it 508 Loop Detected rather than forward it again ([`loops`]).
+pub const MAX_TIERS: usize = 16;
+
+/// The number of hops an [`UPSTREAM_ATTEMPTS`] chain names: its `.`-separated segments,
+/// 0 for none or an empty one.
+pub fn chain_hops(chain: Option<&str>) -> usize {
+    match chain.map(str::trim) {
+        None | Some("") => 0,
+        Some(chain) => chain.split('.').count(),
+    }
+}
+
+/// Whether a request that arrives with this [`UPSTREAM_ATTEMPTS`] has passed more hops
+/// than any chain of [`MAX_TIERS`] tiers can have.
+pub fn loops(upstream: Option<&str>) -> bool {
+    chain_hops(upstream) >= MAX_TIERS
+}
+
 /// The seed of the fault draw for one attempt of logical request `id` (its [`IdSeed`]) at
 /// a hop, from the attempt number it carries and the chain of attempts above it. Behind
 /// relay tiers the same attempt number arrives once per attempt of every hop above: the
@@ -169,6 +192,23 @@ mod tests {
         assert_eq!(chain_below(Some("3"), Some(1)), "3.1");
         assert_eq!(chain_below(Some("3.1"), None), "3.1");
         assert_eq!(chain_below(None, None), "");
+    }
+
+    #[test]
+    fn a_chain_counts_its_hops_and_one_longer_than_any_plan_loops() {
+        assert_eq!(chain_hops(None), 0);
+        assert_eq!(chain_hops(Some("")), 0);
+        assert_eq!(chain_hops(Some("2")), 1);
+        assert_eq!(chain_hops(Some("2.1.3")), 3);
+        // The deepest tier of the longest chain receives MAX_TIERS - 1 segments.
+        let mut chain: Option<String> = None;
+        for tier in 1..=MAX_TIERS {
+            assert!(!loops(chain.as_deref()), "tier {tier}");
+            chain = Some(chain_below(chain.as_deref(), Some(1)));
+        }
+        let chain = chain.expect("a chain");
+        assert_eq!(chain_hops(Some(&chain)), MAX_TIERS);
+        assert!(loops(Some(&chain)));
     }
 
     #[test]

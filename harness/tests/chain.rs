@@ -187,21 +187,12 @@ policies:
     eprintln!("leaf attempts per logical request: measured {measured:.4}, formula {expected:.4}");
 }
 
-/// `harness relay` runs one tier as its own process, in front of a fault-server.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn harness_relay_runs_one_tier_as_its_own_process() {
+/// `harness relay --name backend --to {to}` (and `args`) on 127.0.0.1:0, and the URL its
+/// first line says it listens on.
+async fn relay_process(to: &str, args: &[&std::ffi::OsStr]) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
-    let script =
-        fault_server::Script::from_yaml_str("faults: [ { name: down, respond: { status: 503 } } ]")
-            .expect("a script");
-    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
-        .await
-        .expect("a fault-server");
-    let dir = common::scratch("relay-process");
-    let policy = dir.join("backend.yaml");
-    std::fs::write(&policy, "max_attempts: 4\nbackoff: { fixed: 5ms }\n").expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args([
             "relay",
@@ -210,10 +201,9 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
             "--name",
             "backend",
             "--to",
+            to,
         ])
-        .arg(server.url())
-        .arg("--policy")
-        .arg(&policy)
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start harness relay");
@@ -234,6 +224,23 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
         .filter(|u| u.starts_with("http://127.0.0.1:"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    (child, url)
+}
+
+/// `harness relay` runs one tier as its own process, in front of a fault-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_relay_runs_one_tier_as_its_own_process() {
+    let script =
+        fault_server::Script::from_yaml_str("faults: [ { name: down, respond: { status: 503 } } ]")
+            .expect("a script");
+    let server = fault_server::start(fault_server::ServerConfig::with_script(script))
+        .await
+        .expect("a fault-server");
+    let dir = common::scratch("relay-process");
+    let policy = dir.join("backend.yaml");
+    std::fs::write(&policy, "max_attempts: 4\nbackoff: { fixed: 5ms }\n").expect("write");
+    let (mut child, url) =
+        relay_process(&server.url(), &["--policy".as_ref(), policy.as_os_str()]).await;
     let answer = reqwest::Client::new()
         .get(format!("{url}/items/1"))
         .header("x-request-id", "one-1")
@@ -259,6 +266,33 @@ async fn harness_relay_runs_one_tier_as_its_own_process() {
         "the tier's 4 attempts"
     );
     server.shutdown().await;
+}
+
+/// `harness relay` in front of a target whose answer never ends: the process answers
+/// promptly, its one attempt a truncated body, instead of reading until memory runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_relay_answers_promptly_in_front_of_an_endless_body() {
+    let target = endless_target().await;
+    let (mut child, url) = relay_process(&target, &[]).await;
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{url}/items/1"))
+        .header("x-request-id", "endless-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let answer = answer.expect("an answer");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(answer.status().as_u16(), 503);
+    let body = answer.text().await.expect("a body");
+    assert!(body.contains("truncated_body"), "{body}");
 }
 
 /// A fault phase with `tier:` is injected by that relay tier, not by the leaf.
@@ -319,6 +353,27 @@ fn a_tier_fault_must_name_a_tier_and_be_a_status_or_a_delay() {
         )
         .is_ok()
     );
+}
+
+/// A plan has at most `MAX_TIERS` relay tiers (the wire's cap, past which a tier answers
+/// 508 Loop Detected): one more is an error at the first tier too many.
+#[test]
+fn a_plan_has_at_most_max_tiers_tiers() {
+    use harness::plan::MAX_TIERS;
+    let plan = |n: usize| {
+        let tiers: String = (0..n).map(|i| format!("  - t{i}\n")).collect();
+        format!(
+            "duration: 1s\nload:\n  rate: 10\n  requests: [ {{ name: r, path: / }} ]\npolicies: [ {{ name: a }} ]\ntiers:\n{tiers}"
+        )
+    };
+    assert!(harness::plan::parse(std::path::Path::new("t.yaml"), &plan(MAX_TIERS)).is_ok());
+    let error = harness::plan::parse(std::path::Path::new("t.yaml"), &plan(MAX_TIERS + 1))
+        .expect_err("one tier too many");
+    assert!(
+        error.message.contains(&format!("more than {MAX_TIERS}")),
+        "{error}"
+    );
+    assert_eq!(error.line, Some(7 + MAX_TIERS), "{error}");
 }
 
 /// A tier ends its retries by the caller's deadline (`x-chaos-deadline-ms`): in front of a
@@ -530,4 +585,154 @@ async fn a_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
 #[test]
 fn a_simulated_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name() {
     check_careless_tier(&common::simulated(&common::plan(CARELESS_TIER)));
+}
+
+/// A target on 127.0.0.1:0 that answers every request 200 with an endless chunked body,
+/// 64 KiB a chunk, until the reader goes away.
+async fn endless_target() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                // The request's headers (no body: the tests send GETs).
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                let start = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// An endless answer is cut at the tier's cap (1 MiB), a truncated body: the tier answers
+/// promptly, as for any failed attempt, having read no more than the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_caps_an_endless_answer_as_a_truncated_body() {
+    let target = endless_target().await;
+    let policy = harness::policy::Policy::new(harness::policy::PolicyConfig {
+        max_attempts: 1,
+        ..harness::policy::PolicyConfig::default()
+    })
+    .expect("a policy");
+    let relay = harness::relay::Relay::start(harness::relay::RelayConfig {
+        name: "api".into(),
+        next: target,
+        policy,
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+        tracing: None,
+    })
+    .await
+    .expect("a relay");
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{}/items/1", relay.url()))
+        .header("x-request-id", "endless-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer");
+    let status = answer.status().as_u16();
+    let body = answer.text().await.expect("a body");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        status, 503,
+        "a tier whose attempts ended without a status: {body}"
+    );
+    assert!(body.contains("truncated_body"), "{body}");
+    relay.settle(std::time::Duration::from_secs(2)).await;
+    let counts = relay.counts();
+    assert_eq!((counts.received, counts.sent, counts.gave_up), (1, 1, 1));
+    assert!(
+        relay.largest_answer() <= 1 << 20,
+        "read {} bytes of one answer",
+        relay.largest_answer()
+    );
+    assert!(relay.largest_answer() > 0, "it did read the answer");
+    relay.shutdown().await;
+}
+
+/// Two tiers forwarding to each other: one request goes round the loop until the chain it
+/// carries is longer than any plan's (`MAX_TIERS` hops), and comes back 508 Loop Detected,
+/// promptly and after exactly `MAX_TIERS` forwards, not the thousands that took every
+/// descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tiers_forwarding_to_each_other_answer_508_after_a_bounded_number_of_forwards() {
+    use fault_server::wire::MAX_TIERS;
+    let config = |name: &str, next: String| harness::relay::RelayConfig {
+        name: name.into(),
+        next,
+        policy: harness::plan::forward_once(),
+        seed: 1,
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        script: None,
+        tracing: None,
+    };
+    // B's address first, so that A can forward to it before B starts.
+    let b_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let b_addr = b_listener.local_addr().expect("an address");
+    let a = harness::relay::Relay::start(config("a", format!("http://{b_addr}")))
+        .await
+        .expect("relay a");
+    let b = harness::relay::Relay::start_on(b_listener, config("b", a.url().to_owned()))
+        .await
+        .expect("relay b");
+    let started = std::time::Instant::now();
+    let answer = reqwest::Client::new()
+        .get(format!("{}/items/1", a.url()))
+        .header("x-request-id", "loop-1")
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    let status = answer.status().as_u16();
+    let body = answer.text().await.expect("a body");
+    assert_eq!(status, 508, "{body}");
+    assert!(body.contains("loop"), "{body}");
+    a.settle(std::time::Duration::from_secs(2)).await;
+    b.settle(std::time::Duration::from_secs(2)).await;
+    let (ca, cb) = (a.counts(), b.counts());
+    // The k-th arrival carries k - 1 hops; the one with MAX_TIERS is refused.
+    assert_eq!(
+        ca.received + cb.received,
+        MAX_TIERS as u64 + 1,
+        "{ca:?} {cb:?}"
+    );
+    assert_eq!(ca.sent + cb.sent, MAX_TIERS as u64, "{ca:?} {cb:?}");
+    assert_eq!(
+        ca.faulted + cb.faulted,
+        1,
+        "the loop is counted once, where it was seen"
+    );
+    a.shutdown().await;
+    b.shutdown().await;
 }

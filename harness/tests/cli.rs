@@ -231,6 +231,23 @@ fn an_unreachable_target_is_exit_3() {
     assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
 }
 
+/// A relay told to forward to its own address would send every request round a loop:
+/// refused before it listens, `localhost` and `127.0.0.1` alike.
+#[test]
+fn a_relay_forwarding_to_its_own_address_is_exit_2() {
+    // Nothing listens: the command ends before it binds.
+    for to in ["http://127.0.0.1:18081", "http://localhost:18081/"] {
+        let out = harness()
+            .args(["relay", "--listen", "127.0.0.1:18081", "--to", to])
+            .output()
+            .expect("run harness");
+        assert_eq!(out.status.code(), Some(2), "{to}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("own --listen address"), "{err}");
+        assert!(err.contains("hint: point --to at the next hop"), "{err}");
+    }
+}
+
 #[test]
 fn an_unknown_policy_flag_is_exit_2() {
     let out = harness()

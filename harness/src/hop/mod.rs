@@ -9,8 +9,8 @@
 //! The shells only move bytes or events: "feed an event, act on the [`Step`] that comes
 //! out".
 //!
-//! A request's life: [`Tier::receive`] (counted; a fault of the tier's own, a delay, or
-//! forward) → [`Tier::start`] → [`Step::Send`] → [`Tier::on_answer`] → [`Step::Wait`] →
+//! A request's life: [`Tier::receive`] (counted; a loop, a fault of the tier's own, a
+//! delay, or forward) → [`Tier::start`] → [`Step::Send`] → [`Tier::on_answer`] → [`Step::Wait`] →
 //! [`Tier::on_timer`] → ... → [`Step::Answer`].
 
 use std::sync::Arc;
@@ -95,6 +95,10 @@ pub enum Admission {
     },
     /// A fault the plan does not allow at a tier (only statuses and delays are): 503.
     Unsupported,
+    /// The request has passed more hops than any chain has ([`wire::loops`]): it is going
+    /// round a loop of relays, so the tier answers 508 Loop Detected, marked
+    /// `x-chaos-no-retry`, instead of forwarding it again. Counted as `faulted`.
+    Loop,
     /// Hold it this long (a delay fault), then [`Tier::start`] it.
     Delay(Duration),
     /// [`Tier::start`] it now.
@@ -188,7 +192,8 @@ impl Tier {
         &self.counts
     }
 
-    /// A request arrives at `now`. It is counted, and its fault phases decide what to do.
+    /// A request arrives at `now`. It is counted; one that has passed more hops than any
+    /// chain has is a loop, and otherwise its fault phases decide what to do.
     pub fn receive(&mut self, now: Duration, incoming: &Incoming<'_>) -> (Forwarding, Admission) {
         self.counts.received += 1;
         if incoming.attempt.is_none_or(|a| a <= 1) {
@@ -201,8 +206,15 @@ impl Tier {
         } else {
             0
         };
-        let admission = self.admit(now, incoming, anonymous);
-        if matches!(admission, Admission::Fault { .. } | Admission::Unsupported) {
+        let admission = if wire::loops(incoming.upstream) {
+            Admission::Loop
+        } else {
+            self.admit(now, incoming, anonymous)
+        };
+        if matches!(
+            admission,
+            Admission::Fault { .. } | Admission::Unsupported | Admission::Loop
+        ) {
             self.counts.faulted += 1;
         }
         let forwarding = Forwarding {
@@ -544,5 +556,33 @@ mod tests {
         let (d, _) = t.receive(Duration::ZERO, &incoming("GET", "same", 1));
         assert_eq!(c.jitter_seed(), d.jitter_seed());
         assert_eq!(c.chain(), "1");
+    }
+
+    /// A request that has passed more hops than any chain has is a loop, whatever the
+    /// tier's fault phases say: answered 508 without forwarding, counted as `faulted`;
+    /// the deepest tier of the longest chain still forwards.
+    #[test]
+    fn a_chain_longer_than_any_plan_is_a_loop_and_is_not_forwarded() {
+        let mut t = tier(
+            3,
+            false,
+            Some("faults: [ { name: never, probability: 0.0, respond: { status: 503 } } ]"),
+        );
+        let deepest = vec!["1"; wire::MAX_TIERS - 1].join(".");
+        let looped = vec!["1"; wire::MAX_TIERS].join(".");
+        let with = |upstream| Incoming {
+            upstream: Some(upstream),
+            ..incoming("GET", "loop-1", 1)
+        };
+        let (_, admission) = t.receive(Duration::ZERO, &with(&deepest));
+        assert!(matches!(admission, Admission::Forward), "{admission:?}");
+        let (r, admission) = t.receive(Duration::ZERO, &with(&looped));
+        assert!(matches!(admission, Admission::Loop), "{admission:?}");
+        assert_eq!(wire::chain_hops(Some(r.chain())), wire::MAX_TIERS + 1);
+        let longer = format!("{looped}.2.3");
+        let (_, admission) = t.receive(Duration::ZERO, &with(&longer));
+        assert!(matches!(admission, Admission::Loop), "{admission:?}");
+        let counts = t.counts();
+        assert_eq!((counts.received, counts.faulted, counts.sent), (3, 2, 0));
     }
 }

@@ -368,9 +368,28 @@ fn tier_faults(script: &ScriptSpec, tiers: &[String]) -> Result<(), Found> {
     Ok(())
 }
 
-/// The plan's relay tiers: names that can go into a report and a header, each once.
+/// The most relay tiers a plan may have: the wire contract's [`wire::MAX_TIERS`], past
+/// which a tier takes a request for one going round a loop and answers 508.
+///
+/// [`wire::MAX_TIERS`]: fault_server::wire::MAX_TIERS
+pub const MAX_TIERS: usize = fault_server::wire::MAX_TIERS;
+
+/// The plan's relay tiers: names that can go into a report and a header, each once, at
+/// most [`MAX_TIERS`].
 fn tiers(names: Vec<String>) -> Result<Vec<String>, Found> {
     use locate::Seg::{Index, Key};
+    if names.len() > MAX_TIERS {
+        return Err(found(
+            vec![Key("tiers"), Index(MAX_TIERS)],
+            format!(
+                "the plan has {} relay tiers, more than {MAX_TIERS}",
+                names.len()
+            ),
+        )
+        .hint(format!(
+            "a call chain has at most {MAX_TIERS} tiers: a request that has passed more is taken for one going round a loop (508)"
+        )));
+    }
     for (i, name) in names.iter().enumerate() {
         let ok = !name.is_empty()
             && name.len() <= 32

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
+use bytes::BytesMut;
 use chaos_policy::Outcome;
 
 use fault_server::wire::{ATTEMPT, DEADLINE_MS, GAVE_UP, NO_RETRY, TRACEPARENT, UPSTREAM_ATTEMPTS};
 
-use super::Shared;
+use super::{MAX_ANSWER, Shared};
 use crate::attempt::classify;
 
 /// What the next hop answered.
@@ -120,17 +121,53 @@ pub(super) async fn forward(
                     headers.append(name.clone(), value.clone());
                 }
             }
-            match response.bytes().await {
+            match read_capped(shared, response).await {
                 Ok(body) => Forwarded {
                     outcome: Outcome::Status(status),
                     headers,
                     no_retry,
                     body,
                 },
-                Err(e) if e.is_timeout() => Forwarded::failed(Outcome::AttemptTimeout),
-                Err(_) => Forwarded::failed(Outcome::TruncatedBody),
+                Err(outcome) => Forwarded::failed(outcome),
             }
         }
         Err(e) => Forwarded::failed(classify(&e)),
+    }
+}
+
+/// The answer's body, chunk by chunk, at most [`MAX_ANSWER`] bytes: a longer one (an
+/// endless chunked body, a `Content-Length` over the cap) is not read further and is a
+/// [`Outcome::TruncatedBody`], the outcome of a body that did not arrive whole. The
+/// attempt's timeout covers the read (reqwest's covers the body).
+async fn read_capped(shared: &Shared, mut response: reqwest::Response) -> Result<Bytes, Outcome> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER as u64)
+    {
+        return Err(Outcome::TruncatedBody);
+    }
+    let mut body = BytesMut::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_ANSWER {
+                    shared.note_read(body.len());
+                    return Err(Outcome::TruncatedBody);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => {
+                shared.note_read(body.len());
+                return Ok(body.freeze());
+            }
+            Err(e) => {
+                shared.note_read(body.len());
+                return Err(if e.is_timeout() {
+                    Outcome::AttemptTimeout
+                } else {
+                    Outcome::TruncatedBody
+                });
+            }
+        }
     }
 }

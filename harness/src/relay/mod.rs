@@ -56,6 +56,12 @@ use forward::{Hop, forward};
 /// The largest request body a tier forwards.
 const MAX_BODY: usize = 1 << 20;
 
+/// The most a tier reads of an answer's body, as of a request's: it holds the body to
+/// pass it upstream, so a longer one (an endless chunked body) would take its memory.
+/// One over the cap is an [`chaos_policy::Outcome::TruncatedBody`], not read further.
+/// 1 MiB, as for requests: no answer of the fault-server comes near it.
+const MAX_ANSWER: usize = 1 << 20;
+
 /// How to run a tier.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -84,11 +90,18 @@ struct Shared {
     start: Instant,
     tracing: Option<Arc<TierTracing>>,
     in_flight: AtomicU64,
+    /// The most bytes read of one answer's body so far.
+    largest_answer: AtomicU64,
 }
 
 impl Shared {
     fn now(&self) -> Duration {
         self.start.elapsed()
+    }
+
+    fn note_read(&self, bytes: usize) {
+        self.largest_answer
+            .fetch_max(bytes as u64, Ordering::Relaxed);
     }
 
     fn core(&self) -> MutexGuard<'_, Tier> {
@@ -138,6 +151,16 @@ impl Relay {
                 listen: config.listen,
                 source,
             })?;
+        Relay::start_on(listener, config).await
+    }
+
+    /// Starts a tier on a listener already bound (`config.listen` is then only its name
+    /// in errors): its address is known before the tier starts, so another tier can
+    /// forward to it first.
+    pub async fn start_on(
+        listener: tokio::net::TcpListener,
+        config: RelayConfig,
+    ) -> Result<Relay, RelayError> {
         let addr = listener.local_addr().map_err(|source| RelayError::Bind {
             name: config.name.clone(),
             listen: config.listen,
@@ -153,6 +176,7 @@ impl Relay {
             start: Instant::now(),
             tracing: config.tracing,
             in_flight: AtomicU64::new(0),
+            largest_answer: AtomicU64::new(0),
         });
         let app = axum::Router::new()
             .fallback(relay)
@@ -184,6 +208,12 @@ impl Relay {
 
     pub fn counts(&self) -> HopCounts {
         self.shared.core().counts().clone()
+    }
+
+    /// The most bytes the tier has read of one answer's body: at most [`MAX_ANSWER`]
+    /// (1 MiB), whatever the next hop sends.
+    pub fn largest_answer(&self) -> u64 {
+        self.shared.largest_answer.load(Ordering::Relaxed)
     }
 
     /// Requests still being forwarded.
@@ -327,6 +357,25 @@ async fn admit(
             }
             let phase = shared.core().phase_name(phase).to_owned();
             Err(injected(&shared.name, &phase, &response))
+        }
+        Admission::Loop => {
+            if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
+                span.end(t, StatusCode::LOOP_DETECTED.as_u16(), None);
+            }
+            let mut response = problem(
+                StatusCode::LOOP_DETECTED,
+                &format!(
+                    "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
+                    shared.name,
+                    wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
+                    wire::UPSTREAM_ATTEMPTS,
+                    wire::MAX_TIERS,
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(wire::NO_RETRY, axum::http::HeaderValue::from_static("1"));
+            Err(response)
         }
         Admission::Unsupported => Err(problem(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -110,6 +110,13 @@ impl<'a> Tier<'a> {
                 no_retry: false,
             }),
             Admission::Unsupported => Some(Reply::bare(Outcome::Status(503))),
+            // As the live tier answers a request going round a loop (no plan's chain is
+            // that long: this only keeps the two shells alike).
+            Admission::Loop => Some(Reply {
+                outcome: Outcome::Status(508),
+                retry_after: None,
+                no_retry: true,
+            }),
             Admission::Forward | Admission::Delay(_) => None,
         };
         if let Some(reply) = own {
