@@ -240,3 +240,57 @@ fn a_path_that_cannot_go_on_a_request_line_is_a_plan_error() {
     let out = harness().arg("validate").arg(&ok).output().expect("runs");
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn a_second_yaml_document_is_named_at_its_line() {
+    let said = validate_error(
+        "two-docs",
+        &format!("# one plan\n---\n{BASE}policies: [ {{ name: a }} ]\n---\nname: b\n"),
+    );
+    assert!(
+        said.contains("two-docs.yaml:8:1: the plan holds more than one YAML document"),
+        "{said}"
+    );
+    assert!(said.contains("remove this `---` line"), "{said}");
+}
+
+#[test]
+fn a_gate_outside_its_metrics_range_can_never_pass() {
+    for (case, gate, why) in [
+        (
+            "rate",
+            "{ metric: success_rate, min: 2 }",
+            "is between 0 and 1",
+        ),
+        ("p99", "{ metric: p99_ms, max: -5 }", "is at least 0"),
+        ("waves", "{ metric: synchrony, max: 0.5 }", "is at least 1"),
+    ] {
+        let said = validate_error(
+            case,
+            &format!("{BASE}policies: [ {{ name: a }} ]\ngates:\n  - {gate}\n"),
+        );
+        assert!(
+            said.contains("can never pass") && said.contains(why),
+            "{case}: {said}"
+        );
+        assert!(said.contains(&format!("{case}.yaml:7:")), "{case}: {said}");
+    }
+}
+
+#[test]
+fn a_plan_runs_at_most_64_policies() {
+    let policies: String = (0..65).map(|i| format!("  - {{ name: p{i} }}\n")).collect();
+    let said = validate_error("many", &format!("{BASE}policies:\n{policies}"));
+    assert!(
+        said.contains("many.yaml:70:") && said.contains("65 policies; at most 64"),
+        "{said}"
+    );
+    let policies: String = (0..64).map(|i| format!("  - {{ name: p{i} }}\n")).collect();
+    let plan = write_plan(
+        &scratch("sixty-four"),
+        "ok",
+        &format!("{BASE}policies:\n{policies}"),
+    );
+    let out = harness().arg("validate").arg(&plan).output().expect("runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -77,6 +77,31 @@ pub(super) fn yaml_error(path: &Path, e: &serde_yaml::Error) -> PlanError {
     }
 }
 
+/// [`yaml_error`] for a plan's whole `text`, which can say where a second YAML document
+/// starts (serde_yaml names no place for that).
+pub(super) fn yaml_error_in(path: &Path, text: &str, e: &serde_yaml::Error) -> PlanError {
+    let mut error = yaml_error(path, e);
+    if error.line.is_none() && error.message.contains("more than one document") {
+        // A `---` after content starts the second document (one before any is allowed).
+        let mut content = false;
+        for (i, line) in text.lines().enumerate() {
+            let trimmed = line.trim_end();
+            if content && (trimmed == "---" || trimmed.starts_with("--- ")) {
+                error.line = Some(i + 1);
+                error.column = Some(1);
+                break;
+            }
+            content |= !(trimmed.is_empty() || trimmed.starts_with('#') || trimmed == "---");
+        }
+        error.message = "the plan holds more than one YAML document".to_owned();
+        error.hint = Some(
+            "a plan is one document: remove this `---` line, or put each plan in a file of its own"
+                .to_owned(),
+        );
+    }
+    error
+}
+
 /// For serde's "unknown field `x`, expected one of `a`, `b`": the closest expected name.
 fn unknown_field_hint(message: &str) -> Option<String> {
     let rest = message.split("unknown field `").nth(1)?;

@@ -77,6 +77,23 @@ fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
                     format!("metric gate `{name}` has a limit that is not a number"),
                 ));
             }
+            let (lowest, highest) = metric.range();
+            if m.min.is_some_and(|min| min > highest) || m.max.is_some_and(|max| max < lowest) {
+                let range = if highest.is_finite() {
+                    format!("between {lowest} and {highest}")
+                } else {
+                    format!("at least {lowest}")
+                };
+                return Err(found(
+                    at(),
+                    format!("metric gate `{name}` can never pass: `{name}` is {range}"),
+                )
+                .hint(if highest.is_finite() {
+                    "rates are fractions: write 0.95 for 95%"
+                } else {
+                    "check the limit's sign and unit"
+                }));
+            }
             if let (Some(min), Some(max)) = (m.min, m.max)
                 && min > max
             {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use fault_server::script::{Script, ScriptError, ScriptSpec};
 
 pub use error::PlanError;
-use error::{Found, found, yaml_error};
+use error::{Found, found, yaml_error, yaml_error_in};
 use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Plan,
@@ -119,7 +119,7 @@ fn check_depth(path: &Path, text: &str) -> Result<(), PlanError> {
 /// Resolves a plan from its text; `path` names it in errors and reports.
 pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
     check_depth(path, text)?;
-    let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
+    let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
     let (mut plan, sources) = resolve(path, spec).map_err(|f| located(path, text, f))?;
     // The imported files are part of the experiment: a changed config, a changed digest.
     plan.text_hash = fault_server::seed::fnv1a(
@@ -154,7 +154,7 @@ pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan,
         setting.value
     );
     check_depth(path, text)?;
-    let mut root: Value = serde_yaml::from_str(text).map_err(|e| yaml_error(path, &e))?;
+    let mut root: Value = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
     let value: Value = serde_yaml::from_str(setting.value).map_err(|e| {
         whole(
             format!("`{shown}`: the value is not YAML: {e}"),

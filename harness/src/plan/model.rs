@@ -242,6 +242,26 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// The values the metric can take: a gate whose limit lies outside can never pass.
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Metric::SuccessRate | Metric::DroppedRatio => (0.0, 1.0),
+            // The busiest 50 ms over the mean 50 ms is at least the mean.
+            Metric::Synchrony => (1.0, f64::INFINITY),
+            Metric::P50Ms
+            | Metric::P90Ms
+            | Metric::P99Ms
+            | Metric::P999Ms
+            | Metric::Amplification
+            | Metric::ServerAmplification
+            | Metric::PeakAmplification
+            | Metric::RecoveryS
+            | Metric::Dropped
+            | Metric::Retries
+            | Metric::LeafAmplification => (0.0, f64::INFINITY),
+        }
+    }
+
     pub const ALL: [Metric; 14] = [
         Metric::SuccessRate,
         Metric::P50Ms,
