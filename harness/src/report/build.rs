@@ -84,6 +84,13 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
         }))
         .chain(policies.iter().filter_map(starved_of_connections))
         .collect();
+    let unfinished = if ending.aborted {
+        Some("was interrupted")
+    } else if ending.error.is_some() {
+        Some("could not be completed")
+    } else {
+        None
+    };
     Report {
         schema: SCHEMA.to_owned(),
         mode: "live".to_owned(),
@@ -115,7 +122,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
                 .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),
             digest: Some(plan.digest()),
         },
-        ranking: super::rank::rank(&policies),
+        ranking: super::rank::rank_run(&policies, unfinished),
         telemetry: None,
         policies,
         baseline: None,

@@ -63,6 +63,22 @@ pub struct Delta {
 }
 
 /// Ranks the policies of a run. Pure: the same reports give the same ranking.
+/// [`rank`], for a run that may not have finished: one that was interrupted or could not
+/// be completed recommends nothing, since the policies that never ran (or ran in part)
+/// cannot be compared with those that did. The rows stay, for what they show.
+pub(super) fn rank_run(policies: &[PolicyReport], unfinished: Option<&str>) -> Ranking {
+    let mut ranking = rank(policies);
+    if let Some(why) = unfinished {
+        ranking.recommended = None;
+        ranking.reason = format!(
+            "the run {why}: a run that did not finish recommends nothing ({} of its policies ran, {} in full)",
+            policies.len(),
+            policies.iter().filter(|p| !p.partial).count()
+        );
+    }
+    ranking
+}
+
 pub fn rank(policies: &[PolicyReport]) -> Ranking {
     let mut rows: Vec<RankRow> = policies.iter().map(row).collect();
     // Qualifiers first, cheapest first; then the rest, fewest failed gates first. A stable
@@ -255,7 +271,7 @@ impl Ranking {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::float_cmp)] // Tests: a panic is the failure report.
 
-    use super::{Ranking, rank};
+    use super::{Ranking, rank, rank_run};
     use crate::report::{GateResult, PolicyReport};
 
     /// A policy with these figures: `(name, server load, peak 1s, gates passed of 3,
@@ -292,6 +308,22 @@ mod tests {
 
     fn order(r: &Ranking) -> Vec<&str> {
         r.rows.iter().map(|r| r.policy.as_str()).collect()
+    }
+
+    #[test]
+    fn a_run_that_did_not_finish_recommends_nothing() {
+        let ran = [
+            policy("grpc", 1.0, 1.0, 3, false),
+            policy("naive", 1.8, 3.4, 3, true),
+        ];
+        assert_eq!(rank_run(&ran, None).recommended.as_deref(), Some("grpc"));
+        let r = rank_run(&ran, Some("could not be completed"));
+        assert_eq!(r.recommended, None);
+        assert_eq!(
+            r.reason,
+            "the run could not be completed: a run that did not finish recommends nothing (2 of its policies ran, 1 in full)"
+        );
+        assert_eq!(order(&r), ["grpc", "naive"], "the rows stay");
     }
 
     #[test]
