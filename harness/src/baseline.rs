@@ -62,24 +62,53 @@ impl Default for Tolerance {
     }
 }
 
+/// The largest tolerance each kind of figure may have. A larger one is a typo or a check
+/// turned off (1e308 passes everything). The defaults and every committed baseline
+/// (`reports/baselines/`, all at the defaults: 0.05, 0.25, 0.02, 25% + 20/50 ms, 2 s, 0.01)
+/// sit far inside them.
+pub mod bounds {
+    /// A rate or ratio's absolute change (`success_rate`, `dropped_ratio`): its whole range.
+    pub const RATE: f64 = 1.0;
+    /// Attempts per logical request more (`amplification`, `peak_amplification`): the
+    /// worst committed storm (chain-storm, 64 at the server) stays well under it.
+    pub const AMPLIFICATION: f64 = 100.0;
+    /// A latency's growth as a ratio of its baseline (`p50_ms.ratio`, `p99_ms.ratio`):
+    /// 100 times slower.
+    pub const LATENCY_RATIO: f64 = 100.0;
+    /// A latency floor, in milliseconds (`p50_ms.floor`, `p99_ms.floor`): an hour.
+    pub const LATENCY_FLOOR_MS: f64 = 3_600_000.0;
+    /// Seconds more to recover (`recovery_s`): an hour.
+    pub const RECOVERY_S: f64 = 3_600.0;
+}
+
 impl Tolerance {
-    /// The first field that is negative or not a number, by its plan key.
-    pub fn invalid_field(&self) -> Option<&'static str> {
-        let fields = [
-            ("amplification", self.amplification),
-            ("peak_amplification", self.peak_amplification),
-            ("success_rate", self.success_rate),
-            ("p50_ms.ratio", self.p50_ms.ratio),
-            ("p50_ms.floor", self.p50_ms.floor),
-            ("p99_ms.ratio", self.p99_ms.ratio),
-            ("p99_ms.floor", self.p99_ms.floor),
-            ("recovery_s", self.recovery_s),
-            ("dropped_ratio", self.dropped_ratio),
-        ];
-        fields
+    /// Each field by its plan key, with its value and the largest value it may take.
+    fn fields(&self) -> [(&'static str, f64, f64); 9] {
+        use bounds::{AMPLIFICATION, LATENCY_FLOOR_MS, LATENCY_RATIO, RATE, RECOVERY_S};
+        [
+            ("amplification", self.amplification, AMPLIFICATION),
+            ("peak_amplification", self.peak_amplification, AMPLIFICATION),
+            ("success_rate", self.success_rate, RATE),
+            ("p50_ms.ratio", self.p50_ms.ratio, LATENCY_RATIO),
+            ("p50_ms.floor", self.p50_ms.floor, LATENCY_FLOOR_MS),
+            ("p99_ms.ratio", self.p99_ms.ratio, LATENCY_RATIO),
+            ("p99_ms.floor", self.p99_ms.floor, LATENCY_FLOOR_MS),
+            ("recovery_s", self.recovery_s, RECOVERY_S),
+            ("dropped_ratio", self.dropped_ratio, RATE),
+        ]
+    }
+
+    /// The first field that is negative, not a number or above its bound (see [`bounds`]):
+    /// its plan key, its value and its bound.
+    pub fn out_of_range(&self) -> Option<(&'static str, f64, f64)> {
+        self.fields()
             .into_iter()
-            .find(|(_, v)| !v.is_finite() || *v < 0.0)
-            .map(|(name, _)| name)
+            .find(|&(_, v, max)| !(v.is_finite() && (0.0..=max).contains(&v)))
+    }
+
+    /// The first field that is negative, not a number or above its bound, by its plan key.
+    pub fn invalid_field(&self) -> Option<&'static str> {
+        self.out_of_range().map(|(name, _, _)| name)
     }
 }
 
@@ -195,6 +224,98 @@ pub enum ReadError {
         MAX_BASELINE_BYTES >> 20
     )]
     TooLarge { file: String },
+    #[error("{file} is not a usable baseline: {reason}")]
+    Invalid { file: String, reason: Invalid },
+}
+
+/// Why a `chaos-baseline/v1` file that parsed is refused: a baseline that passes
+/// everything, or fails unchanged figures, is no gate.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    #[error("it has no policies (`policies: []`), so every run would pass against it")]
+    NoPolicies,
+    #[error(
+        "`tolerance.{field}` is {value:?}: it must be a number from 0 to {max} (a larger tolerance turns the check off)"
+    )]
+    Tolerance {
+        field: &'static str,
+        value: f64,
+        max: f64,
+    },
+    #[error("policy `{policy}`: `{field}` is {value:?}: it must be {range}")]
+    Figure {
+        policy: String,
+        field: &'static str,
+        value: f64,
+        range: &'static str,
+    },
+    #[error("policy `{policy}` appears more than once: the policies' names must differ")]
+    DuplicatePolicy { policy: String },
+}
+
+impl Baseline {
+    /// Checks a baseline read from a file: at least one policy, each named once, each
+    /// tolerance within [`bounds`], and each figure within its range (no NaN anywhere).
+    pub fn validate(&self) -> Result<(), Invalid> {
+        if self.policies.is_empty() {
+            return Err(Invalid::NoPolicies);
+        }
+        if let Some((field, value, max)) = self.tolerance.out_of_range() {
+            return Err(Invalid::Tolerance { field, value, max });
+        }
+        // A set, not a scan: a 64 MiB file may hold many policies.
+        let mut names = std::collections::HashSet::new();
+        for p in &self.policies {
+            if !names.insert(p.name.as_str()) {
+                return Err(Invalid::DuplicatePolicy {
+                    policy: p.name.clone(),
+                });
+            }
+            p.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl Figures {
+    /// Rates and ratios within [0, 1]; amplification, latency and recovery zero or more;
+    /// all finite. (Counts are unsigned: a negative one does not parse.)
+    fn validate(&self) -> Result<(), Invalid> {
+        const RATIO: (f64, &str) = (1.0, "a number from 0 to 1");
+        const NON_NEGATIVE: (f64, &str) = (f64::INFINITY, "a number, zero or more");
+        let fields = [
+            ("success_rate", Some(self.success_rate), RATIO),
+            ("dropped_ratio", Some(self.dropped_ratio), RATIO),
+            ("amplification", Some(self.amplification), NON_NEGATIVE),
+            (
+                "server_amplification",
+                self.server_amplification,
+                NON_NEGATIVE,
+            ),
+            (
+                "peak_amplification",
+                Some(self.peak_amplification),
+                NON_NEGATIVE,
+            ),
+            ("p50_ms", Some(self.p50_ms), NON_NEGATIVE),
+            ("p90_ms", Some(self.p90_ms), NON_NEGATIVE),
+            ("p99_ms", Some(self.p99_ms), NON_NEGATIVE),
+            ("p999_ms", Some(self.p999_ms), NON_NEGATIVE),
+            ("recovery_s", self.recovery_s, NON_NEGATIVE),
+        ];
+        for (field, value, (max, range)) in fields {
+            let Some(value) = value else { continue };
+            if !(value.is_finite() && (0.0..=max).contains(&value)) {
+                return Err(Invalid::Figure {
+                    policy: self.name.clone(),
+                    field,
+                    value,
+                    range,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The largest file read as a baseline: a report.json of a long run (its series holds a
@@ -221,7 +342,15 @@ pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
     match value.get("schema").and_then(serde_json::Value::as_str) {
-        Some(SCHEMA) => serde_json::from_value(value).map_err(|e| format(e.to_string())),
+        Some(SCHEMA) => {
+            let baseline: Baseline =
+                serde_json::from_value(value).map_err(|e| format(e.to_string()))?;
+            baseline.validate().map_err(|reason| ReadError::Invalid {
+                file: file.clone(),
+                reason,
+            })?;
+            Ok(baseline)
+        }
         Some(crate::report::SCHEMA) => {
             let report: Report =
                 serde_json::from_value(value).map_err(|e| format(e.to_string()))?;

@@ -92,3 +92,57 @@ fn a_baseline_that_cannot_be_read_is_exit_2_before_the_run() {
     );
     assert!(!dir.join("reports").exists(), "nothing ran");
 }
+
+/// A `chaos-baseline/v1` file with one policy whose success rate is `success_rate`.
+fn crafted(success_rate: f64) -> String {
+    format!(
+        r#"{{
+  "schema": "chaos-baseline/v1",
+  "generated_at": "",
+  "plan": {{ "name": "gated", "file": "gated.yaml", "seed": 4, "digest": "x" }},
+  "tolerance": {{ "amplification": 0.05 }},
+  "policies": [
+    {{ "name": "steady", "offered": 200, "logical": 200, "succeeded": 190, "attempts": 250,
+      "retries": 50, "dropped": 0, "amplification": 1.25, "server_amplification": 1.25,
+      "peak_amplification": 1.5, "success_rate": {success_rate}, "p50_ms": 1.0, "p90_ms": 10.0,
+      "p99_ms": 20.0, "p999_ms": 30.0, "recovery_s": null, "dropped_ratio": 0.0,
+      "violations": 0 }}
+  ]
+}}
+"#
+    )
+}
+
+#[test]
+fn a_baseline_with_a_figure_out_of_range_is_exit_2_naming_the_field() {
+    let dir = scratch("baseline-invalid");
+    std::fs::write(dir.join("good.json"), crafted(0.95)).expect("write");
+    std::fs::write(dir.join("seven.json"), crafted(7.0)).expect("write");
+    let compare = |a: &str, b: &str| {
+        harness()
+            .current_dir(&dir)
+            .args(["compare", a, b])
+            .output()
+            .expect("run harness")
+    };
+    let good = compare("good.json", "good.json");
+    assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
+    let out = compare("seven.json", "good.json");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("seven.json is not a usable baseline: policy `steady`: `success_rate` is 7.0: it must be a number from 0 to 1"),
+        "{said}"
+    );
+
+    // `chaos --baseline` refuses it too, before the run.
+    let path = write_plan(&dir, "gated.yaml", &plan(2));
+    let out = chaos(&dir, &path, &["--baseline", "seven.json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`success_rate` is 7.0"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("reports").exists(), "nothing ran");
+}

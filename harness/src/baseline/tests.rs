@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::float_cmp)] // Tests: a panic is the failure report.
 
-use super::{Baseline, Drift, Figures, PlanIdentity, Relative, Tolerance, compare};
+use super::{
+    Baseline, Drift, Figures, Invalid, PlanIdentity, ReadError, Relative, Tolerance, compare, read,
+};
 
 fn figures(name: &str) -> Figures {
     Figures {
@@ -171,4 +173,262 @@ fn tolerances_are_read_with_defaults_and_checked() {
     };
     assert_eq!(bad.invalid_field(), Some("success_rate"));
     assert!(serde_json::from_str::<Tolerance>(r#"{ "amplificaton": 0.1 }"#).is_err());
+}
+
+/// What `validate` says of the test baseline (policies `a` and `b`) after `edit`.
+fn refused(edit: impl FnOnce(&mut Baseline)) -> Result<(), Invalid> {
+    let mut b = baseline(vec![figures("a"), figures("b")]);
+    edit(&mut b);
+    b.validate()
+}
+
+#[test]
+fn a_baseline_that_would_pass_everything_or_fail_unchanged_figures_is_refused() {
+    type Edit = Box<dyn FnOnce(&mut Baseline)>;
+    let tolerance =
+        |field: &'static str, value: f64, max: f64| Err(Invalid::Tolerance { field, value, max });
+    let figure = |field: &'static str, value: f64, range: &'static str| {
+        Err(Invalid::Figure {
+            policy: "b".into(),
+            field,
+            value,
+            range,
+        })
+    };
+    const RATIO: &str = "a number from 0 to 1";
+    const NON_NEGATIVE: &str = "a number, zero or more";
+    let table: Vec<(&str, Edit, Result<(), Invalid>)> = vec![
+        ("as saved", Box::new(|_| ()), Ok(())),
+        (
+            "no policies",
+            Box::new(|b| b.policies.clear()),
+            Err(Invalid::NoPolicies),
+        ),
+        (
+            "a duplicate name",
+            Box::new(|b| b.policies[1].name = "a".into()),
+            Err(Invalid::DuplicatePolicy { policy: "a".into() }),
+        ),
+        (
+            "a negative tolerance",
+            Box::new(|b| b.tolerance.amplification = -0.05),
+            tolerance("amplification", -0.05, 100.0),
+        ),
+        (
+            "a tolerance that turns the check off",
+            Box::new(|b| b.tolerance.success_rate = 1e308),
+            tolerance("success_rate", 1e308, 1.0),
+        ),
+        (
+            "a rate tolerance above the whole range",
+            Box::new(|b| b.tolerance.dropped_ratio = 1.5),
+            tolerance("dropped_ratio", 1.5, 1.0),
+        ),
+        (
+            "a rate tolerance of the whole range",
+            Box::new(|b| b.tolerance.success_rate = 1.0),
+            Ok(()),
+        ),
+        (
+            "an absurd amplification",
+            Box::new(|b| b.tolerance.peak_amplification = 101.0),
+            tolerance("peak_amplification", 101.0, 100.0),
+        ),
+        (
+            "an absurd latency ratio",
+            Box::new(|b| b.tolerance.p99_ms.ratio = 1000.0),
+            tolerance("p99_ms.ratio", 1000.0, 100.0),
+        ),
+        (
+            "a floor over an hour",
+            Box::new(|b| b.tolerance.p50_ms.floor = 3_600_001.0),
+            tolerance("p50_ms.floor", 3_600_001.0, 3_600_000.0),
+        ),
+        (
+            "a floor of an hour",
+            Box::new(|b| b.tolerance.p50_ms.floor = 3_600_000.0),
+            Ok(()),
+        ),
+        (
+            "a recovery over an hour",
+            Box::new(|b| b.tolerance.recovery_s = 3601.0),
+            tolerance("recovery_s", 3601.0, 3600.0),
+        ),
+        (
+            "an infinite tolerance",
+            Box::new(|b| b.tolerance.amplification = f64::INFINITY),
+            tolerance("amplification", f64::INFINITY, 100.0),
+        ),
+        (
+            "a success rate of 7",
+            Box::new(|b| b.policies[1].success_rate = 7.0),
+            figure("success_rate", 7.0, RATIO),
+        ),
+        (
+            "a negative success rate",
+            Box::new(|b| b.policies[1].success_rate = -0.1),
+            figure("success_rate", -0.1, RATIO),
+        ),
+        (
+            "a dropped ratio above 1",
+            Box::new(|b| b.policies[1].dropped_ratio = 1.01),
+            figure("dropped_ratio", 1.01, RATIO),
+        ),
+        (
+            "a negative amplification",
+            Box::new(|b| b.policies[1].amplification = -1.0),
+            figure("amplification", -1.0, NON_NEGATIVE),
+        ),
+        (
+            "a negative server amplification",
+            Box::new(|b| b.policies[1].server_amplification = Some(-1.0)),
+            figure("server_amplification", -1.0, NON_NEGATIVE),
+        ),
+        (
+            "no server amplification",
+            Box::new(|b| b.policies[1].server_amplification = None),
+            Ok(()),
+        ),
+        (
+            "a negative peak",
+            Box::new(|b| b.policies[1].peak_amplification = -2.0),
+            figure("peak_amplification", -2.0, NON_NEGATIVE),
+        ),
+        (
+            "a negative latency",
+            Box::new(|b| b.policies[1].p999_ms = -1.0),
+            figure("p999_ms", -1.0, NON_NEGATIVE),
+        ),
+        (
+            "an infinite latency",
+            Box::new(|b| b.policies[1].p50_ms = f64::INFINITY),
+            figure("p50_ms", f64::INFINITY, NON_NEGATIVE),
+        ),
+        (
+            "a negative recovery",
+            Box::new(|b| b.policies[1].recovery_s = Some(-1.0)),
+            figure("recovery_s", -1.0, NON_NEGATIVE),
+        ),
+        (
+            "no recovery",
+            Box::new(|b| b.policies[1].recovery_s = None),
+            Ok(()),
+        ),
+    ];
+    for (case, edit, expected) in table {
+        assert_eq!(refused(edit), expected, "{case}");
+    }
+    // NaN compares unequal to itself: match the variant instead.
+    for (case, edit) in [
+        (
+            "p99_ms",
+            Box::new(|b: &mut Baseline| b.policies[0].p99_ms = f64::NAN)
+                as Box<dyn FnOnce(&mut Baseline)>,
+        ),
+        (
+            "success_rate",
+            Box::new(|b: &mut Baseline| b.policies[0].success_rate = f64::NAN),
+        ),
+        (
+            "dropped_ratio",
+            Box::new(|b: &mut Baseline| b.tolerance.dropped_ratio = f64::NAN),
+        ),
+    ] {
+        match refused(edit) {
+            Err(Invalid::Figure { field, value, .. } | Invalid::Tolerance { field, value, .. }) => {
+                assert_eq!(field, case);
+                assert!(value.is_nan());
+            }
+            other => panic!("NaN {case}: {other:?}"),
+        }
+    }
+}
+
+/// Writes `text` to a fresh file and reads it as a baseline.
+fn read_text(name: &str, text: &str) -> Result<Baseline, ReadError> {
+    let dir = std::env::temp_dir().join(format!("baseline-strict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    read(&path)
+}
+
+#[test]
+fn read_refuses_an_invalid_baseline_naming_the_field_and_the_range() {
+    let mut json: serde_json::Value =
+        serde_json::from_str(&baseline(vec![figures("a")]).to_json()).unwrap();
+    json["policies"][0]["success_rate"] = 7.into();
+    let err = read_text("seven.json", &json.to_string()).unwrap_err();
+    assert!(matches!(err, ReadError::Invalid { .. }), "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.contains("policy `a`: `success_rate` is 7.0: it must be a number from 0 to 1"),
+        "{said}"
+    );
+
+    json["policies"][0]["success_rate"] = 0.9.into();
+    json["tolerance"]["p99_ms"]["ratio"] = 1e308.into();
+    let said = read_text("off.json", &json.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("`tolerance.p99_ms.ratio` is 1e308: it must be a number from 0 to 100"),
+        "{said}"
+    );
+
+    json["tolerance"]["p99_ms"]["ratio"] = 0.25.into();
+    json["policies"] = serde_json::json!([]);
+    let said = read_text("empty.json", &json.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(said.contains("it has no policies"), "{said}");
+
+    // A negative count does not parse (counts are unsigned).
+    let mut json: serde_json::Value =
+        serde_json::from_str(&baseline(vec![figures("a")]).to_json()).unwrap();
+    json["policies"][0]["retries"] = (-1).into();
+    let err = read_text("negative.json", &json.to_string()).unwrap_err();
+    assert!(matches!(err, ReadError::Format { .. }), "{err:?}");
+}
+
+#[test]
+fn every_committed_baseline_and_the_defaults_are_accepted() {
+    assert_eq!(Tolerance::default().out_of_range(), None);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../reports/baselines");
+    let mut read_any = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "json") {
+            if let Err(e) = read(&path) {
+                panic!("{e}");
+            }
+            read_any += 1;
+        }
+    }
+    assert!(read_any > 0, "no baselines in {}", dir.display());
+}
+
+#[test]
+fn a_plans_tolerance_has_the_same_bounds() {
+    let plan = |tolerance: &str| {
+        crate::plan::parse(
+            std::path::Path::new("t.yaml"),
+            &format!(
+                "name: t\nduration: 1s\nload: {{ rate: 1, requests: [ {{ name: r, path: / }} ] }}\npolicies: [ {{ name: p }} ]\nbaseline: {{ tolerance: {tolerance} }}\n"
+            ),
+        )
+    };
+    assert!(plan("{ success_rate: 1.0 }").is_ok());
+    let said = plan("{ success_rate: 1e308 }").unwrap_err().to_string();
+    assert!(
+        said.contains("`baseline.tolerance.success_rate` must be a number from 0 to 1"),
+        "{said}"
+    );
+    let said = plan("{ p99_ms: { ratio: -1, floor: 5 } }")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        said.contains("`baseline.tolerance.p99_ms.ratio` must be a number from 0 to 100"),
+        "{said}"
+    );
 }

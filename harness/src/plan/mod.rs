@@ -288,10 +288,10 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     } = policy::resolve(spec.policies, &tiers, dir)?;
     let gates = gate::resolve(spec.gates, &policies, &target)?;
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
-    if let Some(field) = baseline.invalid_field() {
+    if let Some((field, _, max)) = baseline.out_of_range() {
         return Err(found(
             vec![Key("baseline"), Key("tolerance")],
-            format!("`baseline.tolerance.{field}` must be a number, zero or more"),
+            format!("`baseline.tolerance.{field}` must be a number from 0 to {max}"),
         )
         .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
     }
