@@ -641,14 +641,7 @@ async fn a_tier_caps_an_endless_answer_as_a_truncated_body() {
     .await
     .expect("a relay");
     let started = std::time::Instant::now();
-    let answer = reqwest::Client::new()
-        .get(format!("{}/items/1", relay.url()))
-        .header("x-request-id", "endless-1")
-        .header("x-chaos-attempt", "1")
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .expect("an answer");
+    let answer = first_attempt(relay.url(), "endless-1").await;
     let status = answer.status().as_u16();
     let body = answer.text().await.expect("a body");
     assert!(
@@ -701,14 +694,7 @@ async fn two_tiers_forwarding_to_each_other_answer_508_after_a_bounded_number_of
         .await
         .expect("relay b");
     let started = std::time::Instant::now();
-    let answer = reqwest::Client::new()
-        .get(format!("{}/items/1", a.url()))
-        .header("x-request-id", "loop-1")
-        .header("x-chaos-attempt", "1")
-        .timeout(std::time::Duration::from_secs(10))
-        .send()
-        .await
-        .expect("an answer");
+    let answer = first_attempt(a.url(), "loop-1").await;
     assert!(
         started.elapsed() < std::time::Duration::from_secs(5),
         "answered in {:?}",
@@ -735,4 +721,17 @@ async fn two_tiers_forwarding_to_each_other_answer_508_after_a_bounded_number_of
     );
     a.shutdown().await;
     b.shutdown().await;
+}
+
+/// The first attempt of logical request `id`, sent to a relay at `url` as a client sends
+/// it, answered within 10 s.
+async fn first_attempt(url: &str, id: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{url}/items/1"))
+        .header("x-request-id", id)
+        .header("x-chaos-attempt", "1")
+        .timeout(std::time::Duration::from_secs(10))
+        .send()
+        .await
+        .expect("an answer")
 }
