@@ -395,7 +395,7 @@ async fn a_tier_honours_the_callers_deadline() {
         ..harness::policy::PolicyConfig::default()
     })
     .expect("a policy");
-    let relay = relay("backend", &server, policy).await;
+    let relay = relay("backend", server.url(), policy).await;
     let ask = |deadline: Option<&str>| {
         let mut request = reqwest::Client::new()
             .get(format!("{}/items/1", relay.url()))
@@ -485,7 +485,7 @@ async fn a_tier_does_not_forward_the_control_api() {
     let server = fault_server::start(fault_server::ServerConfig::default())
         .await
         .expect("a fault-server");
-    let relay = relay("api", &server, harness::plan::forward_once()).await;
+    let relay = relay("api", server.url(), harness::plan::forward_once()).await;
     let client = reqwest::Client::new();
     let reset = client
         .post(format!("{}/__chaos/reset", relay.url()))
@@ -509,15 +509,11 @@ async fn a_tier_does_not_forward_the_control_api() {
     server.shutdown().await;
 }
 
-/// A relay tier on 127.0.0.1:0 in front of `server`, without faults or tracing.
-async fn relay(
-    name: &str,
-    server: &fault_server::ServerHandle,
-    policy: harness::policy::Policy,
-) -> harness::relay::Relay {
+/// A relay tier on 127.0.0.1:0 forwarding to `next`, without faults or tracing.
+async fn relay(name: &str, next: String, policy: harness::policy::Policy) -> harness::relay::Relay {
     harness::relay::Relay::start(harness::relay::RelayConfig {
         name: name.into(),
-        next: server.url(),
+        next,
         policy,
         seed: 1,
         listen: "127.0.0.1:0".parse().expect("an address"),
@@ -590,7 +586,7 @@ fn a_simulated_tier_that_retries_400s_and_unkeyed_posts_fails_the_gates_by_name(
 /// A target on 127.0.0.1:0 that answers every request 200 with an endless chunked body,
 /// 64 KiB a chunk, until the reader goes away.
 async fn endless_target() -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -599,13 +595,8 @@ async fn endless_target() -> String {
         while let Ok((mut stream, _)) = listener.accept().await {
             tokio::spawn(async move {
                 // The request's headers (no body: the tests send GETs).
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !common::read_head(&mut stream).await {
+                    return;
                 }
                 let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
                 let start = "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -629,17 +620,7 @@ async fn a_tier_caps_an_endless_answer_as_a_truncated_body() {
         ..harness::policy::PolicyConfig::default()
     })
     .expect("a policy");
-    let relay = harness::relay::Relay::start(harness::relay::RelayConfig {
-        name: "api".into(),
-        next: target,
-        policy,
-        seed: 1,
-        listen: "127.0.0.1:0".parse().expect("an address"),
-        script: None,
-        tracing: None,
-    })
-    .await
-    .expect("a relay");
+    let relay = relay("api", target, policy).await;
     let started = std::time::Instant::now();
     let answer = first_attempt(relay.url(), "endless-1").await;
     let status = answer.status().as_u16();

@@ -2,6 +2,8 @@
 //! real sockets that fail in each way the design names: refused, connect timeout, reset,
 //! clean close, timeout, truncated body.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -52,13 +54,8 @@ where
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.expect("accept");
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        if !common::read_head(&mut stream).await {
+            return;
         }
         then(stream).await;
     });

@@ -99,3 +99,18 @@ pub fn policy<'a>(
         .find(|p| p.name == name)
         .unwrap_or_else(|| panic!("no policy {name}"))
 }
+
+/// Reads a request's head (up to its blank line) from a raw connection; `false` when the
+/// connection ended or failed first. Tests that play a server by hand answer after it.
+pub async fn read_head(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
