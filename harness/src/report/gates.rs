@@ -139,10 +139,7 @@ fn retry_gate(
     what: &str,
     count: fn(&RetryViolations) -> u64,
 ) -> GateResult {
-    let client = count(&RetryViolations {
-        retried_permanent: r.violations.retried_permanent,
-        retried_non_idempotent: r.violations.retried_non_idempotent,
-    });
+    let client = count(&r.violations.retries());
     if r.tiers.is_empty() {
         return count_gate(name, client, what, examples(r, key));
     }

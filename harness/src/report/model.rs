@@ -221,17 +221,13 @@ pub struct HopRow {
 impl PolicyReport {
     /// The retries that broke an invariant at every hop: the client's and each tier's.
     pub fn retry_violations(&self) -> RetryViolations {
-        self.tiers.iter().fold(
-            RetryViolations {
-                retried_permanent: self.violations.retried_permanent,
-                retried_non_idempotent: self.violations.retried_non_idempotent,
-            },
-            |sum, t| RetryViolations {
+        self.tiers
+            .iter()
+            .fold(self.violations.retries(), |sum, t| RetryViolations {
                 retried_permanent: sum.retried_permanent + t.violations.retried_permanent,
                 retried_non_idempotent: sum.retried_non_idempotent
                     + t.violations.retried_non_idempotent,
-            },
-        )
+            })
     }
 
     /// The rows of the latency table every renderer shows: the wait for a connection
@@ -276,10 +272,7 @@ impl PolicyReport {
                 first.received <= self.attempts
                     && first.received + self.cut_or_unsent() >= self.attempts,
             ),
-            violations: Some(RetryViolations {
-                retried_permanent: self.violations.retried_permanent,
-                retried_non_idempotent: self.violations.retried_non_idempotent,
-            }),
+            violations: Some(self.violations.retries()),
         }];
         rows.extend(self.tiers.iter().map(|t| HopRow {
             hop: t.name.clone(),
@@ -328,6 +321,16 @@ pub struct Violations {
     pub retried_non_idempotent: u64,
     /// From the ledger; null for a black box.
     pub duplicate_side_effects: Option<u64>,
+}
+
+impl Violations {
+    /// The client's retries that broke an invariant, as a tier's are counted.
+    pub fn retries(&self) -> RetryViolations {
+        RetryViolations {
+            retried_permanent: self.retried_permanent,
+            retried_non_idempotent: self.retried_non_idempotent,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
