@@ -27,7 +27,8 @@ pub(super) struct Resolved {
 }
 
 /// The most policies one plan runs. Each is a run of its own, one after another, and
-/// holds about 0.8 MB (its histograms) until the report is written: 3,000 took 2.4 GB.
+/// holds about 0.8 MB (its histograms) until the report is written: issue 26's probe
+/// measured 3,000 policies at 2.4 GB.
 /// Shipped plans have at most five.
 pub(super) const MAX_POLICIES: usize = 64;
 
