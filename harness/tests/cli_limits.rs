@@ -81,8 +81,10 @@ fn a_latest_that_is_not_our_link_is_left_alone() {
 }
 
 #[test]
-fn a_report_that_cannot_go_where_asked_goes_to_a_temporary_directory() {
+fn a_report_that_cannot_go_where_asked_goes_to_a_fresh_private_temporary_directory() {
     let dir = scratch("unwritable-out");
+    let temp = dir.join("tmp");
+    std::fs::create_dir_all(&temp).expect("a temporary directory of the test's own");
     let plan = write_plan(
         &dir,
         "lost.yaml",
@@ -90,22 +92,49 @@ fn a_report_that_cannot_go_where_asked_goes_to_a_temporary_directory() {
     );
     // A directory cannot be made under a regular file.
     std::fs::write(dir.join("file"), "").expect("write");
-    let out = harness()
-        .current_dir(&dir)
-        .args(["chaos", "--quiet", "--out", "file/report"])
-        .arg(&plan)
-        .output()
-        .expect("run harness");
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let said = stderr(&out);
-    let instead = said
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("the report was written to "))
-        .and_then(|l| l.strip_suffix(" instead"))
-        .unwrap_or_else(|| panic!("no fallback named: {said}"));
-    let json = std::path::Path::new(instead).join("report.json");
-    assert!(json.is_file(), "{}", json.display());
-    let _ = std::fs::remove_dir_all(instead);
+    // Somebody sharing /tmp plants links where a predictable fallback would go (the plan's
+    // name and this minute's timestamps), pointing into a directory of their choosing.
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(&victim).expect("mkdir");
+    let now = std::time::SystemTime::now();
+    for s in 0..120 {
+        let (stamp, _) = harness::report::timestamp(now + std::time::Duration::from_secs(s));
+        let _ =
+            std::os::unix::fs::symlink(&victim, temp.join(format!("chaos-report-lost-{stamp}")));
+    }
+    let fallback = |run: &str| {
+        let out = harness()
+            .current_dir(&dir)
+            .env("TMPDIR", &temp)
+            .args(["chaos", "--quiet", "--out", "file/report"])
+            .arg(&plan)
+            .output()
+            .expect("run harness");
+        assert_eq!(out.status.code(), Some(3), "{run}: {}", stderr(&out));
+        let said = stderr(&out);
+        let instead = said
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("the report was written to "))
+            .and_then(|l| l.strip_suffix(" instead"))
+            .unwrap_or_else(|| panic!("{run}: no fallback named: {said}"))
+            .to_owned();
+        std::path::PathBuf::from(instead)
+    };
+    let (first, second) = (fallback("first"), fallback("second"));
+    assert_ne!(first, second, "each run has a directory of its own");
+    for instead in [&first, &second] {
+        assert!(instead.starts_with(&temp), "{}", instead.display());
+        let meta = std::fs::symlink_metadata(instead).expect("the fallback exists");
+        assert!(meta.is_dir(), "a real directory, not a planted link");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(meta.permissions().mode() & 0o077, 0, "private to the user");
+        assert!(instead.join("report.json").is_file());
+    }
+    let planted: Vec<_> = std::fs::read_dir(&victim).expect("list").collect();
+    assert!(
+        planted.is_empty(),
+        "nothing written through a link: {planted:?}"
+    );
 }
 
 #[test]

@@ -5,8 +5,10 @@
 //! step, and `latest` is repointed by renaming a fresh link over it, so a reader (or a CI
 //! job that uploads `reports/<plan>/latest`) never sees half a report. Into a directory
 //! that is given (`--out`), each file is written under a temporary name and renamed. What
-//! cannot go where it was asked goes to a directory of its own under the system's temporary
-//! directory ([`Files::write_to_temp`]): a measured run is never lost.
+//! cannot go where it was asked goes to a fresh, private directory of its own under the
+//! system's temporary directory ([`Files::write_to_temp`]): a measured run is never lost, and
+//! a run never writes through a name somebody else planted. Every file is created new
+//! (`O_EXCL`) under an unguessable name and renamed into place.
 
 use std::ffi::OsStr;
 use std::io;
@@ -88,8 +90,9 @@ impl Files {
             let file = path
                 .file_name()
                 .map_or_else(|| "file".into(), OsStr::to_string_lossy);
-            let tmp = parent.join(format!(".{file}.tmp"));
-            std::fs::write(&tmp, text).map_err(self.at(&tmp))?;
+            let tmp = parent.join(format!(".{file}.{}.tmp", unguessable()));
+            create_new(&tmp, text).map_err(self.at(&tmp))?;
+            // rename replaces a link planted at `path` rather than writing through it.
             std::fs::rename(&tmp, &path).map_err(self.at(&path))?;
         }
         Ok(dir.to_owned())
@@ -101,29 +104,82 @@ impl Files {
         std::fs::create_dir_all(parent).map_err(self.at(parent))?;
         let mut free = name.to_owned();
         let mut n = 1;
-        while parent.join(&free).exists() {
+        while std::fs::symlink_metadata(parent.join(&free)).is_ok() {
             n += 1;
             free = format!("{name}-{n}");
         }
-        let tmp = parent.join(format!(".{free}.tmp"));
-        std::fs::create_dir_all(&tmp).map_err(self.at(&tmp))?;
-        for (file, text) in &self.files {
-            let path = tmp.join(file);
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(self.at(dir))?;
-            }
-            std::fs::write(&path, text).map_err(self.at(&path))?;
-        }
+        let tmp = self.fresh_dir(parent, &format!(".{free}"), 0o777)?;
+        self.fill(&tmp)?;
         let dir = parent.join(&free);
         std::fs::rename(&tmp, &dir).map_err(self.at(&dir))?;
         Ok(dir)
     }
 
-    /// Into the directory `name` under the system's temporary directory: where measurements
-    /// go when they cannot go where they were asked.
+    /// Into a fresh directory of this process's own under the system's temporary directory,
+    /// named `name-` and an unguessable suffix: where measurements go when they cannot go
+    /// where they were asked. The directory is created exclusively (a name taken, or a link
+    /// planted there, is passed over) and private to the user, and each file in it is
+    /// created new, so nothing planted in a shared `/tmp` is written through or replaced.
     pub fn write_to_temp(&self, name: &str) -> Result<PathBuf, WriteError> {
-        self.write_into(&std::env::temp_dir().join(name))
+        let dir = self.fresh_dir(&std::env::temp_dir(), name, 0o700)?;
+        self.fill(&dir)?;
+        Ok(dir)
     }
+
+    /// Makes `parent/prefix-SUFFIX`, a directory that did not exist, with `mode` (before the
+    /// umask), trying fresh suffixes while the name is taken.
+    fn fresh_dir(&self, parent: &Path, prefix: &str, mode: u32) -> Result<PathBuf, WriteError> {
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, mode);
+        #[cfg(not(unix))]
+        let _ = mode;
+        let mut last = parent.join(prefix);
+        for _ in 0..64 {
+            last = parent.join(format!("{prefix}-{}", unguessable()));
+            match builder.create(&last) {
+                Ok(()) => return Ok(last),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(self.at(&last)(e)),
+            }
+        }
+        Err(self.at(&last)(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "64 fresh names in a row were taken",
+        )))
+    }
+
+    /// Writes every file into `dir`, a directory nobody else has seen yet: each file and
+    /// nested directory is created new.
+    fn fill(&self, dir: &Path) -> Result<(), WriteError> {
+        for (file, text) in &self.files {
+            let path = dir.join(file);
+            if let Some(nested) = path.parent() {
+                std::fs::create_dir_all(nested).map_err(self.at(nested))?;
+            }
+            create_new(&path, text).map_err(self.at(&path))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `text` to a file that must not exist yet: `O_CREAT | O_EXCL` refuses a name that
+/// is taken, a planted link included, so nothing is written through a link.
+fn create_new(path: &Path, text: &str) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    file.write_all(text.as_bytes())
+}
+
+/// Eight hex digits nobody can guess in advance: std seeds each `RandomState` from the OS.
+fn unguessable() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:08x}", h.finish() as u32)
 }
 
 /// `YYYYMMDDTHHMMSSZ` for now, UTC.
@@ -185,8 +241,8 @@ pub fn write(
     Ok(Written { dir, warning })
 }
 
-/// Writes into a fresh directory under the system's temporary directory: where a measured
-/// run goes when it cannot go where it was asked.
+/// Writes into a fresh, private directory `chaos-report-<plan>-<stamp>-<suffix>` under the
+/// system's temporary directory: where a measured run goes when it cannot go where asked.
 pub fn write_to_temp(report: &Report, stamp: &str) -> Result<Written, WriteError> {
     let name = format!("chaos-report-{}-{stamp}", report.plan.name);
     Ok(Written {
@@ -295,6 +351,40 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
+        let _ = std::fs::remove_dir_all(&parent);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn links_planted_at_a_files_or_a_directorys_name_are_never_written_through() {
+        let parent = scratch("planted");
+        let victim = parent.join("victim");
+        std::fs::create_dir_all(&victim).expect("made");
+        std::fs::write(victim.join("theirs"), "theirs").expect("written");
+        let dir = parent.join("out");
+        std::fs::create_dir_all(&dir).expect("made");
+        std::os::unix::fs::symlink(victim.join("theirs"), dir.join("sweep.json")).expect("link");
+        nested().write_into(&dir).expect("written");
+        let meta = std::fs::symlink_metadata(dir.join("sweep.json")).expect("there");
+        assert!(meta.is_file(), "the link was replaced by the file");
+        std::os::unix::fs::symlink(&victim, parent.join("sweep-x")).expect("link");
+        let new = nested().write_new(&parent, "sweep-x").expect("written");
+        assert_eq!(
+            new,
+            parent.join("sweep-x-2"),
+            "a planted link's name is taken"
+        );
+        assert_eq!(
+            std::fs::read_dir(&victim).expect("list").count(),
+            1,
+            "nothing went into the link's target"
+        );
+        assert_eq!(
+            std::fs::read_to_string(victim.join("theirs"))
+                .ok()
+                .as_deref(),
+            Some("theirs")
+        );
         let _ = std::fs::remove_dir_all(&parent);
     }
 

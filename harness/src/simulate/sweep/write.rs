@@ -42,8 +42,8 @@ impl Swept {
         }
     }
 
-    /// Writes the sweep into `chaos-sweep-<plan>-<stamp>/` under the system's temporary
-    /// directory: where it goes when it cannot go where it was asked.
+    /// Writes the sweep into a fresh, private `chaos-sweep-<plan>-<stamp>-<suffix>/` under
+    /// the system's temporary directory: where it goes when it cannot go where it was asked.
     pub fn write_to_temp(&self, stamp: &str) -> Result<PathBuf, WriteError> {
         self.files()
             .write_to_temp(&format!("chaos-sweep-{}-{stamp}", self.table.plan))
