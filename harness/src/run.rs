@@ -86,7 +86,7 @@ impl Server {
 pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
     let selected = select(plan, &options.policies)?;
     let setup = set_up(plan, options).await?;
-    let mut outcomes = Vec::new();
+    let mut policies = Vec::new();
     let mut aborted = false;
     // What stopped the run before its end, once something was measured: the report is
     // still written, with every policy that ran.
@@ -100,9 +100,9 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             Ok(measured) => {
                 aborted |= measured.outcome.run.aborted;
                 error = measured.error;
-                outcomes.push(measured.outcome);
+                policies.push(report::policy_report(plan, measured.outcome));
             }
-            Err(e) if outcomes.is_empty() => return Err(e),
+            Err(e) if policies.is_empty() => return Err(e),
             Err(e) => error = Some(e.to_string()),
         }
         if aborted || error.is_some() {
@@ -115,7 +115,7 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
     let (_, generated_at) = report::timestamp(SystemTime::now());
     Ok(report::build(
         plan,
-        outcomes,
+        policies,
         Ending {
             aborted,
             error,

@@ -26,9 +26,9 @@ pub(super) struct Resolved {
     pub(super) sources: Vec<String>,
 }
 
-/// The most policies one plan runs. Each is a run of its own, one after another, and
-/// holds about 0.8 MB (its histograms) until the report is written: issue 26's probe
-/// measured 3,000 policies at 2.4 GB.
+/// The most policies one plan runs. Each is a run of its own, one after another, and its
+/// report is kept to the end (a few KB; its ~0.8 MB of histograms are dropped as it
+/// ends): a bound on the run's length and on the report's size.
 /// Shipped plans have at most five.
 pub(super) const MAX_POLICIES: usize = 64;
 

@@ -14,7 +14,7 @@ mod write;
 
 pub use build::{
     DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, describe_policy,
-    offered_quantile_ms, peak_1s, reconciliation, recovery_s,
+    offered_quantile_ms, peak_1s, policy_report, reconciliation, recovery_s,
 };
 pub use drift::{Comparison, Drift, Row};
 pub use html::render as html;

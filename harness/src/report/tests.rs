@@ -10,8 +10,8 @@ use chaos_policy::{GiveUp, Outcome, Verdict};
 use fault_server::ledger::{LedgerSnapshot, PolicyLedger};
 
 use super::build::{
-    Ending, PolicyOutcome, build, offered_quantile_ms, own_share, peak_1s, reconciliation,
-    recovery_s,
+    Ending, PolicyOutcome, build, offered_quantile_ms, own_share, peak_1s, policy_report,
+    reconciliation, recovery_s,
 };
 use crate::engine::PolicyRun;
 use crate::stats::{Reached, Recorder, Second};
@@ -271,7 +271,11 @@ fn server_amplification_is_the_ledgers_own_ratio() {
         ledger: Some(ledger),
         tiers: Vec::new(),
     };
-    let report = build(&plan, vec![outcome(ledger(12, 8))], Ending::default());
+    let report = build(
+        &plan,
+        vec![policy_report(&plan, outcome(ledger(12, 8)))],
+        Ending::default(),
+    );
     let p = &report.policies[0];
     assert_eq!(p.amplification.client, 1.2);
     assert_eq!(
@@ -289,6 +293,10 @@ fn server_amplification_is_the_ledgers_own_ratio() {
     );
 
     // A server that saw fewer logical requests than reached it does not agree.
-    let report = build(&plan, vec![outcome(ledger(12, 7))], Ending::default());
+    let report = build(
+        &plan,
+        vec![policy_report(&plan, outcome(ledger(12, 7)))],
+        Ending::default(),
+    );
     assert!(!report.policies[0].gates[0].pass);
 }

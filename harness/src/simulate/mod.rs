@@ -53,6 +53,8 @@ pub struct Effort {
     pub events: u64,
     /// Wall time.
     pub wall: Duration,
+    /// The process's peak resident memory when the simulation ended, in KiB.
+    pub peak_kib: Option<u64>,
 }
 
 impl Effort {
@@ -64,7 +66,10 @@ impl Effort {
             self.events,
             self.wall.as_secs_f64(),
             self.rate() / 1e6
-        )
+        ) + &self
+            .peak_kib
+            .map(|kib| format!("; peak memory {:.1} MB", kib as f64 / 1024.0))
+            .unwrap_or_default()
     }
 
     /// Logical requests simulated per second of wall time.
@@ -104,14 +109,18 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         );
         effort.logical += run.recorder.offered();
         effort.events += events;
-        outcomes.push(PolicyOutcome {
-            policy,
-            run,
-            ledger: Some(ledger),
-            tiers,
-        });
+        outcomes.push(report::policy_report(
+            plan,
+            PolicyOutcome {
+                policy,
+                run,
+                ledger: Some(ledger),
+                tiers,
+            },
+        ));
     }
     effort.wall = started.elapsed();
+    effort.peak_kib = crate::stats::peak_resident_kib();
     let (_, generated_at) = report::timestamp(SystemTime::now());
     let mut report = report::build(
         plan,

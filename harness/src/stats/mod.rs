@@ -11,8 +11,10 @@ use std::time::Duration;
 use chaos_policy::{BreakerState, GiveUp, Outcome, Verdict, Violation};
 use hdrhistogram::Histogram;
 
+mod memory;
 mod waves;
 
+pub use memory::peak_resident_kib;
 pub use waves::{MAX_WAVE_BUCKETS, WAVE_BUCKET, Waves, synchrony};
 
 /// How many example ids each violation keeps for the report.
