@@ -24,7 +24,8 @@ const UNITS: [(&str, u128); 6] = [
 ];
 
 /// The longest duration accepted: a year. Anything longer in a chaos plan is a typo.
-const MAX_NANOS: u128 = 365 * 24 * 3_600_000_000_000;
+pub const MAX: Duration = Duration::from_secs(365 * 24 * 3600);
+const MAX_NANOS: u128 = MAX.as_nanos();
 
 /// Parses `"250ms"`, `"10s"`, `"2m"`, `"1.5s"`, `"1h"`, `"500us"`, `"0"`.
 ///

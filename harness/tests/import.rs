@@ -150,6 +150,55 @@ fn validate_names_what_an_import_cannot_model() {
     );
 }
 
+#[test]
+fn a_huge_or_absurd_config_gets_a_short_located_error() {
+    let dir = scratch("import-huge");
+    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
+    // 45,000 method names (945 KB), none of them the one asked for.
+    let names: Vec<String> = (0..45_000)
+        .map(|i| format!(r#"{{"service":"s{i:05}"}}"#))
+        .collect();
+    std::fs::write(
+        dir.join("production/many.json"),
+        format!(
+            r#"{{ "methodConfig": [ {{ "name": [ {} ] }} ] }}"#,
+            names.join(", ")
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("production/route.yaml"),
+        "retry_policy: { num_retries: 4294967296 }\n",
+    )
+    .expect("write");
+    for (import, said) in [
+        (
+            "{ grpc_service_config: production/many.json, service: shop.Cart }",
+            "the config names s00000/*, s00001/*",
+        ),
+        (
+            "{ envoy_route: production/route.yaml }",
+            "`retry_policy.num_retries` is 4294967296: more than Envoy's limit",
+        ),
+    ] {
+        let path = write_plan(
+            &dir,
+            "plan.yaml",
+            &format!("{BASE}policies:\n  - name: a\n    import: {import}\n"),
+        );
+        let out = common::harness()
+            .arg("validate")
+            .arg(&path)
+            .output()
+            .expect("run harness");
+        assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+        let stderr = common::stderr(&out);
+        assert!(stderr.contains(said), "{stderr}");
+        assert!(stderr.contains("plan.yaml:7:5"), "located: {stderr}");
+        assert!(stderr.len() < 2_000, "{} bytes of stderr", stderr.len());
+    }
+}
+
 /// The acceptance test of issue 10, end to end: an imported service config with
 /// retryThrottling 10 / 0.1 and maxAttempts 5, every attempt answered 503, one request at a
 /// time: the first request retries 4 times (10 → 5 tokens), and no request after it may.

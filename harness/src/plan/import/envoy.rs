@@ -14,7 +14,7 @@ use chaos_policy::{
 };
 use serde_yaml::{Mapping, Value};
 
-use super::{Imported, Problem, add_conditions, problem, proto_duration};
+use super::{Imported, Problem, add_conditions, at_most_a_year, problem, proto_duration};
 
 /// `num_retries`: "optional and defaults to 1".
 const DEFAULT_NUM_RETRIES: u64 = 1;
@@ -138,11 +138,12 @@ fn find_retry_policy<'a>(
 }
 
 fn duration(value: &Value, field: &str) -> Result<Duration, Problem> {
-    value.as_str().and_then(proto_duration).ok_or_else(|| {
+    let d = value.as_str().and_then(proto_duration).ok_or_else(|| {
         problem(format!("`{field}` is not a duration")).hint(format!(
             "Envoy writes durations as seconds with an `s`: `{field}: 0.25s`"
         ))
-    })
+    })?;
+    at_most_a_year(d, field)
 }
 
 fn read_retry_policy(
@@ -158,7 +159,20 @@ fn read_retry_policy(
                 .hint("e.g. `num_retries: 3`: attempts in all are num_retries + 1")
         })?,
     };
-    config.max_attempts = u32::try_from(num_retries.saturating_add(1)).unwrap_or(u32::MAX);
+    // Envoy's num_retries is a UInt32Value: a larger one is refused by Envoy itself.
+    let num_retries = u32::try_from(num_retries).map_err(|_| {
+        problem(format!(
+            "`retry_policy.num_retries` is {num_retries}: more than Envoy's limit, 4294967295"
+        ))
+        .hint("Envoy reads num_retries as a 32-bit number and rejects this route")
+    })?;
+    config.max_attempts = num_retries.checked_add(1).unwrap_or_else(|| {
+        warnings.push(format!(
+            "`retry_policy.num_retries` {num_retries} is read as {} attempts in all, one fewer than Envoy would make",
+            u32::MAX
+        ));
+        u32::MAX
+    });
     if let Some(t) = field("per_try_timeout") {
         let t = duration(t, "retry_policy.per_try_timeout")?;
         config.attempt_timeout = (!t.is_zero()).then_some(t);
@@ -347,7 +361,13 @@ fn circuit_breakers(cluster: &Value, warnings: &mut Vec<String>) -> Result<Budge
                 .map(|n| n as u64)
                 .ok_or_else(|| problem(format!("`{field}` is not a whole number")))?,
         };
-        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+        // Envoy's circuit-breaker thresholds are UInt32Values.
+        u32::try_from(n).map_err(|_| {
+            problem(format!(
+                "`{field}` is {n}: more than Envoy's limit, 4294967295"
+            ))
+            .hint("Envoy reads the thresholds as 32-bit numbers and rejects this cluster")
+        })
     };
     let budget = match get(t, "retry_budget") {
         Some(b) => {
@@ -523,6 +543,17 @@ circuit_breakers:
     }
 
     #[test]
+    fn the_most_retries_envoy_takes_is_one_attempt_short_and_says_so() {
+        let imported = import("num_retries: 4294967295\n", None).expect("Envoy takes it");
+        assert_eq!(imported.config.max_attempts, u32::MAX);
+        assert!(
+            imported.warnings[0].contains("one fewer than Envoy would make"),
+            "{:?}",
+            imported.warnings
+        );
+    }
+
+    #[test]
     fn invalid_routes_say_what_to_fix() {
         let cases = [
             ("route: [", None, "the Envoy route is not YAML or JSON"),
@@ -541,6 +572,21 @@ circuit_breakers:
                 "per_try_timeout: 500ms\n",
                 None,
                 "`retry_policy.per_try_timeout` is not a duration",
+            ),
+            (
+                "num_retries: 4294967296\n",
+                None,
+                "`retry_policy.num_retries` is 4294967296: more than Envoy's limit",
+            ),
+            (
+                "per_try_timeout: 31536001s\n",
+                None,
+                "`retry_policy.per_try_timeout` is 31536001 s: longer than a year",
+            ),
+            (
+                "retry_on: 5xx\n",
+                Some("circuit_breakers: { thresholds: [ { max_retries: 1e12 } ] }"),
+                "`circuit_breakers.max_retries` is 1000000000000: more than Envoy's limit",
             ),
             (
                 "retry_back_off: { max_interval: 1s }\n",

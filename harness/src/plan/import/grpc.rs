@@ -15,12 +15,14 @@ use chaos_policy::{
 };
 use serde_json::{Map, Value};
 
-use super::{Imported, Problem, add_conditions, problem, proto_duration};
+use super::{Imported, Problem, add_conditions, at_most_a_year, problem, proto_duration};
 
 /// A6, "Limits on Retries and Hedges": `maxAttempts` above 5 is treated as 5.
 const CLIENT_MAX_ATTEMPTS: u64 = 5;
 /// grpc-go refuses `maxTokens` outside (0, 1000].
 const MAX_TOKENS_LIMIT: f64 = 1000.0;
+/// How many names a "no `methodConfig` matches" hint lists.
+const HINT_NAMES: usize = 8;
 /// A6's pushback has no ceiling; capped as the `grpc` preset caps it.
 const PUSHBACK_MAX: Duration = Duration::from_secs(60);
 /// A6 as amended: the capped backoff times `random(0.8, 1.2)`.
@@ -136,7 +138,10 @@ fn method_config<'a>(
         Some(Value::Array(list)) => list.as_slice(),
         Some(_) => return Err(problem("`methodConfig` is not a list")),
     };
+    // In the config's order, for the hint; and as a set, since a config may name tens of
+    // thousands of methods and each is checked against every other.
     let mut seen: Vec<(String, String)> = Vec::new();
+    let mut unique: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     // (rank, config): 3 names the method, 2 the whole service, 1 every service.
     let mut best: Option<(u8, &Map<String, Value>)> = None;
     for config in configs {
@@ -157,7 +162,7 @@ fn method_config<'a>(
                 ))
                 .hint("gRPC rejects a name with a method and no service; add `service`"));
             }
-            if seen.iter().any(|(a, b)| a == s && b == m) {
+            if !unique.insert((s.to_owned(), m.to_owned())) {
                 return Err(problem(format!(
                     "`methodConfig` names `{}` twice",
                     display_name(s, m)
@@ -178,11 +183,20 @@ fn method_config<'a>(
     }
     best.map(|(_, c)| c).ok_or_else(|| {
         let wanted = display_name(service, method.unwrap_or_default());
-        let known: Vec<String> = seen.iter().map(|(s, m)| display_name(s, m)).collect();
+        // A config may name thousands of methods: the hint shows a few.
+        let known: Vec<String> = seen
+            .iter()
+            .take(HINT_NAMES)
+            .map(|(s, m)| display_name(s, m))
+            .collect();
+        let more = match seen.len().saturating_sub(HINT_NAMES) {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         problem(format!("no `methodConfig` matches `{wanted}`")).hint(if known.is_empty() {
             "the service config has no `methodConfig`".to_owned()
         } else {
-            format!("the config names {}", known.join(", "))
+            format!("the config names {}{more}", known.join(", "))
         })
     })
 }
@@ -196,11 +210,12 @@ fn display_name(service: &str, method: &str) -> String {
 }
 
 fn duration(value: &Value, field: &str) -> Result<Duration, Problem> {
-    value.as_str().and_then(proto_duration).ok_or_else(|| {
+    let d = value.as_str().and_then(proto_duration).ok_or_else(|| {
         problem(format!("`{field}` is {value}: not a duration")).hint(format!(
             "gRPC writes durations as seconds with an `s`: `\"{field}\": \"0.1s\"`"
         ))
-    })
+    })?;
+    at_most_a_year(d, field)
 }
 
 fn positive_duration(policy: &Map<String, Value>, field: &str) -> Result<Duration, Problem> {
@@ -464,6 +479,21 @@ mod tests {
     }
 
     #[test]
+    fn a_config_of_many_methods_is_named_in_a_few_words() {
+        let names: Vec<String> = (0..45_000)
+            .map(|i| format!(r#"{{ "service": "svc{i}" }}"#))
+            .collect();
+        let text = format!(
+            r#"{{ "methodConfig": [ {{ "name": [ {} ] }} ] }}"#,
+            names.join(", ")
+        );
+        let problem = import(&text, "s", Some("m")).expect_err("nothing matches");
+        let hint = problem.hint.expect("a hint");
+        assert!(hint.ends_with("svc7/* and 44992 more"), "{hint}");
+        assert!(hint.len() < 200, "{} bytes", hint.len());
+    }
+
+    #[test]
     fn invalid_configs_say_what_to_fix() {
         let with_policy = |rp: &str| {
             format!(
@@ -488,6 +518,10 @@ mod tests {
             (
                 with_policy(&format!(r#"{{ "maxAttempts": 3, {} }}"#, good.replace("\"1s\"", "\"10ms\""))),
                 "`maxBackoff` is \"10ms\": not a duration",
+            ),
+            (
+                with_policy(&format!(r#"{{ "maxAttempts": 3, {} }}"#, good.replace("\"1s\"", "\"315576000000s\""))),
+                "`maxBackoff` is 315576000000 s: longer than a year",
             ),
             (
                 with_policy(&format!(r#"{{ "maxAttempts": 3, {} }}"#, good.replace("[\"UNAVAILABLE\"]", "[\"OK\"]"))),

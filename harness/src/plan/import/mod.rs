@@ -125,6 +125,19 @@ pub(crate) fn add_conditions(conditions: &mut Vec<RetryCondition>, new: &[RetryC
     }
 }
 
+/// `d`, read from `field`, if it is no longer than a plan's durations may be (a year): a
+/// protobuf `Duration` may say 10,000 years, which in a retry policy is a typo.
+pub(crate) fn at_most_a_year(d: Duration, field: &str) -> Result<Duration, Problem> {
+    if d > fault_server::duration::MAX {
+        return Err(problem(format!(
+            "`{field}` is {} s: longer than a year",
+            d.as_secs()
+        ))
+        .hint("a plan's durations are at most a year (8760h); check the config for a typo"));
+    }
+    Ok(d)
+}
+
 /// A protobuf JSON `Duration` as both gRPC and Envoy configs write it: seconds with up to
 /// nine decimals and an `s` (`"0.1s"`, `"15s"`). `None` for anything else.
 pub(crate) fn proto_duration(text: &str) -> Option<Duration> {
