@@ -227,6 +227,36 @@ async fn relay_process(to: &str, args: &[&std::ffi::OsStr]) -> (std::process::Ch
     (child, url)
 }
 
+/// A next hop that takes the request and never answers holds a standalone relay's request
+/// only until `--timeout` (the caller sent no deadline, the tier has no policy): then the
+/// tier answers 504, as Envoy does at its route timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_next_hop_holds_a_relay_request_only_until_its_timeout() {
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let to = format!("http://{}", hung.local_addr().expect("an address"));
+    let holding = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = hung.accept().await {
+            held.push(socket);
+        }
+    });
+    let (mut child, url) = relay_process(&to, &["--timeout".as_ref(), "1s".as_ref()]).await;
+    // Far longer than the relay's timeout: only a relay that waits for ever reaches it.
+    let answer = reqwest::Client::new()
+        .get(format!("{url}/items/1"))
+        .header("x-request-id", "hung-1")
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    holding.abort();
+    let answer = answer.expect("the relay answers before the client gives up");
+    assert_eq!(answer.status().as_u16(), 504);
+}
+
 /// `harness relay` runs one tier as its own process, in front of a fault-server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harness_relay_runs_one_tier_as_its_own_process() {

@@ -140,6 +140,11 @@ pub struct RelayArgs {
     /// The tier's name, in its answers and its counts.
     #[arg(long, default_value = "relay")]
     pub name: String,
+    /// The longest the tier works on one request (every attempt and backoff) when neither
+    /// its caller (`x-chaos-deadline-ms`) nor its policy's `deadline` sets a nearer one: a
+    /// hung next hop holds no request for ever. Envoy's default route timeout.
+    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = relay_timeout)]
+    pub timeout: std::time::Duration,
     /// Seeds the jitter of each request, with its id.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -231,6 +236,7 @@ fn relay(args: RelayArgs) -> u8 {
         },
         None => plan::forward_once(),
     };
+    let policy = within(policy, args.timeout);
     let Some(runtime) = runtime::runtime(None) else {
         return EXIT_CANNOT_RUN;
     };
@@ -276,6 +282,21 @@ fn relay(args: RelayArgs) -> u8 {
         );
         EXIT_PASS
     })
+}
+
+/// `--timeout`: a duration as a plan writes it, and more than zero.
+fn relay_timeout(text: &str) -> Result<std::time::Duration, String> {
+    match fault_server::duration::parse_duration(text)? {
+        d if d.is_zero() => Err("a tier needs some time to forward: e.g. 15s".to_owned()),
+        d => Ok(d),
+    }
+}
+
+/// `policy` with its deadline no later than `timeout`.
+fn within(policy: chaos_policy::Policy, timeout: std::time::Duration) -> chaos_policy::Policy {
+    let mut config = policy.config().clone();
+    config.deadline = Some(config.deadline.map_or(timeout, |d| d.min(timeout)));
+    chaos_policy::Policy::new(config).expect("a positive deadline keeps a valid policy valid")
 }
 
 /// Whether a tier listening on `listen` and forwarding to `to` (the addresses `--to`
