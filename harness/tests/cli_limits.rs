@@ -363,3 +363,32 @@ fn a_policy_that_has_run_holds_no_histograms_while_the_next_ones_run() {
         "64 policies peaked at {many} MB, one at {one} MB"
     );
 }
+
+#[test]
+fn names_and_descriptions_from_a_plan_are_shown_in_report_md_not_rendered() {
+    let dir = scratch("markdown-escape");
+    let plan = write_plan(
+        &dir,
+        "evil.yaml",
+        &format!(
+            "name: evil\ndescription: \"<script>alert(1)</script> a | b\"\n{BASE}faults:\n  - {{ name: \"<img src=x onerror=alert(2)>|x\", probability: 0.5, respond: {{ status: 503 }} }}\npolicies: [ {{ name: a }} ]\ngates: [ no_retry_of_permanent ]\n"
+        ),
+    );
+    let out = harness()
+        .current_dir(&dir)
+        .args(["simulate", "--quiet", "--out", "out"])
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = std::fs::read_to_string(dir.join("out/report.md")).expect("report.md");
+    assert!(!md.contains("<script") && !md.contains("<img"), "{md}");
+    assert!(
+        md.contains("&lt;script&gt;alert(1)&lt;/script&gt; a \\| b"),
+        "{md}"
+    );
+    assert!(
+        md.contains("&lt;img src=x onerror=alert(2)&gt;\\|x"),
+        "{md}"
+    );
+}

@@ -6,6 +6,24 @@ use std::fmt::Write;
 use super::drift::{Comparison, Drift, Row};
 use super::model::{PolicyReport, Report};
 
+/// Text from a plan or a config (a description, a fault's name, a warning quoting either),
+/// as markdown shows it and nothing more: HTML in it is shown, not rendered, and a `|` or a
+/// line break cannot end a table cell or row.
+fn text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '|' => out.push_str("\\|"),
+            '\r' | '\n' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
 }
@@ -102,7 +120,9 @@ pub fn render(report: &Report) -> String {
     let plan = &report.plan;
     let _ = writeln!(out, "# Chaos report: {}\n", plan.name);
     if let Some(d) = &plan.description {
-        let _ = writeln!(out, "{d}\n");
+        // Its paragraphs kept: only its HTML is neutralised.
+        let paragraphs: Vec<String> = d.split('\n').map(text).collect();
+        let _ = writeln!(out, "{}\n", paragraphs.join("\n"));
     }
     let verdict = match report.verdict_label() {
         "ABORTED" => "**ABORTED** (interrupted; figures cover what ran)",
@@ -111,10 +131,10 @@ pub fn render(report: &Report) -> String {
     };
     let _ = writeln!(out, "Verdict: {verdict}\n");
     if let Some(error) = &report.error {
-        let _ = writeln!(out, "> **Error:** {error}\n");
+        let _ = writeln!(out, "> **Error:** {}\n", text(error));
     }
     for warning in &report.warnings {
-        let _ = writeln!(out, "> **Warning:** {warning}\n");
+        let _ = writeln!(out, "> **Warning:** {}\n", text(warning));
     }
     let _ = writeln!(
         out,
@@ -140,7 +160,7 @@ pub fn render(report: &Report) -> String {
         let window = plan.fault_window_s.map_or(String::new(), |[a, b]| {
             format!(" (windowed phases from {a} s to {b} s)")
         });
-        let _ = writeln!(out, "Faults: {}{window}.\n", plan.faults.join(", "));
+        let _ = writeln!(out, "Faults: {}{window}.\n", text(&plan.faults.join(", ")));
     }
     if let Some(telemetry) = &report.telemetry {
         let _ = writeln!(out, "{}\n", telemetry.describe());
@@ -150,7 +170,7 @@ pub fn render(report: &Report) -> String {
     if let Some(comparison) = &report.baseline {
         let _ = writeln!(out, "## Against baseline `{}`\n", comparison.file);
         for note in &comparison.notes {
-            let _ = writeln!(out, "> **Note:** {note}\n");
+            let _ = writeln!(out, "> **Note:** {}\n", text(note));
         }
         let _ = writeln!(out, "{}", baseline_table(comparison));
     }
@@ -170,8 +190,8 @@ pub fn baseline_table(comparison: &Comparison) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
-            row.policy,
-            row.metric,
+            text(&row.policy),
+            text(&row.metric),
             opt(row.baseline, 3),
             opt(row.now, 3),
             row.change
@@ -234,7 +254,7 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     if let Some(preset) = &p.preset {
         let _ = writeln!(out, "Preset `{preset}`. ");
     }
-    let _ = writeln!(out, "{}\n", p.summary);
+    let _ = writeln!(out, "{}\n", text(&p.summary));
     gates_table(out, p);
     chain_table(out, p);
     counts_table(out, p);
@@ -264,7 +284,7 @@ fn gates_table(out: &mut String, p: &PolicyReport) {
             if g.pass { "pass" } else { "**FAIL**" },
             opt(g.measured, 3),
             opt(g.limit, 3),
-            g.detail.replace('|', "\\|")
+            text(&g.detail)
         );
     }
     if p.gates.is_empty() {
@@ -292,8 +312,8 @@ fn chain_table(out: &mut String, p: &PolicyReport) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            h.hop,
-            h.policy.replace('|', "\\|"),
+            text(&h.hop),
+            text(&h.policy),
             n(h.received),
             n(h.logical),
             n(h.sent),
