@@ -224,7 +224,7 @@ pub enum ReadError {
         MAX_BASELINE_BYTES >> 20
     )]
     TooLarge { file: String },
-    #[error("{file} is not a usable baseline: {reason}")]
+    #[error("{file} cannot be compared: {reason}")]
     Invalid { file: String, reason: Invalid },
 }
 
@@ -341,23 +341,21 @@ pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
     };
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
-    match value.get("schema").and_then(serde_json::Value::as_str) {
-        Some(SCHEMA) => {
-            let baseline: Baseline =
-                serde_json::from_value(value).map_err(|e| format(e.to_string()))?;
-            baseline.validate().map_err(|reason| ReadError::Invalid {
-                file: file.clone(),
-                reason,
-            })?;
-            Ok(baseline)
-        }
+    let baseline = match value.get("schema").and_then(serde_json::Value::as_str) {
+        Some(SCHEMA) => serde_json::from_value(value).map_err(|e| format(e.to_string()))?,
         Some(crate::report::SCHEMA) => {
             let report: Report =
                 serde_json::from_value(value).map_err(|e| format(e.to_string()))?;
-            Ok(Baseline::of(&report, Tolerance::default()))
+            Baseline::of(&report, Tolerance::default())
         }
-        other => Err(format(format!("its schema is {other:?}"))),
-    }
+        other => return Err(format(format!("its schema is {other:?}"))),
+    };
+    // A report.json is checked as strictly as a baseline: either may be edited by hand.
+    baseline.validate().map_err(|reason| ReadError::Invalid {
+        file: file.clone(),
+        reason,
+    })?;
+    Ok(baseline)
 }
 
 /// Which way is worse for a figure.

@@ -131,7 +131,7 @@ fn a_baseline_with_a_figure_out_of_range_is_exit_2_naming_the_field() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let said = stderr(&out);
     assert!(
-        said.contains("seven.json is not a usable baseline: policy `steady`: `success_rate` is 7.0: it must be a number from 0 to 1"),
+        said.contains("seven.json cannot be compared: policy `steady`: `success_rate` is 7.0: it must be a number from 0 to 1"),
         "{said}"
     );
 
@@ -145,4 +145,37 @@ fn a_baseline_with_a_figure_out_of_range_is_exit_2_naming_the_field() {
         stderr(&out)
     );
     assert!(!dir.join("reports").exists(), "nothing ran");
+}
+
+/// A report.json is read as strictly as a baseline, as either side of `compare`: emptied
+/// of its policies by hand, it would otherwise pass any comparison.
+#[test]
+fn a_hand_edited_report_json_is_checked_like_a_baseline() {
+    let dir = scratch("baseline-report-json");
+    std::fs::write(dir.join("good.json"), crafted(0.95)).expect("write");
+    let path = write_plan(&dir, "gated.yaml", &plan(2));
+    let ran = harness()
+        .current_dir(&dir)
+        .args(["simulate", "--quiet", "--out", "run"])
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert_eq!(ran.status.code(), Some(0), "{}", stderr(&ran));
+    let text = std::fs::read_to_string(dir.join("run/report.json")).expect("report.json");
+    let mut report: serde_json::Value = serde_json::from_str(&text).expect("json");
+    report["policies"] = serde_json::json!([]);
+    std::fs::write(dir.join("empty.json"), report.to_string()).expect("write");
+    for (a, b) in [("good.json", "empty.json"), ("empty.json", "good.json")] {
+        let out = harness()
+            .current_dir(&dir)
+            .args(["compare", a, b])
+            .output()
+            .expect("run harness");
+        assert_eq!(out.status.code(), Some(2), "{a} {b}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("empty.json cannot be compared"),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
