@@ -39,6 +39,8 @@ pub struct Prepared {
     path: String,
     /// `path`, parsed, when it is fixed and well formed.
     fixed: Option<Uri>,
+    /// What its `{n}` becomes.
+    n: crate::plan::Numbers,
     host: HeaderValue,
     policy: HeaderValue,
     /// The kind's own headers, with names and values parsed.
@@ -100,6 +102,7 @@ impl Prepared {
                 .map_err(|_| unbuildable(format!("`{}` is not a method", kind.method)))?,
             path,
             fixed,
+            n: kind.n.clone(),
             host,
             policy: HeaderValue::from_str(policy).map_err(|_| {
                 unbuildable(format!("policy name `{policy}` cannot be sent in a header"))
@@ -116,7 +119,11 @@ impl Prepared {
     fn request(&self, spec: &AttemptSpec<'_>) -> Option<Request<pool::Body>> {
         let uri = match &self.fixed {
             Some(uri) => uri.clone(),
-            None => Uri::try_from(self.path.replace("{n}", &spec.n.to_string())).ok()?,
+            None => {
+                let mut path = String::with_capacity(self.path.len() + 8);
+                crate::plan::fill_path(&self.path, &self.n, spec.n, &mut path);
+                Uri::try_from(path).ok()?
+            }
         };
         let mut headers = HeaderMap::with_capacity(8);
         headers.insert(HOST, self.host.clone());
@@ -260,10 +267,6 @@ pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client>
         .tcp_nodelay(true)
         .no_proxy()
         .build()
-}
-
-pub fn path_of(kind: &RequestKind, n: u64) -> String {
-    kind.path.replace("{n}", &n.to_string())
 }
 
 // The contract's names (`fault_server::wire`), made once.
@@ -423,6 +426,7 @@ mod tests {
             name: "odd".to_owned(),
             method: "GET".to_owned(),
             path: "/a b".to_owned(),
+            n: Default::default(),
             weight: 1.0,
             body: None,
             headers: Default::default(),
@@ -440,6 +444,7 @@ mod tests {
             .collect();
         let kind = RequestKind {
             path: "/ok".to_owned(),
+            n: Default::default(),
             headers,
             ..kind
         };

@@ -27,7 +27,8 @@ pub struct Arrival {
     pub at: Duration,
     /// Which entry of the request mix.
     pub kind: usize,
-    /// The number a `{n}` in the path becomes.
+    /// What a `{n}` in the path becomes, drawn: [`crate::plan::Numbers::write`] maps it
+    /// into the request's range or list.
     pub n: u64,
 }
 
@@ -128,7 +129,7 @@ impl Iterator for Schedule {
                 index: self.index,
                 at,
                 kind: self.pick_kind(),
-                n: self.rng.next_u64() % 1_000_000,
+                n: self.rng.next_u64(),
             };
             self.index += 1;
             // The next gap is measured from this arrival, inside the same segment.
@@ -150,6 +151,7 @@ mod tests {
             name: name.into(),
             method: "GET".into(),
             path: "/".into(),
+            n: Default::default(),
             weight,
             body: None,
             headers: Default::default(),

@@ -20,6 +20,7 @@ fn kind() -> RequestKind {
         name: "r".into(),
         method: "GET".into(),
         path: "/x".into(),
+        n: Default::default(),
         weight: 1.0,
         body: None,
         headers: BTreeMap::new(),

@@ -392,3 +392,39 @@ fn names_and_descriptions_from_a_plan_are_shown_in_report_md_not_rendered() {
         "{md}"
     );
 }
+
+#[test]
+fn an_n_that_cannot_be_drawn_or_sent_is_refused_at_its_key() {
+    for (case, request, said) in [
+        (
+            "no-placeholder",
+            "{ name: r, path: /items, n: { min: 1, max: 5 } }",
+            "`n` is given but path `/items` has no `{n}`",
+        ),
+        (
+            "upside-down",
+            "{ name: r, path: \"/items/{n}\", n: { min: 9, max: 5 } }",
+            "`n` runs from 9 to 5: `min` is above `max`",
+        ),
+        (
+            "both",
+            "{ name: r, path: \"/items/{n}\", n: { min: 1, values: [a] } }",
+            "`n` is a range or a list, not both nor neither",
+        ),
+        (
+            "space",
+            "{ name: r, path: \"/items/{n}\", n: { values: [ok, \"a b\"] } }",
+            "`n.values[1]` (\"a b\"): the path with it holds a space",
+        ),
+    ] {
+        let text = format!(
+            "duration: 1s\nload:\n  rate: 10\n  requests:\n    - {request}\npolicies: [ {{ name: a }} ]\n"
+        );
+        let err = validate_error(case, &text);
+        assert!(err.contains(said), "{case}: {err}");
+        assert!(
+            err.contains(&format!("{case}.yaml:5:")),
+            "{case}: located: {err}"
+        );
+    }
+}

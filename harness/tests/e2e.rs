@@ -399,3 +399,58 @@ async fn fixed_interval_retries_arrive_in_a_wave_that_jitter_spreads() {
         jittered.gates
     );
 }
+
+/// `n:` sets what `{n}` becomes: ids a real service has. Requests to `/items/b` fail,
+/// to `/items/a` succeed; live and simulated draw the same values, and a failed success
+/// gate names what the attempts ended in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn n_draws_from_the_plans_list_live_and_simulated_alike() {
+    let yaml = r#"
+name: ids
+seed: 5
+duration: 1s
+drain: 2s
+load:
+  rate: 100
+  arrivals: uniform
+  requests:
+    - { name: read, path: "/items/{n}", n: { values: [a, b] } }
+    - { name: fixed, path: "/fixed/{n}/{n}", n: { min: 7, max: 7 } }
+faults:
+  - { name: missing, match: { path: /items/b }, respond: { status: 404 } }
+  - { name: gone, match: { path: /fixed/7/7 }, respond: { status: 410 } }
+policies: [ { name: once, max_attempts: 1 } ]
+gates: [ { metric: success_rate, min: 0.99 } ]
+"#;
+    let live = run(yaml).await;
+    let simulated = harness::simulate::simulate(&common::plan(yaml), &[])
+        .expect("simulates")
+        .0;
+    let (live, simulated) = (policy(&live, "once"), policy(&simulated, "once"));
+    let fixed = live.outcomes.get("410").copied().unwrap_or(0);
+    let missing = live.outcomes.get("404").copied().unwrap_or(0);
+    let found = live.outcomes.get("200").copied().unwrap_or(0);
+    assert_eq!(
+        fixed + missing + found,
+        live.attempts,
+        "{:?}",
+        live.outcomes
+    );
+    assert!(fixed > 0 && missing > 0 && found > 0, "{:?}", live.outcomes);
+    assert_eq!(
+        live.outcomes, simulated.outcomes,
+        "the same draws, live and simulated"
+    );
+    let detail = &live.gates[0].detail;
+    assert!(
+        detail.contains(&format!(
+            "attempts that failed ended {}",
+            if fixed >= missing {
+                format!("{fixed} × 410, {missing} × 404")
+            } else {
+                format!("{missing} × 404, {fixed} × 410")
+            }
+        )),
+        "{detail}"
+    );
+}

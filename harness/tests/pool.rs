@@ -59,6 +59,7 @@ fn kind() -> RequestKind {
         name: "r".into(),
         method: "GET".into(),
         path: "/items/{n}".into(),
+        n: Default::default(),
         weight: 1.0,
         body: None,
         headers: BTreeMap::new(),

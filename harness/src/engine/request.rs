@@ -166,7 +166,7 @@ impl<'a> Request<'a> {
                 t.telemetry.span_id(),
                 attempt,
                 t.wall(sent),
-                attempt::path_of(self.kind, self.arrival.n),
+                self.kind.path_for(self.arrival.n),
                 self.session.violations(),
             )),
             _ => None,

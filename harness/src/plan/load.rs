@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::{Found, found};
 use super::locate::Seg;
-use super::model::{Arrivals, Load, RequestKind, Segment};
+use super::model::{Arrivals, Load, Numbers, RequestKind, Segment};
 use super::spec::{ArrivalsSpec, LoadSpec, RequestSpec};
 
 const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
@@ -150,7 +150,8 @@ fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<Re
                 .hint("paths are relative to the target, e.g. `/items/{n}`"),
         );
     }
-    if let Some(why) = not_a_request_target(&r.path) {
+    let n = numbers(i, r)?;
+    if let Some(why) = not_a_request_target(&r.path, &n.longest()) {
         return Err(found(at("path"), format!("path `{}` {why}", shorten(&r.path)))
             .hint("write the path as it goes on the request line: percent-encode spaces and other reserved bytes (`%20`), e.g. `/items/{n}?q=a%20b`"));
     }
@@ -182,11 +183,86 @@ fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<Re
         name: r.name.clone(),
         method,
         path: r.path.clone(),
+        n,
         weight,
         body: r.body.clone(),
         headers: r.headers.clone(),
         idempotency_key: r.idempotency_key,
     })
+}
+
+/// The most values an `n: { values: [...] }` may list: a plan is a few KB, and a list
+/// of ids a service has is a sample of them, not the table.
+const MAX_VALUES: usize = 10_000;
+
+/// What `{n}` becomes in request kind `i`'s path.
+fn numbers(i: usize, r: &RequestSpec) -> Result<Numbers, Found> {
+    let at = || request_at(i, "n");
+    let Some(spec) = &r.n else {
+        return Ok(Numbers::default());
+    };
+    if !r.path.contains("{n}") {
+        return Err(found(
+            at(),
+            format!(
+                "`n` is given but path `{}` has no `{{n}}`",
+                shorten(&r.path)
+            ),
+        )
+        .hint("write `{n}` where the value goes, e.g. `path: /items/{n}`"));
+    }
+    match (spec.min, spec.max, &spec.values) {
+        (None, None, Some(values)) => {
+            if values.is_empty() || values.len() > MAX_VALUES {
+                return Err(found(
+                    at(),
+                    format!(
+                        "`n.values` has {} values: give from 1 to {MAX_VALUES}",
+                        values.len()
+                    ),
+                ));
+            }
+            let mut out = Vec::with_capacity(values.len());
+            for (k, v) in values.iter().enumerate() {
+                let text = match v {
+                    serde_yaml::Value::String(s) => s.clone(),
+                    serde_yaml::Value::Number(n) => n.to_string(),
+                    _ => {
+                        return Err(found(
+                            at(),
+                            format!("`n.values[{k}]` is not a string or a number"),
+                        ));
+                    }
+                };
+                let why = match text.is_empty() {
+                    true => Some("is empty".to_owned()),
+                    false => not_a_request_target(&r.path, &text)
+                        .map(|why| format!("({:?}): the path with it {why}", shorten(&text))),
+                };
+                if let Some(why) = why {
+                    return Err(found(at(), format!("`n.values[{k}]` {why}")).hint(
+                        "percent-encode spaces and other bytes a request line cannot carry (`%20`)",
+                    ));
+                }
+                out.push(text);
+            }
+            Ok(Numbers::List(out))
+        }
+        (min, max, None) if min.is_some() || max.is_some() => {
+            let (min, max) = (min.unwrap_or(0), max.unwrap_or(999_999));
+            if min > max {
+                return Err(found(
+                    at(),
+                    format!("`n` runs from {min} to {max}: `min` is above `max`"),
+                ));
+            }
+            Ok(Numbers::Range { min, max })
+        }
+        _ => Err(
+            found(at(), "`n` is a range or a list, not both nor neither")
+                .hint("`n: { min: 1, max: 500 }` or `n: { values: [sku-1, sku-2] }`"),
+        ),
+    }
 }
 
 /// The extra headers of request kind `i`: each a valid name that neither the harness nor
@@ -242,9 +318,9 @@ const HTTP_STACK_HEADERS: [&str; 5] = [
 const MAX_PATH_BYTES: usize = 8 * 1024;
 
 /// Why `path` cannot be sent as an origin-form request target (RFC 9112 §3.2.1), once
-/// every `{n}` is the largest number it can be; `None` when it can.
-fn not_a_request_target(path: &str) -> Option<String> {
-    let written = path.replace("{n}", &u64::MAX.to_string());
+/// every `{n}` is `longest`, its longest value; `None` when it can.
+fn not_a_request_target(path: &str, longest: &str) -> Option<String> {
+    let written = path.replace("{n}", longest);
     if written.len() > MAX_PATH_BYTES {
         return Some(format!(
             "is {} bytes with `{{n}}` written out; at most {MAX_PATH_BYTES} are sent",

@@ -26,8 +26,8 @@ pub use error::PlanError;
 use error::{Found, found, yaml_error, yaml_error_in};
 use locate::{Seg, locate};
 pub use model::{
-    Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Plan,
-    RequestKind, Segment, Target, TierKind, TierPolicy,
+    Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Numbers,
+    Plan, RequestKind, Segment, Target, TierKind, TierPolicy, fill_path,
 };
 pub use policy::forward_once;
 use spec::PlanSpec;

@@ -128,14 +128,94 @@ pub struct RequestKind {
     pub name: String,
     /// The method as sent (upper case).
     pub method: String,
+    /// The path as written: each `{n}` becomes one value of `n` per logical request.
     pub path: String,
+    /// What `{n}` becomes.
+    pub n: Numbers,
     pub weight: f64,
     pub body: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub idempotency_key: bool,
 }
 
+/// What `{n}` in a request's path becomes: a number from a range, or one of a list of
+/// values a real service answers (ids that exist), drawn uniformly per logical request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Numbers {
+    /// A whole number from `min` to `max`, both included.
+    Range { min: u64, max: u64 },
+    /// One of these, as written.
+    List(Vec<String>),
+}
+
+/// Without `n:`, `{n}` is a number from 0 to 999,999.
+impl Default for Numbers {
+    fn default() -> Numbers {
+        Numbers::Range {
+            min: 0,
+            max: 999_999,
+        }
+    }
+}
+
+impl Numbers {
+    /// The value for `draw`, a uniform 64-bit number from the schedule's seeded RNG: the
+    /// one rule the live engine, the relay and the simulator share.
+    pub fn write(&self, out: &mut String, draw: u64) {
+        use std::fmt::Write;
+        match self {
+            Numbers::Range { min, max } => {
+                // The span of 0..=u64::MAX does not fit: every draw is in it.
+                let n = match (max - min).checked_add(1) {
+                    Some(span) => min + draw % span,
+                    None => draw,
+                };
+                let _ = write!(out, "{n}");
+            }
+            Numbers::List(values) => {
+                let i = usize::try_from(draw % values.len() as u64).unwrap_or(0);
+                out.push_str(&values[i]);
+            }
+        }
+    }
+
+    /// The longest value, for the path-length check.
+    pub fn longest(&self) -> String {
+        match self {
+            Numbers::Range { max, .. } => max.to_string(),
+            Numbers::List(values) => values
+                .iter()
+                .max_by_key(|v| v.len())
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// `template` with every `{n}` replaced by the value for `draw` (the same one each time),
+/// into `out`.
+pub fn fill_path(template: &str, n: &Numbers, draw: u64, out: &mut String) {
+    out.clear();
+    let mut parts = template.split("{n}");
+    out.push_str(parts.next().unwrap_or_default());
+    let mut value = String::new();
+    for part in parts {
+        if value.is_empty() {
+            n.write(&mut value, draw);
+        }
+        out.push_str(&value);
+        out.push_str(part);
+    }
+}
+
 impl RequestKind {
+    /// The path of the logical request whose draw is `draw`.
+    pub fn path_for(&self, draw: u64) -> String {
+        let mut out = String::with_capacity(self.path.len() + 8);
+        fill_path(&self.path, &self.n, draw, &mut out);
+        out
+    }
+
     pub fn policy_request(&self) -> chaos_policy::Request {
         chaos_policy::Request {
             method: Method::parse(&self.method),
@@ -335,5 +415,35 @@ impl Gate {
 
     pub fn applies_to(&self, policy: &str) -> bool {
         self.policies.is_empty() || self.policies.iter().any(|p| p == policy)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Numbers, fill_path};
+
+    #[test]
+    fn n_maps_a_draw_into_its_range_or_list() {
+        let mut out = String::new();
+        // The default is the number the schedule drew before `n:` existed.
+        for draw in [0, 999_999, 1_000_000, u64::MAX] {
+            out.clear();
+            Numbers::default().write(&mut out, draw);
+            assert_eq!(out, (draw % 1_000_000).to_string());
+        }
+        let every = Numbers::Range {
+            min: 0,
+            max: u64::MAX,
+        };
+        out.clear();
+        every.write(&mut out, u64::MAX);
+        assert_eq!(out, u64::MAX.to_string());
+        let list = Numbers::List(vec!["a".into(), "bb".into(), "c".into()]);
+        fill_path("/x/{n}/y/{n}", &list, 4, &mut out);
+        assert_eq!(out, "/x/bb/y/bb", "every `{{n}}` of a path is the same value");
+        fill_path("/plain", &list, 4, &mut out);
+        assert_eq!(out, "/plain");
+        assert_eq!(list.longest(), "bb");
+        assert_eq!(Numbers::Range { min: 3, max: 12 }.longest(), "12");
     }
 }

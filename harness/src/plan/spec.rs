@@ -199,8 +199,13 @@ pub struct RequestSpec {
     pub name: String,
     #[serde(default)]
     pub method: Option<String>,
-    /// `{n}` becomes a random number, so paths vary as real traffic does.
+    /// `{n}` becomes a value of `n` drawn per logical request, so paths vary as real
+    /// traffic does.
     pub path: String,
+    /// What `{n}` becomes: `{ min, max }` (whole numbers, both included; 0 to 999,999
+    /// when absent) or `{ values: [...] }` (ids the service has).
+    #[serde(default)]
+    pub n: Option<NumbersSpec>,
     #[serde(default)]
     pub weight: Option<f64>,
     #[serde(default)]
@@ -210,6 +215,19 @@ pub struct RequestSpec {
     /// Send an `Idempotency-Key` (the logical request's id) with every attempt.
     #[serde(default)]
     pub idempotency_key: bool,
+}
+
+/// `n:` of a request: a range or a list.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumbersSpec {
+    #[serde(default)]
+    pub min: Option<u64>,
+    #[serde(default)]
+    pub max: Option<u64>,
+    /// Strings or numbers, each written into the path as it is.
+    #[serde(default)]
+    pub values: Option<Vec<serde_yaml::Value>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

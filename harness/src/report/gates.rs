@@ -249,6 +249,31 @@ fn client_server_agree(name: String, r: &PolicyReport) -> GateResult {
     }
 }
 
+/// What the attempts that did not succeed ended in, most first: what a failed success
+/// gate is made of ("attempts that failed ended 532 × 404, 20 × 503").
+fn failed_outcomes(r: &PolicyReport) -> String {
+    let mut failed: Vec<(&String, &u64)> = r
+        .outcomes
+        .iter()
+        .filter(|(outcome, n)| **n > 0 && !outcome.starts_with('2'))
+        .collect();
+    if failed.is_empty() {
+        return "no attempt failed (the requests that did not succeed were dropped or unfinished)"
+            .to_owned();
+    }
+    failed.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = failed
+        .iter()
+        .take(4)
+        .map(|(outcome, n)| format!("{n} × {outcome}"))
+        .collect();
+    let more = match failed.len().saturating_sub(4) {
+        0 => String::new(),
+        n => format!(" and {n} more kinds"),
+    };
+    format!("attempts that failed ended {}{more}", shown.join(", "))
+}
+
 /// `{ metric, min, max }`: the metric measured, and within its bounds.
 fn metric_within(
     name: String,
@@ -281,6 +306,13 @@ fn metric_within(
             round(m),
             bound_text(min, max),
             r.dropped
+        ),
+        Some(m) if metric == Metric::SuccessRate && !pass => format!(
+            "{} = {} (must be {}); {}",
+            metric.name(),
+            round(m),
+            bound_text(min, max),
+            failed_outcomes(r)
         ),
         Some(m) => format!(
             "{} = {} (must be {})",

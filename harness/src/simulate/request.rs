@@ -1,10 +1,8 @@
 //! What the modelled hops know of a request kind, and the headers a live attempt of it
 //! carries, as a script's matchers see them.
 
-use std::fmt::Write as _;
-
 use super::queue::Sent;
-use crate::plan::RequestKind;
+use crate::plan::{Numbers, RequestKind, fill_path};
 use std::time::Duration;
 
 use fault_server::script::{Decision, HeaderLookup, RequestFacts, Script};
@@ -14,8 +12,9 @@ use fault_server::wire;
 /// What the server needs of a request kind, computed once.
 pub(super) struct Kind {
     pub(super) method: String,
-    /// The path, split at its `{n}` (if any).
-    path: (String, Option<String>),
+    /// The path as written, and what its `{n}` becomes.
+    path: String,
+    n: Numbers,
     pub(super) side_effect: bool,
     pub(super) keyed: bool,
     pub(super) body: String,
@@ -24,14 +23,11 @@ pub(super) struct Kind {
 
 impl Kind {
     pub(super) fn new(k: &RequestKind) -> Kind {
-        let path = match k.path.split_once("{n}") {
-            Some((a, b)) => (a.to_owned(), Some(b.to_owned())),
-            None => (k.path.clone(), None),
-        };
         Kind {
             side_effect: wire::has_side_effect(&k.method),
             method: k.method.clone(),
-            path,
+            path: k.path.clone(),
+            n: k.n.clone(),
             keyed: k.idempotency_key,
             body: k.body.clone().unwrap_or_default(),
             headers: k
@@ -42,20 +38,9 @@ impl Kind {
         }
     }
 
-    /// The path of request number `n`, into `out`.
+    /// The path of the logical request whose draw is `n`, into `out`, as live.
     pub(super) fn write_path(&self, out: &mut String, n: u64) {
-        out.clear();
-        let (head, tail) = &self.path;
-        out.push_str(head);
-        if let Some(tail) = tail {
-            let _ = write!(out, "{n}");
-            if tail.contains("{n}") {
-                // A second `{n}` is replaced too, as `str::replace` does live.
-                out.push_str(&tail.replace("{n}", &n.to_string()));
-            } else {
-                out.push_str(tail);
-            }
-        }
+        fill_path(&self.path, &self.n, n, out);
     }
 }
 
