@@ -428,3 +428,32 @@ fn an_n_that_cannot_be_drawn_or_sent_is_refused_at_its_key() {
         );
     }
 }
+
+#[test]
+fn a_key_other_tools_spell_differently_gets_ours_and_an_unjudgeable_gate_a_warning() {
+    let said = validate_error(
+        "retries",
+        &format!("{BASE}policies: [ {{ name: a, retries: 3 }} ]\n"),
+    );
+    assert!(
+        said.contains("did you mean `max_attempts`? it counts the first attempt too: `retries: 3` is `max_attempts: 4`"),
+        "{said}"
+    );
+    let dir = scratch("unjudgeable");
+    let plan = write_plan(
+        &dir,
+        "plan.yaml",
+        &format!("{BASE}policies: [ {{ name: a }} ]\ngates: [ {{ metric: synchrony, max: 2 }} ]\n"),
+    );
+    let out = harness()
+        .arg("validate")
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("gate `synchrony <= 2` cannot be judged"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -102,13 +102,70 @@ pub(super) fn yaml_error_in(path: &Path, text: &str, e: &serde_yaml::Error) -> P
     error
 }
 
-/// For serde's "unknown field `x`, expected one of `a`, `b`": the closest expected name.
+/// For serde's "unknown field `x`, expected one of `a`, `b`": the key other tools call
+/// `x`, or the closest expected name.
 fn unknown_field_hint(message: &str) -> Option<String> {
     let rest = message.split("unknown field `").nth(1)?;
     let (field, expected) = rest.split_once('`')?;
     let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    did_you_mean(field, &names)
+    SYNONYMS
+        .iter()
+        .find(|(other, ours, _)| *other == field && names.contains(ours))
+        .map(|(_, ours, why)| format!("did you mean `{ours}`? {why}"))
+        .or_else(|| did_you_mean(field, &names))
 }
+
+/// Keys as other retry libraries and proxies spell them, the plan's key, and what differs.
+const SYNONYMS: &[(&str, &str, &str)] = &[
+    (
+        "retries",
+        "max_attempts",
+        "it counts the first attempt too: `retries: 3` is `max_attempts: 4`",
+    ),
+    (
+        "num_retries",
+        "max_attempts",
+        "it counts the first attempt too: `num_retries: 3` is `max_attempts: 4`",
+    ),
+    (
+        "max_retries",
+        "max_attempts",
+        "it counts the first attempt too: `max_retries: 3` is `max_attempts: 4`",
+    ),
+    ("attempts", "max_attempts", "the first attempt included"),
+    (
+        "timeout",
+        "attempt_timeout",
+        "one attempt's; `deadline` bounds the whole request, retries included",
+    ),
+    ("per_try_timeout", "attempt_timeout", "Envoy's name for it"),
+    (
+        "retry_budget",
+        "budget",
+        "e.g. `budget: { ratio: 0.2, min_per_sec: 10, ttl: 10s }`",
+    ),
+    (
+        "circuit_breaker",
+        "breaker",
+        "e.g. `breaker: { failure_ratio: 0.5, min_requests: 20, window: 10s, open_for: 5s }`",
+    ),
+    (
+        "retry_codes",
+        "retry_on",
+        "e.g. `retry_on: [transient]` or `retry_on: [503, reset, timeout]`",
+    ),
+    (
+        "retryable_status_codes",
+        "retry_on",
+        "e.g. `retry_on: [transient]` or `retry_on: [503, reset, timeout]`",
+    ),
+    (
+        "jitter",
+        "backoff",
+        "jitter is part of it: `backoff: { exponential: { base: 100ms, multiplier: 2, cap: 5s }, jitter: full }`",
+    ),
+    ("rps", "rate", "logical requests per second"),
+];
 
 fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();

@@ -47,6 +47,32 @@ pub(super) fn resolve(
     Ok(gates)
 }
 
+/// Warnings for gates the plan as written cannot judge: `synchrony` and `recovery_s` are
+/// measured across a windowed fault phase, and without one they fail after every run.
+pub(super) fn unjudgeable(gates: &[Gate], has_fault_window: bool) -> Vec<String> {
+    if has_fault_window {
+        return Vec::new();
+    }
+    gates
+        .iter()
+        .filter(|g| {
+            matches!(
+                g.kind,
+                GateKind::Metric {
+                    metric: Metric::Synchrony | Metric::RecoveryS,
+                    ..
+                }
+            )
+        })
+        .map(|g| {
+            format!(
+                "gate `{}` cannot be judged: it is measured across a windowed fault phase (`from:`/`until:`), and the plan has none, so it fails after every run; give a phase a window or drop the gate",
+                g.name()
+            )
+        })
+        .collect()
+}
+
 fn gate(i: usize, spec: GateSpec) -> Result<Gate, Found> {
     use Seg::{Index, Key};
     let at = || vec![Key("gates"), Index(i)];

@@ -287,6 +287,8 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         sources,
     } = policy::resolve(spec.policies, &tiers, dir)?;
     let gates = gate::resolve(spec.gates, &policies, &target)?;
+    let mut warnings = warnings;
+    warnings.extend(gate::unjudgeable(&gates, fault_window.is_some()));
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
     if let Some((field, _, max)) = baseline.out_of_range() {
         return Err(found(

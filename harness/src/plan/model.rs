@@ -440,7 +440,10 @@ mod tests {
         assert_eq!(out, u64::MAX.to_string());
         let list = Numbers::List(vec!["a".into(), "bb".into(), "c".into()]);
         fill_path("/x/{n}/y/{n}", &list, 4, &mut out);
-        assert_eq!(out, "/x/bb/y/bb", "every `{{n}}` of a path is the same value");
+        assert_eq!(
+            out, "/x/bb/y/bb",
+            "every `{{n}}` of a path is the same value"
+        );
         fill_path("/plain", &list, 4, &mut out);
         assert_eq!(out, "/plain");
         assert_eq!(list.longest(), "bb");
