@@ -124,6 +124,32 @@ async fn every_logical_request_is_one_trace_with_its_attempts_and_the_servers_sp
     );
     let spans = receiver.spans();
 
+    // Every span and metric names the run, as the report does.
+    let run_id = report["run_id"].as_str().expect("the report's run id");
+    assert_eq!(run_id.len(), "20261204T233015Z-3fa9c2d1".len(), "{run_id}");
+    let resources = receiver.resources();
+    let services: BTreeSet<&str> = resources
+        .iter()
+        .map(|r| r.get("service.name").map_or("", String::as_str))
+        .collect();
+    assert!(
+        services.contains("fault-server") && services.contains("chaos-harness"),
+        "{services:?}"
+    );
+    for resource in &resources {
+        assert_eq!(
+            resource.get("chaos.run.id").map(String::as_str),
+            Some(run_id),
+            "{resource:?}"
+        );
+        assert_eq!(
+            resource.get("chaos.plan").map(String::as_str),
+            Some(report["plan"]["name"].as_str().unwrap_or("?")),
+            "{resource:?}"
+        );
+        assert!(resource.contains_key("chaos.seed"), "{resource:?}");
+    }
+
     for name in ["careful", "careless"] {
         let logical = count(&report, name, "logical");
         let attempts = count(&report, name, "attempts");

@@ -437,7 +437,13 @@ fn chaos(args: ChaosArgs) -> u8 {
     let Some(runtime) = runtime::runtime(workers) else {
         return EXIT_CANNOT_RUN;
     };
-    let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, |m| {
+    let run_id = report::run_id(SystemTime::now());
+    let identity = crate::telemetry::RunIdentity {
+        id: &run_id,
+        plan: &plan.name,
+        seed: plan.seed,
+    };
+    let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, &identity, |m| {
         eprintln!("{m}");
     }) {
         Ok(telemetry) => telemetry.map(Arc::new),
@@ -487,6 +493,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         eprintln!("{}", view.describe());
     }
     report.telemetry = telemetry_view;
+    report.run_id = run_id;
     conclude(
         report,
         &plan,
@@ -534,6 +541,9 @@ fn conclude(
 ) -> u8 {
     if let Some((b, file)) = against {
         baseline::attach(&mut report, b, file, &plan.baseline);
+    }
+    if report.run_id.is_empty() {
+        report.run_id = report::run_id(SystemTime::now());
     }
     let (stamp, _) = report::timestamp(SystemTime::now());
     // A measured run is never lost: where it cannot go where asked, it goes to a

@@ -94,6 +94,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
         verdict: if pass { "pass" } else { "fail" }.to_owned(),
         aborted: ending.aborted,
         generated_at: ending.generated_at,
+        run_id: String::new(),
         error: ending.error,
         warnings,
         plan: PlanInfo {

@@ -225,7 +225,7 @@ fn head_html(out: &mut String, report: &Report) {
     }
     let _ = write!(
         out,
-        "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}; faults: {}. Generated {}.</p>",
+        "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}; faults: {}. Generated {}{}.</p>",
         esc(&plan.file),
         plan.seed,
         plan.duration_s,
@@ -247,7 +247,8 @@ fn head_html(out: &mut String, report: &Report) {
         } else {
             esc(&plan.faults.join(", "))
         },
-        esc(&report.generated_at)
+        esc(&report.generated_at),
+        esc(&super::markdown::run_of(report))
     );
     if let Some(telemetry) = &report.telemetry {
         let _ = write!(out, "<p class=\"meta\">{}</p>", esc(&telemetry.describe()));

@@ -138,7 +138,7 @@ pub fn render(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "Plan `{}` (seed {}), {} s of arrivals against {}{}. Generated {}.\n",
+        "Plan `{}` (seed {}), {} s of arrivals against {}{}. Generated {}{}.\n",
         plan.file,
         plan.seed,
         plan.duration_s,
@@ -155,6 +155,7 @@ pub fn render(report: &Report) -> String {
             " (black box: client-side accounting only)"
         },
         report.generated_at,
+        run_of(report),
     );
     if !plan.faults.is_empty() {
         let window = plan.fault_window_s.map_or(String::new(), |[a, b]| {
@@ -178,6 +179,14 @@ pub fn render(report: &Report) -> String {
         policy_section(&mut out, p);
     }
     out
+}
+
+/// `, run ID` when the report has one (reports written before run ids have none).
+pub(super) fn run_of(report: &Report) -> String {
+    match report.run_id.as_str() {
+        "" => String::new(),
+        id => format!(", run {id}"),
+    }
 }
 
 /// A comparison against a baseline, as a markdown table: every figure, its change, what

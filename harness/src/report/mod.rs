@@ -22,7 +22,7 @@ pub use junit::render as junit;
 pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};
 pub use model::*;
 pub use rank::{Delta, RankRow, Ranking, rank};
-pub use write::{Files, WriteError, Written, timestamp, write, write_to_temp};
+pub use write::{Files, WriteError, Written, run_id, timestamp, write, write_to_temp};
 
 /// `report.json`.
 pub fn json(report: &Report) -> String {

@@ -20,6 +20,10 @@ pub struct Report {
     pub aborted: bool,
     /// When the report was made, UTC, RFC 3339.
     pub generated_at: String,
+    /// This run among every run of every plan ([`super::run_id`]): also the
+    /// `chaos.run.id` resource attribute of its spans and metrics.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_id: String,
     /// Why the run could not be completed (exit 3); the figures cover what ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

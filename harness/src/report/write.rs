@@ -182,6 +182,12 @@ fn unguessable() -> String {
     format!("{:08x}", h.finish() as u32)
 }
 
+/// A run's id: its start, UTC, and eight unguessable hex digits
+/// (`20261204T233015Z-3fa9c2d1`): unique among runs, and sorted by time.
+pub fn run_id(started: SystemTime) -> String {
+    format!("{}-{}", timestamp(started).0, unguessable())
+}
+
 /// `YYYYMMDDTHHMMSSZ` for now, UTC.
 pub fn timestamp(now: SystemTime) -> (String, String) {
     let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

@@ -39,6 +39,21 @@ pub const SERVER_SERVICE_NAME: &str = "fault-server";
 /// The service name of the relay tiers' spans (each span says its tier: `chaos.tier`).
 pub const TIER_SERVICE_NAME: &str = "chaos-relay";
 
+/// The resource attributes that name a run, on every span and metric it exports (the
+/// embedded fault-server's and the relay tiers' included).
+pub const RUN_ID: &str = "chaos.run.id";
+pub const PLAN: &str = "chaos.plan";
+pub const SEED: &str = "chaos.seed";
+
+/// Which run the telemetry is of.
+#[derive(Debug, Clone, Copy)]
+pub struct RunIdentity<'a> {
+    /// [`crate::report::run_id`].
+    pub id: &'a str,
+    pub plan: &'a str,
+    pub seed: u64,
+}
+
 /// Why telemetry could not be set up (exit code 2: the settings are wrong).
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
@@ -118,21 +133,30 @@ impl Telemetry {
     pub fn start(
         flag: Option<&str>,
         plan_ratio: Option<f64>,
+        run: &RunIdentity<'_>,
         say: impl Fn(&str) + Send + Sync + 'static,
     ) -> Result<Option<Telemetry>, TelemetryError> {
-        Telemetry::start_with(flag, plan_ratio, &process_env, say)
+        Telemetry::start_with(flag, plan_ratio, run, &process_env, say)
     }
 
     /// [`Telemetry::start`] with the environment given.
     pub fn start_with(
         flag: Option<&str>,
         plan_ratio: Option<f64>,
+        run: &RunIdentity<'_>,
         env: &dyn Fn(&str) -> Option<String>,
         say: impl Fn(&str) + Send + Sync + 'static,
     ) -> Result<Option<Telemetry>, TelemetryError> {
-        let Some(config) = OtelConfig::resolve(flag, SERVICE_NAME, env)? else {
+        let Some(mut config) = OtelConfig::resolve(flag, SERVICE_NAME, env)? else {
             return Ok(None);
         };
+        // Every signal of the run names it: request ids repeat from run to run, and runs
+        // sharing one collector are told apart by these, not by time.
+        config.resource.extend([
+            (RUN_ID.to_owned(), run.id.to_owned()),
+            (PLAN.to_owned(), run.plan.to_owned()),
+            (SEED.to_owned(), run.seed.to_string()),
+        ]);
         for warning in &config.warnings {
             say(&format!("warning: {warning}"));
         }

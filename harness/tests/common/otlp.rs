@@ -106,6 +106,30 @@ impl Receiver {
         format!("http://{}", self.addr)
     }
 
+    /// The attributes of every resource that sent spans or metrics, as text.
+    pub fn resources(&self) -> Vec<BTreeMap<String, String>> {
+        let received = self.received.lock().expect("lock");
+        let spans = received
+            .traces
+            .iter()
+            .flat_map(|r| &r.resource_spans)
+            .filter_map(|rs| rs.resource.as_ref());
+        let metrics = received
+            .metrics
+            .iter()
+            .flat_map(|r| &r.resource_metrics)
+            .filter_map(|rm| rm.resource.as_ref());
+        spans
+            .chain(metrics)
+            .map(|r| {
+                r.attributes
+                    .iter()
+                    .map(|kv| (kv.key.clone(), string(&r.attributes, &kv.key)))
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Every span received, each with its resource's `service.name`.
     pub fn spans(&self) -> Vec<Got> {
         let received = self.received.lock().expect("lock");
