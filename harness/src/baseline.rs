@@ -155,6 +155,11 @@ pub struct Figures {
     pub dropped_ratio: f64,
     /// Retries of permanent or non-idempotent requests and duplicate side effects.
     pub violations: u64,
+    /// The policy's configuration in a line, as the report describes it: a regression
+    /// then says whether the policy changed, not only whether the plan did. Absent from
+    /// baselines saved before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 impl Figures {
@@ -180,6 +185,7 @@ impl Figures {
             violations: p.violations.retried_permanent
                 + p.violations.retried_non_idempotent
                 + p.violations.duplicate_side_effects.unwrap_or(0),
+            policy: Some(p.summary.clone()),
         }
     }
 }
@@ -433,6 +439,14 @@ pub fn compare(
             });
             continue;
         };
+        if let (Some(was), Some(now)) = (&base.policy, &current.policy)
+            && was != now
+        {
+            notes.push(format!(
+                "policy `{}` changed since the baseline: it was {was}; it is {now}",
+                base.name
+            ));
+        }
         rows.extend(policy_rows(base, current, tolerance));
     }
     for current in now {
@@ -542,9 +556,33 @@ fn policy_rows(base: &Figures, now: &Figures, t: &Tolerance) -> Vec<Row> {
 
 /// Compares a finished run's report against a baseline and records the outcome in it: the
 /// verdict fails on any regression.
-pub fn attach(report: &mut Report, baseline: &Baseline, file: &str, tolerance: &Tolerance) {
+/// Judges `report` against `baseline` and attaches the comparison. The policies in
+/// `not_run` (the plan has them, `--policy` left them out) are not judged: they are not
+/// missing, only not asked for.
+pub fn attach(
+    report: &mut Report,
+    baseline: &Baseline,
+    file: &str,
+    tolerance: &Tolerance,
+    not_run: &[String],
+) {
     let now: Vec<Figures> = report.policies.iter().map(Figures::of).collect();
-    let comparison = compare(baseline, file, &now, &identity(report), tolerance);
+    let mut asked = baseline.clone();
+    asked.policies.retain(|p| !not_run.contains(&p.name));
+    let mut comparison = compare(&asked, file, &now, &identity(report), tolerance);
+    let skipped: Vec<String> = baseline
+        .policies
+        .iter()
+        .filter(|p| not_run.contains(&p.name))
+        .map(|p| format!("`{}`", p.name))
+        .collect();
+    if !skipped.is_empty() {
+        comparison.notes.push(format!(
+            "{} of the baseline not judged: this run did not run {} (--policy)",
+            skipped.join(", "),
+            if skipped.len() == 1 { "it" } else { "them" }
+        ));
+    }
     if !comparison.passed() {
         report.verdict = "fail".to_owned();
     }

@@ -62,6 +62,28 @@ fn a_run_against_its_own_baseline_passes_and_a_policy_that_retries_more_fails() 
     assert!(said.contains("the plan or seed changed"), "{said}");
     let junit = std::fs::read_to_string(dir.join("reports/gated/latest/junit.xml")).expect("junit");
     assert!(junit.contains("gated.baseline.edited"), "{junit}");
+    // What changed is said, and the regression reads first: in the summary (a column of
+    // its own, the regressed policy on top) and in the comparison's table.
+    assert!(
+        said.contains("policy `edited` changed since the baseline: it was 2 attempts"),
+        "{said}"
+    );
+    let md = std::fs::read_to_string(dir.join("reports/gated/latest/report.md")).expect("md");
+    let summary = md.split("## Summary").nth(1).expect("a summary");
+    let (edited, steady) = (
+        summary.find("\nedited ").expect("edited's row"),
+        summary.find("\nsteady ").expect("steady's row"),
+    );
+    assert!(edited < steady, "the regressed policy first: {summary}");
+    assert!(summary.contains("REGRESSED amplification"), "{summary}");
+    let table = md
+        .split("## Against baseline")
+        .nth(1)
+        .expect("the comparison");
+    assert!(
+        table.find("REGRESSED").expect("a regression") < table.find("| ok |").expect("an ok row"),
+        "{table}"
+    );
 
     // Offline: the worse run's report against the baseline, and the baseline against itself.
     let offline = harness()
@@ -71,12 +93,40 @@ fn a_run_against_its_own_baseline_passes_and_a_policy_that_retries_more_fails() 
         .expect("run harness");
     assert_eq!(offline.status.code(), Some(1), "{}", stderr(&offline));
     assert!(String::from_utf8_lossy(&offline.stdout).contains("| edited | amplification |"));
+    let short = harness()
+        .current_dir(&dir)
+        .args([
+            "compare",
+            "--short",
+            "b.json",
+            "reports/gated/latest/report.json",
+        ])
+        .output()
+        .expect("run harness");
+    assert_eq!(short.status.code(), Some(1), "{}", stderr(&short));
+    let printed = String::from_utf8_lossy(&short.stdout);
+    assert!(printed.contains("| edited | amplification |"), "{printed}");
+    assert!(
+        !printed.contains("| ok |"),
+        "only what is not fine: {printed}"
+    );
+    assert!(printed.contains("figures within tolerance"), "{printed}");
     let itself = harness()
         .current_dir(&dir)
         .args(["compare", "b.json", "b.json"])
         .output()
         .expect("run harness");
     assert_eq!(itself.status.code(), Some(0), "{}", stderr(&itself));
+
+    // Only the policy asked for is judged: `edited` is not run, and not missing either.
+    let one = chaos(&dir, &path, &["--policy", "steady", "--baseline", "b.json"]);
+    assert_eq!(one.status.code(), Some(0), "{}", stderr(&one));
+    assert!(
+        stderr(&one)
+            .contains("`edited` of the baseline not judged: this run did not run it (--policy)"),
+        "{}",
+        stderr(&one)
+    );
 }
 
 #[test]

@@ -63,6 +63,9 @@ pub enum Command {
         baseline: PathBuf,
         /// The run to judge: a report.json or another baseline.
         now: PathBuf,
+        /// Only what regressed, is missing or is new, and a count of the rest.
+        #[arg(long)]
+        short: bool,
     },
     /// Check a plan without running it: errors carry file:line:column and a hint.
     Validate {
@@ -183,7 +186,11 @@ pub fn execute(cli: Cli) -> u8 {
         }
         Command::Chaos(args) => chaos(args),
         Command::Simulate(args) => simulate::simulate(args),
-        Command::Compare { baseline, now } => compare(&baseline, &now),
+        Command::Compare {
+            baseline,
+            now,
+            short,
+        } => compare(&baseline, &now, short),
         Command::Relay(args) => relay(args),
     }
 }
@@ -355,7 +362,7 @@ fn presets() {
     }
 }
 
-fn compare(baseline: &Path, now: &Path) -> u8 {
+fn compare(baseline: &Path, now: &Path, short: bool) -> u8 {
     let read = |path: &Path| {
         baseline::read(path).map_err(|e| {
             eprintln!("error: {e}");
@@ -373,7 +380,21 @@ fn compare(baseline: &Path, now: &Path) -> u8 {
         &current.plan,
         &base.tolerance,
     );
-    print!("{}", report::baseline_table(&comparison));
+    if short {
+        let ok = comparison
+            .rows
+            .iter()
+            .filter(|r| r.verdict == report::Drift::Ok)
+            .count();
+        let mut shown = comparison.clone();
+        shown.rows.retain(|r| r.verdict != report::Drift::Ok);
+        if !shown.rows.is_empty() {
+            print!("{}", report::baseline_table(&shown));
+        }
+        println!("{ok} of {} figures within tolerance", comparison.rows.len());
+    } else {
+        print!("{}", report::baseline_table(&comparison));
+    }
     say_regressions(&comparison);
     if comparison.passed() {
         println!("PASS: no regression against {}", baseline.display());
@@ -540,7 +561,17 @@ fn conclude(
     save_baseline: Option<&Path>,
 ) -> u8 {
     if let Some((b, file)) = against {
-        baseline::attach(&mut report, b, file, &plan.baseline);
+        // A run that ended early lacks policies it was asked for: those are missing.
+        let not_run: Vec<String> = match report.aborted || report.error.is_some() {
+            true => Vec::new(),
+            false => plan
+                .policies
+                .iter()
+                .filter(|p| !report.policies.iter().any(|r| r.name == p.name))
+                .map(|p| p.name.clone())
+                .collect(),
+        };
+        baseline::attach(&mut report, b, file, &plan.baseline, &not_run);
     }
     if report.run_id.is_empty() {
         report.run_id = report::run_id(SystemTime::now());

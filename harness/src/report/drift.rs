@@ -54,4 +54,35 @@ impl Comparison {
     pub fn passed(&self) -> bool {
         self.regressions().next().is_none()
     }
+
+    /// The rows worst first (regressed and missing, then new, then within tolerance), in
+    /// their own order otherwise: what a reader must see comes before what is fine.
+    pub fn worst_first(&self) -> Vec<&Row> {
+        let rank = |r: &Row| match r.verdict {
+            Drift::Regressed | Drift::Missing => 0,
+            Drift::New => 1,
+            Drift::Ok => 2,
+        };
+        let mut rows: Vec<&Row> = self.rows.iter().collect();
+        rows.sort_by_key(|r| rank(r));
+        rows
+    }
+
+    /// How `policy` fares: `None` when it is within tolerance, else what regressed
+    /// (`REGRESSED amplification, p99_ms`, `MISSING`) or `new`.
+    pub fn verdict_of(&self, policy: &str) -> Option<String> {
+        let mine: Vec<&Row> = self.rows.iter().filter(|r| r.policy == policy).collect();
+        if mine.iter().any(|r| r.verdict == Drift::New) {
+            return Some("new".to_owned());
+        }
+        if mine.iter().any(|r| r.verdict == Drift::Missing) {
+            return Some("MISSING".to_owned());
+        }
+        let regressed: Vec<&str> = mine
+            .iter()
+            .filter(|r| r.verdict == Drift::Regressed)
+            .map(|r| r.metric.as_str())
+            .collect();
+        (!regressed.is_empty()).then(|| format!("REGRESSED {}", regressed.join(", ")))
+    }
 }

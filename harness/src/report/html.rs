@@ -181,9 +181,13 @@ pub fn render(report: &Report) -> String {
         "<h2>Summary</h2><pre>{}</pre>",
         esc(&super::summary_table(report))
     );
+    // A regression is the news of a nightly run: it comes before the ranking.
+    let regressed = report.baseline.as_ref().filter(|c| !c.passed());
+    if let Some(comparison) = regressed {
+        baseline_html(&mut out, comparison);
+    }
     ranking_html(&mut out, &report.ranking);
-
-    if let Some(comparison) = &report.baseline {
+    if let Some(comparison) = report.baseline.as_ref().filter(|c| c.passed()) {
         baseline_html(&mut out, comparison);
     }
     let palette = [
@@ -319,7 +323,7 @@ fn baseline_html(out: &mut String, comparison: &Comparison) {
     }
     out.push_str("<table><tr><th>policy</th><th>metric</th><th>baseline</th><th>now</th><th>change</th><th>tolerance</th><th>verdict</th></tr>");
     let cell = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |v| format!("{v:.3}"));
-    for row in &comparison.rows {
+    for row in comparison.worst_first() {
         let bad = matches!(row.verdict, Drift::Regressed | Drift::Missing);
         let _ = write!(
             out,

@@ -28,9 +28,10 @@ fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
 }
 
-/// The one-screen summary: a row per policy.
+/// The one-screen summary: a row per policy. Against a baseline, a last column says how
+/// each policy fares, and the policies that regressed come first.
 pub fn summary_table(report: &Report) -> String {
-    let mut rows = vec![[
+    let mut rows = vec![vec![
         "policy".to_owned(),
         "offered".to_owned(),
         "dropped".to_owned(),
@@ -44,9 +45,21 @@ pub fn summary_table(report: &Report) -> String {
         "violations".to_owned(),
         "gates".to_owned(),
     ]];
-    for p in &report.policies {
+    let against = |p: &PolicyReport| {
+        report
+            .baseline
+            .as_ref()
+            .map(|c| c.verdict_of(&p.name).unwrap_or_else(|| "ok".to_owned()))
+    };
+    if report.baseline.is_some() {
+        rows[0].push("baseline".to_owned());
+    }
+    let mut policies: Vec<&PolicyReport> = report.policies.iter().collect();
+    policies
+        .sort_by_key(|p| !against(p).is_some_and(|v| v.starts_with("REGRESSED") || v == "MISSING"));
+    for p in policies {
         let passed = p.gates.iter().filter(|g| g.pass).count();
-        rows.push([
+        let mut row = vec![
             p.name.clone(),
             p.offered.to_string(),
             p.dropped.to_string(),
@@ -69,7 +82,9 @@ pub fn summary_table(report: &Report) -> String {
             } else {
                 format!("FAIL {passed}/{}", p.gates.len())
             },
-        ]);
+        ];
+        row.extend(against(p));
+        rows.push(row);
     }
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
@@ -190,12 +205,12 @@ pub(super) fn run_of(report: &Report) -> String {
 }
 
 /// A comparison against a baseline, as a markdown table: every figure, its change, what
-/// the tolerance allows and the verdict.
+/// the tolerance allows and the verdict, worst first.
 pub fn baseline_table(comparison: &Comparison) -> String {
     let mut out = String::from(
         "| policy | metric | baseline | now | change | tolerance | verdict |\n| --- | --- | --- | --- | --- | --- | --- |\n",
     );
-    for row in &comparison.rows {
+    for row in comparison.worst_first() {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} |",
