@@ -61,7 +61,7 @@ fn the_nightly_script_passes_the_harness_arguments_it_accepts() {
     assert!(syntax.success(), "bash parses .ci/nightly");
     let line = script
         .lines()
-        .find(|l| l.contains("\"$harness\" chaos"))
+        .find(|l| l.contains("\"$harness\" gate"))
         .expect("the harness call");
     // The call's words, with its shell variables given values.
     let words: Vec<String> = line
@@ -69,9 +69,7 @@ fn the_nightly_script_passes_the_harness_arguments_it_accepts() {
         .map(|w| {
             w.trim_matches('"')
                 .replace("$harness", "harness")
-                .replace("$plan", "plans/outage.yaml")
-                .replace("$baseline", "reports/baselines/outage.json")
-                .replace("$name", "outage")
+                .replace("${plans[@]}", "plans/outage.yaml")
         })
         .collect();
     assert_eq!(words[0], "harness");

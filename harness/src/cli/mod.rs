@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+mod gate;
 mod relay;
 mod runtime;
 mod simulate;
@@ -27,6 +28,7 @@ use crate::policy::Preset;
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
+pub use gate::GateArgs;
 pub use relay::RelayArgs;
 use runtime::Interrupts;
 
@@ -58,6 +60,9 @@ pub enum Command {
     /// Run a plan in virtual time: the same policies, script and capacity model against a
     /// modelled fault-server and network; the same report (`mode: simulated`) and gates.
     Simulate(SimulateArgs),
+    /// The regression gate for any CI: each plan against its baseline
+    /// (`--baselines DIR`, `DIR/NAME.json` for `NAME.yaml`); exit with the worst plan's code.
+    Gate(GateArgs),
     /// Compare a run with a baseline offline: exit 1 on a regression beyond tolerance.
     Compare {
         /// The baseline (`chaos-baseline/v1`, from `chaos --save-baseline`) or a report.json;
@@ -165,6 +170,7 @@ pub fn execute(cli: Cli) -> u8 {
             short,
         } => compare(&baseline, &now, short),
         Command::Relay(args) => relay::relay(args),
+        Command::Gate(args) => gate::gate(args),
     }
 }
 
