@@ -46,6 +46,9 @@ pub struct RankRow {
     pub synchrony: Option<f64>,
     /// This row minus the recommended one; null for the recommended row, and when none is.
     pub delta: Option<Delta>,
+    /// Relay tiers between the client and the server that counted `server_load`.
+    #[serde(default)]
+    pub tiers: usize,
 }
 
 /// A policy's figures minus the recommended policy's: positive is more.
@@ -110,9 +113,8 @@ pub fn rank(policies: &[PolicyReport]) -> Ranking {
         (n, _) => format!("the least server load of the {n} policies that pass every gate"),
     };
     let reason = format!(
-        "{among}: {:.2} attempts per logical request at the server, {:.2} in the worst second{}",
-        best.server_load,
-        best.peak_1s,
+        "{among}: {}{}",
+        load_words(&best),
         if rows.iter().all(|r| r.gates == 0) {
             " (the plan sets no gates, so load alone decides)"
         } else {
@@ -153,6 +155,29 @@ fn row(p: &PolicyReport) -> RankRow {
         },
         synchrony: p.synchrony,
         delta: None,
+        tiers: p.tiers.len(),
+    }
+}
+
+/// Where a row's load was counted, and the worst second's, in words: the server's ledger,
+/// the leaf's behind tiers (while the worst second is the client's), or the client's own
+/// count against a black box.
+fn load_words(r: &RankRow) -> String {
+    match (r.amplification_server.is_some(), r.tiers) {
+        (true, 0) => format!(
+            "{:.2} attempts per logical request at the server, {:.2} in the worst second",
+            r.server_load, r.peak_1s
+        ),
+        (true, n) => format!(
+            "{:.2} attempts per logical request at the server behind {n} tier{}, and the client's worst second {:.2}",
+            r.server_load,
+            if n == 1 { "" } else { "s" },
+            r.peak_1s
+        ),
+        (false, _) => format!(
+            "{:.2} attempts per logical request as the client counted them (a black box keeps no count), {:.2} in the worst second",
+            r.server_load, r.peak_1s
+        ),
     }
 }
 
@@ -308,6 +333,29 @@ mod tests {
 
     fn order(r: &Ranking) -> Vec<&str> {
         r.rows.iter().map(|r| r.policy.as_str()).collect()
+    }
+
+    #[test]
+    fn the_reason_says_where_the_load_was_counted() {
+        let mut p = policy("a", 1.5, 2.0, 3, false);
+        assert!(
+            rank(std::slice::from_ref(&p)).reason.contains(
+                "1.50 attempts per logical request at the server, 2.00 in the worst second"
+            )
+        );
+        p.amplification.server = None;
+        let black_box = rank(std::slice::from_ref(&p)).reason;
+        assert!(
+            black_box.contains("as the client counted them (a black box keeps no count)"),
+            "{black_box}"
+        );
+        let mut chained = policy("a", 1.5, 2.0, 3, false);
+        chained.tiers = vec![serde_json::from_value(serde_json::json!({"name": "api", "policy": "same", "received": 1, "logical": 1, "sent": 1, "retries": 0, "succeeded": 1, "gave_up": 0, "no_retry_received": 0, "amplification": 1.0, "agrees": true})).unwrap(); 2];
+        let chain = rank(std::slice::from_ref(&chained)).reason;
+        assert!(
+            chain.contains("at the server behind 2 tiers, and the client's worst second 2.00"),
+            "{chain}"
+        );
     }
 
     #[test]
