@@ -240,7 +240,7 @@ fn a_path_that_cannot_go_on_a_request_line_is_a_plan_error() {
         ),
         (
             "long-n",
-            &format!("\"/{}/{{n}}\"", "x".repeat(8_180)),
+            &format!("\"/{}/{{n}}\"", "x".repeat(8_190)),
             "with `{n}` written out",
         ),
     ] {
@@ -456,4 +456,32 @@ fn a_key_other_tools_spell_differently_gets_ours_and_an_unjudgeable_gate_a_warni
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn validate_reports_every_broken_entry_in_one_run() {
+    let dir = scratch("every-error");
+    let plan = write_plan(
+        &dir,
+        "five.yaml",
+        "duration: 1s\nload:\n  rate: 10\n  requests:\n    - name: r\n      path: nope\npolicies:\n  - name: a\n    max_attempts: 0\n  - name: b\n    retries: 3\n  - name: c\n    backoff: { fixed: -1s }\ngates:\n  - { metric: success_rate, min: 2 }\n  - nope\n",
+    );
+    let out = harness()
+        .arg("validate")
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    let located: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: "))
+        .filter_map(|l| l.split(": ").next())
+        .collect();
+    let lines: Vec<String> = located
+        .iter()
+        .map(|at| at.rsplit(':').nth(1).unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(lines, ["6", "9", "11", "13", "15", "16"], "{said}");
+    assert!(said.contains("five.yaml: 6 errors"), "{said}");
 }

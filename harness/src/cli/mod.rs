@@ -177,7 +177,7 @@ pub fn execute(cli: Cli) -> u8 {
 fn validate(paths: &[PathBuf]) -> u8 {
     let mut code = EXIT_PASS;
     for path in paths {
-        match plan::load(path) {
+        match plan::load_all(path) {
             Ok(p) => {
                 println!(
                     "ok: {}: plan `{}`, {} s, {} polic{}, {} fault phase{}, {} gate{}",
@@ -195,8 +195,13 @@ fn validate(paths: &[PathBuf]) -> u8 {
                     eprintln!("warning: {}: {warning}", path.display());
                 }
             }
-            Err(e) => {
-                eprintln!("error: {e}");
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("error: {e}");
+                }
+                if errors.len() > 1 {
+                    eprintln!("{}: {} errors", path.display(), errors.len());
+                }
                 code = EXIT_INVALID;
             }
         }

@@ -99,6 +99,49 @@ pub(crate) fn locate(text: &str, path: &[Seg]) -> Option<(usize, usize)> {
     found
 }
 
+/// A block-style entry of a list: which one, its lines (0-based, `[start, end)`) and the
+/// column of its `-`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) index: usize,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) indent: usize,
+}
+
+/// The entry of the list at `list` that holds 1-based line `line`, when the list is
+/// written in block style (flow-style entries share lines and are not told apart).
+pub(crate) fn entry_at(text: &str, list: &[Seg], line: usize) -> Option<Entry> {
+    let lines: Vec<&str> = text.lines().collect();
+    let section = locate(text, list)?;
+    let mut previous: Option<(usize, usize)> = None;
+    for index in 0.. {
+        let mut path = list.to_vec();
+        path.push(Seg::Index(index));
+        let here = locate(text, &path)?;
+        // Past the last entry, `locate` answers with the list's own key.
+        if here == section || previous.is_some_and(|p| p.0 >= here.0) {
+            return None;
+        }
+        let start = here.0 - 1;
+        let indent = here.1 - 1;
+        let end = block_end(&lines, start, indent, lines.len());
+        if (start + 1..=end).contains(&line) {
+            return Some(Entry {
+                index,
+                start,
+                end,
+                indent,
+            });
+        }
+        if start + 1 > line {
+            return None;
+        }
+        previous = Some(here);
+    }
+    None
+}
+
 fn indentation(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }

@@ -14,6 +14,7 @@ mod load;
 mod locate;
 mod model;
 mod policy;
+mod recover;
 pub mod spec;
 mod target;
 
@@ -40,6 +41,13 @@ pub const MAX_PLAN_BYTES: u64 = 1024 * 1024;
 /// Reads and resolves a plan file.
 pub fn load(path: &Path) -> Result<Plan, PlanError> {
     parse(path, &read(path)?)
+}
+
+/// [`load`], reporting every error it can find in one pass (at most
+/// [`recover::MAX_ERRORS`]) rather than the first: what `harness validate` shows.
+pub fn load_all(path: &Path) -> Result<Plan, Vec<PlanError>> {
+    let text = read(path).map_err(|e| vec![e])?;
+    recover::check(path, &text)
 }
 
 /// A plan file's text, bounded in size and checked to be UTF-8.
