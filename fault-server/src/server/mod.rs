@@ -117,6 +117,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         max_connections: config.max_connections.unwrap_or_else(|| {
             crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget)
         }),
+        over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,
         body_timeout: config.body_timeout,
     };
