@@ -93,21 +93,19 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             addr: config.listen,
         });
     }
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| {
-            if source.kind() == std::io::ErrorKind::AddrInUse {
-                StartError::AddrInUse {
-                    addr: config.listen,
-                    source,
-                }
-            } else {
-                StartError::Bind {
-                    addr: config.listen,
-                    source,
-                }
+    let listener = conn::listen(config.listen).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::AddrInUse {
+            StartError::AddrInUse {
+                addr: config.listen,
+                source,
             }
-        })?;
+        } else {
+            StartError::Bind {
+                addr: config.listen,
+                source,
+            }
+        }
+    })?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen,
         source,
