@@ -38,9 +38,19 @@ pub fn raise() -> io::Result<u64> {
     }
 }
 
-/// How many connections fit in `limit` descriptors, two each, after the reserve.
+/// Connections served at once over budget, when every connection within it is busy:
+/// each is served one request, and only one of the control API or a health check. They
+/// cost two descriptors each too, so they are bounded and kept out of the budget: a burst
+/// of newcomers past the budget cannot take the descriptors an operator's `/healthz`
+/// needs (issue 26, bug 4). Sixteen: a few orchestrator probes and scrapes at once, for
+/// 32 descriptors.
+pub const OVER_BUDGET: usize = 16;
+
+/// How many connections are served in full in `limit` descriptors, two each, after the
+/// reserve and the [`OVER_BUDGET`] connections.
 pub fn connection_budget(limit: u64) -> usize {
     usize::try_from(limit.saturating_sub(RESERVE) / 2)
         .unwrap_or(usize::MAX)
+        .saturating_sub(OVER_BUDGET)
         .max(16)
 }

@@ -184,3 +184,146 @@ fn a_low_descriptor_limit_is_said_and_idle_clients_cannot_starve_healthz() {
     let _ = child.wait();
     assert!(response.starts_with("HTTP/1.1 200"), "{response:?}");
 }
+
+/// A fault-server binary started under a descriptor limit, killed when dropped.
+#[cfg(target_os = "linux")]
+struct Limited {
+    child: std::process::Child,
+    addr: SocketAddr,
+}
+
+#[cfg(target_os = "linux")]
+impl Limited {
+    /// Starts the binary with its soft and hard descriptor limits at `limit`.
+    fn start(limit: u64) -> Limited {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n {limit} && ulimit -Hn {limit} && exec {} --listen 127.0.0.1:0",
+                env!("CARGO_BIN_EXE_fault-server")
+            ))
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn fault-server");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let addr = loop {
+            let line = lines.next().expect("a line").expect("utf-8");
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr = rest.split(' ').next().expect("an address");
+                break addr.parse().expect("an address");
+            }
+        };
+        // Read on: a full pipe would stall the server at its next line.
+        std::thread::spawn(move || lines.for_each(drop));
+        Limited { child, addr }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Limited {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How many descriptors a process holds now.
+#[cfg(target_os = "linux")]
+fn descriptors_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
+}
+
+/// A GET on a fresh connection, which must answer 200: its body. The 10 s bound only
+/// turns a hang into a failure; an answer takes milliseconds.
+async fn get_ok(addr: SocketAddr, path: &str) -> String {
+    let answer = common::client_with_timeout(Duration::from_secs(10))
+        .get(format!("http://{addr}{path}"))
+        .send()
+        .await
+        .unwrap_or_else(|error| panic!("{path}: {}", common::chain(&error)));
+    assert_eq!(answer.status().as_u16(), 200, "{path}");
+    answer.text().await.expect("a body")
+}
+
+/// Issue 26, bug 4: 700 connections at once, each holding a `timeout` fault, on a server
+/// with 1,024 descriptors. The burst fills the connection budget, and the newcomers past
+/// it must not take the descriptors left for the control API: the server keeps some
+/// free, and `/healthz`, the ledger and `/metrics` answer while the budget is held. With
+/// `--nocapture` it prints the figures the README gives.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_held_requests_leaves_descriptors_for_the_control_api() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const LIMIT: u64 = 1024;
+    const BURST: usize = 700;
+    // Connections get at most the limit less `fd_limit::RESERVE` (64); the server's own
+    // descriptors (listener, runtime, stdio) are a dozen of the rest.
+    const FREE: usize = 32;
+    // The test's own 700 sockets, whatever this machine's default limit.
+    let _ = fault_server::fd_limit::raise();
+    let server = Limited::start(LIMIT);
+    let addr = server.addr;
+    let installed = common::client()
+        .put(format!("http://{addr}/__chaos/script"))
+        .body("faults: [ { name: hang, match: { path: /hang }, respond: { fault: timeout } } ]")
+        .send()
+        .await
+        .expect("the script is installed");
+    assert_eq!(installed.status().as_u16(), 200);
+
+    let (peak, done) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let watcher = std::thread::spawn({
+        let (pid, peak, done) = (server.child.id(), Arc::clone(&peak), Arc::clone(&done));
+        move || {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(descriptors_of(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    });
+    let mut burst = tokio::task::JoinSet::new();
+    for _ in 0..BURST {
+        burst.spawn(async move {
+            let mut stream = TcpStream::connect(addr).await.ok()?;
+            let hang = b"GET /hang HTTP/1.1\r\nhost: t\r\n\r\n";
+            stream.write_all(hang).await.ok()?;
+            Some(stream)
+        });
+    }
+    let sent: Vec<TcpStream> = burst.join_all().await.into_iter().flatten().collect();
+
+    let asked = Instant::now();
+    assert_eq!(get_ok(addr, "/healthz").await, "ok\n");
+    let healthz = asked.elapsed();
+    let ledger = get_ok(addr, "/__chaos/ledger").await;
+    assert!(ledger.contains("\"timeout\""), "{ledger}");
+    let budget = fault_server::fd_limit::connection_budget(LIMIT) as u64;
+    common::eventually("the burst holds most of the budget", || async {
+        get_ok(addr, "/metrics").await.lines().any(|line| {
+            line.strip_prefix("fault_server_in_flight ")
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|n| n >= budget * 4 / 5)
+        })
+    })
+    .await;
+    done.store(true, Ordering::Relaxed);
+    watcher.join().expect("the watcher ends");
+    let peak = peak.load(Ordering::Relaxed);
+    eprintln!(
+        "limit {LIMIT}, {} of a burst of {BURST} held requests sent: descriptors peaked at {peak}, /healthz answered in {} ms",
+        sent.len(),
+        healthz.as_millis()
+    );
+    assert!(
+        peak + FREE <= LIMIT as usize,
+        "the server held {peak} of its {LIMIT} descriptors"
+    );
+    drop(sent);
+}

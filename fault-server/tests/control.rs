@@ -170,6 +170,82 @@ async fn reset_clears_the_ledger_but_keeps_the_script() {
     assert_eq!(get(&format!("{url}/f")).await.status().as_u16(), 500);
 }
 
+/// Issue 26: a request in flight across a reset belongs to the ledger it arrived in.
+/// Three payments arrive (their heads, and half their bodies: counted, then held until
+/// the rest comes), the ledger is reset, then their bodies come: their delay fault, key,
+/// side effect and outcome land nowhere, and the new ledger counts them only as
+/// stragglers. A payment after the reset is counted whole.
+#[tokio::test]
+async fn a_request_in_flight_across_a_reset_stays_out_of_the_new_ledger() {
+    let server = server(
+        "faults: [ { name: slow, match: { path: /pay }, respond: { fault: delay, delay: 1ms } } ]",
+    )
+    .await;
+    let (addr, url) = (server.addr(), server.url());
+    let mut held = Vec::new();
+    for i in 0..3 {
+        let key = if i == 0 {
+            "idempotency-key: k-0\r\n"
+        } else {
+            ""
+        };
+        let head = format!(
+            "POST /pay HTTP/1.1\r\nhost: t\r\nx-request-id: pay-{i}\r\nx-chaos-policy: p\r\n{key}content-length: 4\r\n\r\nab"
+        );
+        held.push(common::send_raw(addr, &head).await);
+    }
+    common::eventually("the three payments arrived", || async {
+        server.ledger().requests == 3
+    })
+    .await;
+    let reset = client()
+        .post(format!("{url}/__chaos/reset"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(reset.status().as_u16(), 200);
+    for stream in &mut held {
+        stream.write_all(b"cd").await.expect("the rest of the body");
+        let mut answer = [0u8; 12];
+        stream.read_exact(&mut answer).await.expect("an answer");
+        assert_eq!(
+            &answer,
+            b"HTTP/1.1 200",
+            "{:?}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    assert_eq!(
+        server.ledger(),
+        LedgerSnapshot {
+            stragglers: 3,
+            ..LedgerSnapshot::default()
+        },
+        "nothing of the payments that arrived before the reset"
+    );
+
+    let after = client()
+        .post(format!("{url}/pay"))
+        .header("x-request-id", "pay-9")
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(after.status().as_u16(), 200);
+    let ledger = server.ledger();
+    assert_eq!(
+        (
+            ledger.requests,
+            ledger.attempts,
+            ledger.logical,
+            ledger.untracked
+        ),
+        (1, 1, 1, 0)
+    );
+    assert_eq!(ledger.by_outcome.values().sum::<u64>(), ledger.requests);
+    assert_eq!((ledger.side_effects, ledger.by_fault["delay"]), (1, 1));
+    assert_eq!(ledger.stragglers, 3);
+}
+
 #[tokio::test]
 async fn the_token_guards_the_control_api_only() {
     let server = server_with("", |config| config.token = Some("s3cret".into())).await;

@@ -1,10 +1,11 @@
 //! The counters of outcomes and fault kinds: lock-free atomics that live as long as the
 //! process (the metrics read them as they are), and the baseline a reset takes so the
-//! ledger can report them since the last reset.
+//! ledger can report them since the last reset; less the outcomes of stragglers, counted
+//! apart.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::Ledger;
+use super::{Epoch, Ledger};
 use crate::script::FaultKind;
 
 /// How one request ended, as the server answered it.
@@ -137,9 +138,11 @@ impl OutcomeCounters {
     }
 }
 
-/// A copy of [`OutcomeCounters`], taken at a reset: the ledger reports the counters
-/// minus this baseline, while the metrics report the counters themselves (Prometheus
-/// counters only go up). One set of atomics serves both.
+/// A copy of [`OutcomeCounters`], taken at a reset: the ledger reports the outcome
+/// counters minus this baseline (and minus the stragglers'), while the metrics report
+/// the counters themselves (Prometheus counters only go up). One set of atomics serves
+/// both. The ledger's faults are counted in its tables instead, under the lock their
+/// phases take anyway, which is what keeps a straggler's out.
 #[derive(Debug, Default)]
 pub(super) struct Counts {
     fixed: Vec<u64>,
@@ -174,30 +177,52 @@ impl Counts {
             )
             .filter(|(_, n)| *n > 0)
     }
-
-    pub(super) fn faults(&self) -> impl Iterator<Item = (FaultKind, u64)> + '_ {
-        FaultKind::ALL
-            .iter()
-            .copied()
-            .zip(self.faults.iter().copied())
-            .filter(|(_, n)| *n > 0)
-    }
 }
 
 /// Non-zero outcome counts, and every fault kind's count, since the process started.
 pub(crate) type LifetimeCounts = (Vec<(Disposition, u64)>, Vec<(FaultKind, u64)>);
 
 impl Ledger {
-    /// How a request ended.
+    /// How a request ended, in the generation in force.
     pub fn record_outcome(&self, outcome: Disposition) {
-        self.counters.add(outcome);
+        self.outcome(None, outcome);
     }
 
-    /// A fault fired (a delay is recorded here and its request's outcome separately).
+    /// How a request that arrived in `epoch` ended. After a reset since, it is a
+    /// straggler: in the metrics, not in the ledger.
+    pub fn record_outcome_in(&self, epoch: Epoch, outcome: Disposition) {
+        self.outcome(Some(epoch), outcome);
+    }
+
+    fn outcome(&self, epoch: Option<Epoch>, outcome: Disposition) {
+        // Under the thread's queue, which a reset holds while it takes its baselines.
+        let queue = self.pending.mine();
+        self.counters.add(outcome);
+        if epoch.is_some_and(|e| e.0 != queue.epoch) {
+            self.stragglers.add(outcome);
+        }
+    }
+
+    /// A fault fired (a delay is recorded here and its request's outcome separately),
+    /// in the generation in force.
     pub fn record_fault(&self, kind: FaultKind, phase: &str) {
+        self.fault(None, kind, phase);
+    }
+
+    /// A fault fired for a request that arrived in `epoch`: not in the ledger after a
+    /// reset since.
+    pub fn record_fault_in(&self, epoch: Epoch, kind: FaultKind, phase: &str) {
+        self.fault(Some(epoch), kind, phase);
+    }
+
+    fn fault(&self, epoch: Option<Epoch>, kind: FaultKind, phase: &str) {
         self.counters.add_fault(kind);
         // Phases are none of the queued arrivals' business.
         let mut inner = self.lock_tables();
+        if epoch.is_some_and(|e| e.0 != inner.epoch) {
+            return;
+        }
+        inner.faults[kind as usize] += 1;
         if let Some(count) = inner.by_phase.get_mut(phase) {
             *count += 1;
         } else {

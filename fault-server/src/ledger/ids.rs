@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::pending::Queue;
-use super::{Inner, Ledger, LedgerLimits, RequestIdentity};
+use super::{Epoch, Inner, Ledger, LedgerLimits, RequestIdentity};
 
 /// The receipt of one executed side effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,16 +101,19 @@ impl Inner {
 }
 
 impl Ledger {
-    /// A request arrived (call once per request, before any fault). Its id is queued on
-    /// the calling thread and reaches the tables with its batch, or before anything
-    /// reads them ([`super::pending`]).
-    pub fn record_request(&self, who: RequestIdentity<'_>, now: Duration) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let Some(id) = who.request_id else {
-            return;
-        };
-        let key = self.id_key(id);
+    /// A request arrived (call once per request, before any fault); returns the
+    /// generation it arrived in, for what it records later. Its id is queued on the
+    /// calling thread and reaches the tables with its batch, or before anything reads
+    /// them ([`super::pending`]).
+    pub fn record_request(&self, who: RequestIdentity<'_>, now: Duration) -> Epoch {
+        let key = who.request_id.map(|id| self.id_key(id));
+        // Counted and queued under the queue, which a reset holds: both in one generation.
         let mut queue = self.pending.mine();
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let epoch = Epoch(queue.epoch);
+        let Some(key) = key else {
+            return epoch;
+        };
         if !queue.push(key, now, who.policy) {
             self.apply(&mut queue);
             queue.push(key, now, who.policy);
@@ -118,6 +121,7 @@ impl Ledger {
         if queue.is_full() {
             self.apply(&mut queue);
         }
+        epoch
     }
 
     /// Applies a queue's arrivals, in the order they came, and empties it.
@@ -143,10 +147,34 @@ impl Ledger {
         queue.clear();
     }
 
-    /// Executes the side effect of a non-idempotent request.
+    /// Executes the side effect of a non-idempotent request, in the generation in force.
     pub fn execute(&self, who: RequestIdentity<'_>, now: Duration) -> Execution {
+        self.execute_at(None, who, now)
+            .expect("the generation in force is never past")
+    }
+
+    /// Executes the side effect of a non-idempotent request that arrived in `epoch`;
+    /// `None`, recording nothing, after a reset since.
+    pub fn execute_in(
+        &self,
+        epoch: Epoch,
+        who: RequestIdentity<'_>,
+        now: Duration,
+    ) -> Option<Execution> {
+        self.execute_at(Some(epoch), who, now)
+    }
+
+    fn execute_at(
+        &self,
+        epoch: Option<Epoch>,
+        who: RequestIdentity<'_>,
+        now: Duration,
+    ) -> Option<Execution> {
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if epoch.is_some_and(|e| e.0 != inner.epoch) {
+            return None;
+        }
         inner.effects += 1;
         inner.side_effects += 1;
         let number = inner.effects;
@@ -177,6 +205,6 @@ impl Ledger {
                 entry.duplicate_side_effects += 1;
             }
         }
-        Execution { number, duplicate }
+        Some(Execution { number, duplicate })
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
+use super::{Epoch, Inner, Ledger, LedgerLimits, RequestIdentity, expire, remember};
 
 /// A response stored for an idempotency key, replayed to later requests with that key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,9 @@ pub enum KeyCheck {
 pub struct KeyClaim {
     key: Arc<str>,
     generation: u64,
+    /// The ledger's generation the key was claimed in: entries' generations restart
+    /// with each, so a claim from before a reset must not touch the new table.
+    epoch: u64,
 }
 
 #[derive(Debug)]
@@ -64,9 +67,9 @@ impl Inner {
 }
 
 impl Ledger {
-    /// A request carrying `Idempotency-Key: key` is about to execute. `fingerprint`
-    /// identifies the request (method, path, body), so a key reused for a different
-    /// request is caught.
+    /// A request carrying `Idempotency-Key: key` is about to execute, in the generation
+    /// in force. `fingerprint` identifies the request (method, path, body), so a key
+    /// reused for a different request is caught.
     pub fn begin_keyed(
         &self,
         key: &str,
@@ -74,8 +77,40 @@ impl Ledger {
         who: RequestIdentity<'_>,
         now: Duration,
     ) -> KeyCheck {
+        self.begin_keyed_at(None, key, fingerprint, who, now)
+    }
+
+    /// [`Ledger::begin_keyed`] for a request that arrived in `epoch`. After a reset
+    /// since, the key is none of the new ledger's business: the request executes as if
+    /// fresh, under a claim that touches nothing.
+    pub fn begin_keyed_in(
+        &self,
+        epoch: Epoch,
+        key: &str,
+        fingerprint: u64,
+        who: RequestIdentity<'_>,
+        now: Duration,
+    ) -> KeyCheck {
+        self.begin_keyed_at(Some(epoch), key, fingerprint, who, now)
+    }
+
+    fn begin_keyed_at(
+        &self,
+        epoch: Option<Epoch>,
+        key: &str,
+        fingerprint: u64,
+        who: RequestIdentity<'_>,
+        now: Duration,
+    ) -> KeyCheck {
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if let Some(Epoch(past)) = epoch.filter(|e| e.0 != inner.epoch) {
+            return KeyCheck::Fresh(KeyClaim {
+                key: Arc::from(key),
+                generation: 0,
+                epoch: past,
+            });
+        }
         inner.expire_keys(now, &self.limits);
         match inner.keys.get(key) {
             Some(entry) if entry.fingerprint != fingerprint => {
@@ -119,7 +154,11 @@ impl Ledger {
                     entry,
                 );
                 inner.expire_keys(now, &self.limits);
-                KeyCheck::Fresh(KeyClaim { key, generation })
+                KeyCheck::Fresh(KeyClaim {
+                    key,
+                    generation,
+                    epoch: inner.epoch,
+                })
             }
         }
     }
@@ -129,6 +168,9 @@ impl Ledger {
     pub fn complete_key(&self, claim: KeyClaim, response: StoredResponse) {
         // Keys are none of the queued arrivals' business.
         let mut inner = self.lock_tables();
+        if inner.epoch != claim.epoch {
+            return;
+        }
         if let Some(entry) = inner.keys.get_mut(&claim.key)
             && entry.generation == claim.generation
         {
@@ -140,9 +182,11 @@ impl Ledger {
     /// retry may execute.
     pub fn release_key(&self, claim: KeyClaim) {
         let mut inner = self.lock_tables();
-        if inner.keys.get(&claim.key).is_some_and(|e| {
-            e.generation == claim.generation && matches!(e.state, KeyState::InFlight)
-        }) {
+        if inner.epoch == claim.epoch
+            && inner.keys.get(&claim.key).is_some_and(|e| {
+                e.generation == claim.generation && matches!(e.state, KeyState::InFlight)
+            })
+        {
             inner.keys.remove(&claim.key);
         }
     }

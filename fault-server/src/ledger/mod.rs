@@ -27,6 +27,12 @@
 //! - duplicate examples are capped at `max_examples` ids; policies (the
 //!   `x-chaos-policy` header) at `max_policies` names, the rest pooled under `(other)`.
 //!
+//! A reset starts a new generation ([`Epoch`]) rather than clearing counts under
+//! requests still running: a request takes the generation in force when it arrives, and
+//! what it records later (its fault, side effect, key, outcome) counts in that
+//! generation or, after a reset, nowhere. A request in flight across a reset is in
+//! neither ledger; the new one counts it among its `stragglers`.
+//!
 //! Time comes in as `now` (an offset from a fixed epoch the caller owns); the ledger
 //! never reads a clock.
 
@@ -43,6 +49,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::script::FaultKind;
 pub use counters::Disposition;
 use counters::{Counts, OutcomeCounters};
 pub use ids::Execution;
@@ -98,6 +105,14 @@ impl Default for LedgerLimits {
     }
 }
 
+/// A generation of the ledger: each [`Ledger::reset`] starts the next. A request gets
+/// the one in force from [`Ledger::record_request`] and hands it to what it records
+/// later (the `*_in` methods), which counts only while that generation lasts: once the
+/// ledger is reset, a request that arrived before it adds nothing to the new ledger but
+/// its count among the `stragglers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Epoch(u64);
+
 /// Who sent a request, as far as the ledger cares.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RequestIdentity<'a> {
@@ -128,6 +143,10 @@ struct Inner {
     evicted_keys: u64,
     generation: u64,
     effects: u64,
+    /// Faults injected, by kind ([`FaultKind`] as an index).
+    faults: [u64; FaultKind::ALL.len()],
+    /// The ledger's generation these tables count.
+    epoch: u64,
 }
 
 impl Inner {
@@ -163,8 +182,12 @@ pub struct Ledger {
     requests: AtomicU64,
     /// Outcomes and faults since the process started.
     counters: OutcomeCounters,
-    /// `requests` and `counters` at the last reset.
-    baseline: Mutex<(u64, Counts)>,
+    /// Of the outcomes, those of requests that arrived before the reset in force.
+    stragglers: OutcomeCounters,
+    /// `requests`, `counters` and `stragglers` at the last reset.
+    baseline: Mutex<Baseline>,
+    /// The generation in force (each queue of `pending` and `inner` hold it too).
+    epoch: AtomicU64,
     inner: Mutex<Inner>,
     /// Request ids recorded and not yet in `inner`.
     pending: Pending,
@@ -186,7 +209,9 @@ impl Ledger {
             limits,
             requests: AtomicU64::new(0),
             counters: OutcomeCounters::default(),
-            baseline: Mutex::new((0, Counts::default())),
+            stragglers: OutcomeCounters::default(),
+            baseline: Mutex::new(Baseline::default()),
+            epoch: AtomicU64::new(0),
             inner: Mutex::new(Inner::default()),
             pending: Pending::default(),
             id_keys: RandomState::new(),
@@ -220,6 +245,11 @@ impl Ledger {
         self.id_keys.hash_one(id)
     }
 
+    /// The generation in force.
+    pub fn epoch(&self) -> Epoch {
+        Epoch(self.epoch.load(Ordering::Acquire))
+    }
+
     /// The limits it was made with.
     pub fn limits(&self) -> &LedgerLimits {
         &self.limits
@@ -243,12 +273,19 @@ impl Ledger {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Forgets everything (counts, ids, keys). The tables keep their room: the next run
-    /// is likely the size of the last, and a table regrown from nothing costs a run at
-    /// these rates a good part of its time in page faults and rehashes.
+    /// Forgets everything (counts, ids, keys) and starts the next generation. The
+    /// tables keep their room: the next run is likely the size of the last, and a table
+    /// regrown from nothing costs a run at these rates a good part of its time in page
+    /// faults and rehashes.
     pub fn reset(&self) {
-        for mut queue in self.pending.each() {
+        // Every queue at once: a request counts its arrival and its outcome under its
+        // thread's queue, so with all of them held, each count falls wholly before the
+        // baselines below or wholly in the next generation.
+        let mut queues: Vec<_> = self.pending.each().collect();
+        let epoch = self.epoch.load(Ordering::Relaxed) + 1;
+        for queue in &mut queues {
             queue.clear();
+            queue.epoch = epoch;
         }
         let mut inner = self.lock_tables();
         let mut ids = std::mem::take(&mut inner.ids);
@@ -264,14 +301,27 @@ impl Ledger {
             id_order,
             keys,
             key_order,
+            epoch,
             ..Inner::default()
         };
         *self
             .baseline
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) =
-            (self.requests.load(Ordering::Relaxed), self.counters.load());
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Baseline {
+            requests: self.requests.load(Ordering::Relaxed),
+            counts: self.counters.load(),
+            stragglers: self.stragglers.load(),
+        };
+        self.epoch.store(epoch, Ordering::Release);
     }
+}
+
+/// The lifetime counts at the last reset, which the ledger reports its counts since.
+#[derive(Debug, Default)]
+struct Baseline {
+    requests: u64,
+    counts: Counts,
+    stragglers: Counts,
 }
 
 /// Inserts `value` (of this `generation`) under `key` and appends it to `order`, the

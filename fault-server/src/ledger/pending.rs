@@ -15,6 +15,11 @@
 //! threads reach the tables can differ from the order they came in, as it could between
 //! two threads racing for the lock; each keeps the time it came at, so ids still expire
 //! by their own age.
+//!
+//! A queue also names the ledger's generation ([`super::Epoch`]) in force: a request
+//! counts its arrival, and later its outcome, under its thread's queue, and a reset
+//! holds every queue while it starts the next generation, so neither count can fall on
+//! the wrong side of a reset.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -45,6 +50,8 @@ pub(super) struct Arrival {
 pub(super) struct Queue {
     pub(super) arrivals: Vec<Arrival>,
     pub(super) policies: Vec<Box<str>>,
+    /// The ledger's generation, set by a reset.
+    pub(super) epoch: u64,
 }
 
 impl Queue {
@@ -81,7 +88,7 @@ impl Queue {
             .map(|p| &**p)
     }
 
-    /// Forgets what was queued, keeping the room.
+    /// Forgets what was queued, keeping the room (and the generation).
     pub(super) fn clear(&mut self) {
         self.arrivals.clear();
         self.policies.clear();
@@ -114,7 +121,8 @@ impl Pending {
         lock(&self.queues[thread_index() % self.queues.len()].0)
     }
 
-    /// Every queue, one at a time.
+    /// Every queue, one at a time, in the same order for every caller: collected, they
+    /// are all held at once.
     pub(super) fn each(&self) -> impl Iterator<Item = MutexGuard<'_, Queue>> {
         self.queues.iter().map(|queue| lock(&queue.0))
     }

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use serde::{Deserialize, Serialize};
 
 use super::Ledger;
+use crate::script::FaultKind;
 
 /// Per-policy totals in a [`LedgerSnapshot`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +70,10 @@ pub struct LedgerSnapshot {
     pub tracked_keys: u64,
     /// Idempotency keys forgotten to bound memory since the last reset.
     pub evicted_keys: u64,
+    /// Requests that arrived before the last reset and ended after it. They count in
+    /// neither ledger: not their arrival, which was the last one's, nor anything they did
+    /// after the reset (fault, side effect, key, outcome).
+    pub stragglers: u64,
 }
 
 impl Ledger {
@@ -81,16 +86,24 @@ impl Ledger {
 
     /// The current totals.
     pub fn snapshot(&self) -> LedgerSnapshot {
-        let inner = self.lock();
-        let (requests_then, counts_then) = &*self
+        // Every queue held, as a reset holds them: no request is counting its arrival or
+        // its outcome (a straggler's in two counters) while they are read.
+        let mut queues: Vec<_> = self.pending.each().collect();
+        for queue in &mut queues {
+            self.apply(queue);
+        }
+        let inner = self.lock_tables();
+        let then = self
             .baseline
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let requests = self
             .requests
             .load(Ordering::Relaxed)
-            .saturating_sub(*requests_then);
-        let counts = self.counters.load().since(counts_then);
+            .saturating_sub(then.requests);
+        let stragglers = self.stragglers.load().since(&then.stragglers);
+        let counts = self.counters.load().since(&then.counts).since(&stragglers);
+        drop(queues);
         LedgerSnapshot {
             requests,
             attempts: inner.attempts,
@@ -104,8 +117,10 @@ impl Ledger {
             idempotency_conflicts: inner.idempotency_conflicts,
             idempotency_mismatches: inner.idempotency_mismatches,
             by_outcome: counts.outcomes().map(|(o, n)| (o.label(), n)).collect(),
-            by_fault: counts
-                .faults()
+            by_fault: FaultKind::ALL
+                .iter()
+                .zip(inner.faults)
+                .filter(|(_, n)| *n > 0)
                 .map(|(t, n)| (t.name().to_string(), n))
                 .collect(),
             by_phase: inner.by_phase.clone(),
@@ -114,6 +129,7 @@ impl Ledger {
             evicted_ids: inner.evicted_ids,
             tracked_keys: inner.keys.len() as u64,
             evicted_keys: inner.evicted_keys,
+            stragglers: stragglers.outcomes().map(|(_, n)| n).sum(),
         }
     }
 }

@@ -339,3 +339,95 @@ fn queued_arrivals_with_many_policy_names_count_each_under_its_own() {
             .all(|p| p.attempts == 1 && p.logical == 1)
     );
 }
+
+#[test]
+fn a_request_that_arrived_before_a_reset_counts_in_neither_ledger() {
+    let ledger = Ledger::default();
+    let before = ledger.record_request(who("pay-1", "p"), T0);
+    let KeyCheck::Fresh(old_claim) = ledger.begin_keyed_in(before, "k", 1, who("pay-1", "p"), T0)
+    else {
+        panic!("a fresh key")
+    };
+    ledger.reset();
+    let after = ledger.record_request(who("pay-2", "p"), T0);
+    let KeyCheck::Fresh(claim) = ledger.begin_keyed_in(after, "k", 2, who("pay-2", "p"), T0) else {
+        panic!("the key is fresh in the new ledger")
+    };
+
+    // The straggler goes on: its fault, key, side effect and outcome land nowhere.
+    ledger.record_fault_in(before, FaultKind::Delay, "slow");
+    assert!(matches!(
+        ledger.begin_keyed_in(before, "k", 1, who("pay-1", "p"), T0),
+        KeyCheck::Fresh(_)
+    ));
+    assert_eq!(ledger.execute_in(before, who("pay-1", "p"), T0), None);
+    ledger.complete_key(
+        old_claim,
+        StoredResponse {
+            status: 200,
+            body: "{}".into(),
+        },
+    );
+    ledger.record_outcome_in(before, Disposition::Served);
+
+    let snap = ledger.snapshot();
+    assert_eq!(
+        (snap.requests, snap.attempts, snap.logical, snap.stragglers),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(
+        (snap.side_effects, snap.tracked_ids, snap.tracked_keys),
+        (0, 1, 1)
+    );
+    assert!(snap.by_outcome.is_empty() && snap.by_fault.is_empty() && snap.by_phase.is_empty());
+    assert_eq!(
+        ledger.begin_keyed_in(after, "k", 2, who("pay-2", "p"), T0),
+        KeyCheck::InFlight,
+        "the straggler's claim did not complete the new request's key"
+    );
+    ledger.release_key(claim);
+    ledger.record_outcome_in(after, Disposition::Served);
+    let snap = ledger.snapshot();
+    assert_eq!((snap.by_outcome["served"], snap.stragglers), (1, 1));
+    assert_eq!(
+        snap.tracked_keys, 0,
+        "the new request's own claim is released"
+    );
+}
+
+#[test]
+fn resets_under_load_leave_each_ledger_whole() {
+    let ledger = Ledger::default();
+    let (threads, per_thread) = (4, 20_000);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (ledger, done) = (&ledger, &done);
+            s.spawn(move || {
+                for i in 0..per_thread {
+                    let epoch = ledger.record_request(who(&format!("id-{t}-{i}"), "p"), T0);
+                    ledger.record_outcome_in(epoch, Disposition::Served);
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        s.spawn(|| {
+            while done.load(std::sync::atomic::Ordering::Relaxed) < threads {
+                ledger.reset();
+            }
+        });
+    });
+    // Every request of the last generation ended in it: its counts agree exactly.
+    let snap = ledger.snapshot();
+    assert_eq!((snap.attempts, snap.untracked), (snap.requests, 0));
+    assert_eq!(snap.logical, snap.requests);
+    assert_eq!(
+        snap.by_policy.get("p").map_or(0, |p| p.attempts),
+        snap.requests
+    );
+    assert_eq!(
+        snap.by_outcome.values().sum::<u64>(),
+        snap.requests,
+        "{snap:?}"
+    );
+}

@@ -20,7 +20,10 @@
 //! Envoy do under overload, and when every connection is busy the newcomer is served one
 //! request, and only if it is one that must stay reachable ([`Limits::always_serve`]: the
 //! control API and health checks); others get 503. So 5,000 idle connections cannot make
-//! `/healthz` unreachable.
+//! `/healthz` unreachable. Those newcomers are bounded too ([`Limits::over_budget`]), and
+//! the budget counts a connection until its descriptors are closed, not until it is told
+//! to close: past both, the accept loop accepts nothing until some are closed, so a burst
+//! cannot spend the descriptors the control API needs; it waits in the listen backlog.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -28,6 +31,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,7 +44,8 @@ use axum::response::{IntoResponse, Response};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -93,6 +98,8 @@ const OVER_BUDGET_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) struct Limits {
     /// Connections open at once before the one idle longest is closed.
     pub(crate) max_connections: usize,
+    /// Connections served at once past `max_connections` when every one is busy.
+    pub(crate) over_budget: usize,
     /// Paths served even to a connection over budget.
     pub(crate) always_serve: fn(&str) -> bool,
     /// How long a request's body may take once its headers are in.
@@ -103,6 +110,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_connections: usize::MAX,
+            over_budget: crate::fd_limit::OVER_BUDGET,
             always_serve: |_| false,
             body_timeout: super::config::DEFAULT_BODY_TIMEOUT,
         }
@@ -200,67 +208,147 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// What the budget does with a newcomer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Served in full.
+    Within,
+    /// Over budget, every connection busy: one request, and only one that must stay
+    /// reachable.
+    Over,
+    /// No descriptors to give: ask again once a connection has closed its own.
+    Wait,
+}
+
 /// The open connections, bounded.
 #[derive(Debug)]
 struct Budget {
+    /// Connections served in full.
     max: usize,
+    /// Connections served over budget at once.
+    over: usize,
     epoch: Instant,
     next_id: AtomicU64,
-    open: Mutex<HashMap<u64, Arc<Open>>>,
+    open: Mutex<Table>,
+    /// A connection's descriptors were closed.
+    left: Notify,
+}
+
+/// Every connection whose descriptors are open, in one of three sets. The budget bounds
+/// all three together, not `within` alone: a connection told to close holds its two
+/// descriptors until its task runs, and the accept loop outruns the tasks, so a burst of
+/// newcomers, each closing an older connection, took every descriptor the process had
+/// while `within` stayed within budget; and connections over budget were not bounded at
+/// all (issue 26, bug 4).
+#[derive(Debug, Default)]
+struct Table {
+    /// The connections served in full.
+    within: HashMap<u64, Arc<Open>>,
+    /// The connections served over budget.
+    over: HashMap<u64, Arc<Open>>,
+    /// Connections the budget closed whose task has not ended yet.
+    closing: usize,
+}
+
+impl Table {
+    fn held(&self) -> usize {
+        self.within.len() + self.over.len() + self.closing
+    }
+
+    /// The connection of `set` that has waited longest for a request, if one is waiting.
+    fn idlest(set: &HashMap<u64, Arc<Open>>) -> Option<u64> {
+        set.iter()
+            .filter(|(_, o)| o.busy.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(_, o)| o.last_active.load(Ordering::Relaxed))
+            .map(|(id, _)| *id)
+    }
+
+    /// Closes a connection; it is `closing` until its task ends.
+    fn close(&mut self, id: u64) {
+        if let Some(open) = self.within.remove(&id).or_else(|| self.over.remove(&id)) {
+            open.kill.cancel();
+            self.closing += 1;
+        }
+    }
 }
 
 impl Budget {
-    /// Registers a new connection. Over budget, closes the connection idle longest to
-    /// make room; returns false when there was none (every connection is busy).
-    fn admit(&self, id: u64, open: Arc<Open>) -> bool {
-        let mut table = self
-            .open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        table.insert(id, open);
-        if table.len() <= self.max {
-            return true;
-        }
-        let idlest = table
-            .iter()
-            .filter(|(other, o)| **other != id && o.busy.load(Ordering::Relaxed) == 0)
-            .min_by_key(|(_, o)| o.last_active.load(Ordering::Relaxed))
-            .map(|(other, _)| *other);
-        match idlest.and_then(|other| table.remove(&other)) {
-            Some(evicted) => {
-                evicted.kill.cancel();
-                true
-            }
-            None => false,
+    fn new(max: usize, over: usize) -> Budget {
+        Budget {
+            max: max.max(1),
+            over,
+            epoch: Instant::now(),
+            next_id: AtomicU64::new(0),
+            open: Mutex::new(Table::default()),
+            left: Notify::new(),
         }
     }
 
-    /// Closes every connection that has waited for a request's headers longer than
-    /// `timeout`: nothing in progress on it, and its last response (or its opening) that
-    /// long ago. Returns how many it closed.
-    fn close_stalled(&self, timeout: Duration) -> usize {
-        let (now, timeout) = (Open::now(self.epoch), nanos(timeout));
-        let mut table = self
-            .open
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let before = table.len();
-        table.retain(|_, open| {
-            let stalled = open.busy.load(Ordering::Relaxed) == 0
-                && now.saturating_sub(open.last_active.load(Ordering::Relaxed)) >= timeout;
-            if stalled {
-                open.kill.cancel();
-            }
-            !stalled
-        });
-        before - table.len()
-    }
-
-    fn leave(&self, id: u64) {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
         self.open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&id);
+    }
+
+    /// Registers a newcomer. Within budget it is served in full. Past it, the
+    /// connection idle longest is closed to make room; when every one is busy, the
+    /// newcomer is served over budget. When `max + over` connections hold descriptors,
+    /// it must wait: the connection that has waited longest for a request (one served
+    /// in full first, else one over budget) is closed, unless some are closing already.
+    fn admit(&self, id: u64, open: &Arc<Open>) -> Admission {
+        let mut table = self.lock();
+        if table.held() >= self.max.saturating_add(self.over) {
+            if table.closing == 0
+                && let Some(idlest) =
+                    Table::idlest(&table.within).or_else(|| Table::idlest(&table.over))
+            {
+                table.close(idlest);
+            }
+            return Admission::Wait;
+        }
+        if table.within.len() >= self.max {
+            match Table::idlest(&table.within) {
+                Some(idlest) => table.close(idlest),
+                None => {
+                    table.over.insert(id, Arc::clone(open));
+                    return Admission::Over;
+                }
+            }
+        }
+        table.within.insert(id, Arc::clone(open));
+        Admission::Within
+    }
+
+    /// Closes every connection served in full that has waited for a request's headers
+    /// longer than `timeout`: nothing in progress on it, and its last response (or its
+    /// opening) that long ago. Returns how many it closed.
+    fn close_stalled(&self, timeout: Duration) -> usize {
+        let (now, timeout) = (Open::now(self.epoch), nanos(timeout));
+        let mut table = self.lock();
+        let stalled: Vec<u64> = table
+            .within
+            .iter()
+            .filter(|(_, open)| {
+                open.busy.load(Ordering::Relaxed) == 0
+                    && now.saturating_sub(open.last_active.load(Ordering::Relaxed)) >= timeout
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &stalled {
+            table.close(*id);
+        }
+        stalled.len()
+    }
+
+    /// A connection's descriptors are closed.
+    fn leave(&self, id: u64) {
+        {
+            let mut table = self.lock();
+            if table.within.remove(&id).is_none() && table.over.remove(&id).is_none() {
+                table.closing -= 1;
+            }
+        }
+        self.left.notify_one();
     }
 }
 
@@ -273,7 +361,20 @@ pub(crate) struct Stop {
     pub(crate) force: CancellationToken,
 }
 
+/// A connection accepted and not yet admitted.
+struct Newcomer {
+    stream: TcpStream,
+    id: u64,
+    open: Arc<Open>,
+}
+
 /// Accepts until shutdown; each connection runs on its own task, tracked for shutdown.
+///
+/// While a newcomer waits for room ([`Admission::Wait`]) nothing else is accepted: the
+/// clients behind it wait in the listen backlog, in the order they came, rather than be
+/// refused for descriptors about to be free. It is admitted once a connection has
+/// closed its descriptors, or at the next sweep, which may have closed some, or found
+/// a busy connection idle again.
 pub(crate) async fn accept_loop(
     listener: TcpListener,
     service: impl Serve,
@@ -291,59 +392,87 @@ pub(crate) async fn accept_loop(
         .header_read_timeout(OVER_BUDGET_HEADER_TIMEOUT)
         .keep_alive(false);
     let over = Arc::new(over);
-    let budget = Arc::new(Budget {
-        max: limits.max_connections.max(1),
-        epoch: Instant::now(),
-        next_id: AtomicU64::new(0),
-        open: Mutex::new(HashMap::new()),
-    });
+    let budget = Arc::new(Budget::new(limits.max_connections, limits.over_budget));
     let mut sweep = tokio::time::interval_at(Instant::now() + HEADER_SWEEP, HEADER_SWEEP);
     sweep.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut waiting: Option<Newcomer> = None;
     loop {
-        let accepted = tokio::select! {
+        tokio::select! {
             biased;
             () = stop.shutdown.cancelled() => break,
             _ = sweep.tick() => {
                 budget.close_stalled(HEADER_READ_TIMEOUT);
+            }
+            () = budget.left.notified(), if waiting.is_some() => {}
+            accepted = listener.accept(), if waiting.is_none() => match accepted {
+                Ok((stream, _peer)) => {
+                    let open = Arc::new(Open {
+                        busy: AtomicUsize::new(0),
+                        last_active: AtomicU64::new(Open::now(budget.epoch)),
+                        epoch: budget.epoch,
+                        kill: stop.force.child_token(),
+                    });
+                    let id = budget.next_id.fetch_add(1, Ordering::Relaxed);
+                    waiting = Some(Newcomer { stream, id, open });
+                }
+                Err(error) if is_per_connection(&error) => {}
+                Err(_) => {
+                    // Out of descriptors or memory: back off instead of spinning; the
+                    // connections already open keep being served.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+        let Some(newcomer) = waiting.take() else {
+            continue;
+        };
+        let within = match budget.admit(newcomer.id, &newcomer.open) {
+            Admission::Within => true,
+            Admission::Over => false,
+            Admission::Wait => {
+                waiting = Some(newcomer);
                 continue;
             }
-            accepted = listener.accept() => accepted,
         };
-        match accepted {
-            Ok((stream, _peer)) => {
-                let id = budget.next_id.fetch_add(1, Ordering::Relaxed);
-                let open = Arc::new(Open {
-                    busy: AtomicUsize::new(0),
-                    last_active: AtomicU64::new(Open::now(budget.epoch)),
-                    epoch: budget.epoch,
-                    kill: stop.force.child_token(),
-                });
-                let within = budget.admit(id, Arc::clone(&open));
-                let connection = Connection {
-                    id,
-                    open,
-                    budget: Arc::clone(&budget),
-                    // Over budget with nothing idle to close: one request, and only one
-                    // that must stay reachable.
-                    only: (!within).then_some(limits.always_serve),
-                    body_timeout: limits.body_timeout,
-                };
-                tracker.spawn(serve_connection(
-                    stream,
-                    stop.shutdown.child_token(),
-                    service.clone(),
-                    Arc::clone(if within { &builder } else { &over }),
-                    connection,
-                ));
-            }
-            Err(error) if is_per_connection(&error) => {}
-            Err(_) => {
-                // Out of descriptors or memory: back off instead of spinning; the
-                // connections already open keep being served.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
+        let connection = Connection {
+            id: newcomer.id,
+            open: newcomer.open,
+            budget: Arc::clone(&budget),
+            // Over budget with nothing idle to close: one request, and only one that
+            // must stay reachable.
+            only: (!within).then_some(limits.always_serve),
+            body_timeout: limits.body_timeout,
+        };
+        tracker.spawn(serve_connection(
+            newcomer.stream,
+            stop.shutdown.child_token(),
+            service.clone(),
+            Arc::clone(if within { &builder } else { &over }),
+            connection,
+        ));
     }
+}
+
+/// How many connections the kernel queues for the accept loop. The standard library's
+/// and tokio's 128 is short of a burst: the accept loop stops accepting while the budget
+/// has no room, and a client the queue has no room for has its SYN dropped and retries
+/// it a second later. At 1,024 a burst of 700 queues whole, and a health check behind it
+/// is answered in milliseconds rather than a second (Linux caps it at `somaxconn`, 4,096
+/// by default).
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds a listener with [`LISTEN_BACKLOG`].
+pub(crate) fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restarted server rebinds at once.
+    #[cfg(not(windows))]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// hyper's HTTP/1 builder with the request head bounded: at most
@@ -371,7 +500,8 @@ fn is_per_connection(error: &io::Error) -> bool {
     )
 }
 
-/// A connection's place in the budget; leaves it when dropped.
+/// A connection's place in the budget; leaves it when dropped, which must be after its
+/// descriptors are closed.
 struct Connection {
     id: u64,
     open: Arc<Open>,
@@ -415,6 +545,20 @@ async fn serve_connection(
     service: impl Serve,
     builder: Arc<http1::Builder>,
     connection: Connection,
+) {
+    serve_until_closed(stream, shutdown, service, builder, &connection).await;
+    // Only now are the stream and its control handle closed, every request's future
+    // (which may hold the handle) dropped with hyper's connection: the budget counts
+    // the connection's descriptors until here.
+    drop(connection);
+}
+
+async fn serve_until_closed(
+    stream: TcpStream,
+    shutdown: CancellationToken,
+    service: impl Serve,
+    builder: Arc<http1::Builder>,
+    connection: &Connection,
 ) {
     let _ = stream.set_nodelay(true);
     let kill = connection.open.kill.clone();
@@ -460,7 +604,6 @@ async fn serve_connection(
         () = kill.cancelled() => {}
         _ = served.as_mut() => {}
     }
-    drop(connection);
 }
 
 #[cfg(test)]
@@ -604,23 +747,89 @@ mod tests {
         })
     }
 
+    /// A connection that last finished a request `at` nanoseconds into the budget.
+    fn open_since(budget: &Budget, at: u64) -> Arc<Open> {
+        let open = open_at(budget.epoch);
+        open.last_active.store(at, Ordering::Relaxed);
+        open
+    }
+
+    #[test]
+    fn the_budget_never_gives_more_than_max_plus_over_connections_descriptors() {
+        let budget = Budget::new(2, 1);
+        let held = |budget: &Budget| budget.lock().held();
+        let (a, b, c) = (
+            open_since(&budget, 1),
+            open_since(&budget, 2),
+            open_since(&budget, 3),
+        );
+        assert_eq!(budget.admit(0, &a), Admission::Within);
+        assert_eq!(budget.admit(1, &b), Admission::Within);
+        assert_eq!(
+            budget.admit(2, &c),
+            Admission::Within,
+            "a, the idlest, makes room"
+        );
+        assert!(a.kill.is_cancelled() && !b.kill.is_cancelled());
+        assert_eq!(
+            held(&budget),
+            3,
+            "a holds its descriptors until its task ends"
+        );
+
+        let d = open_since(&budget, 4);
+        assert_eq!(budget.admit(3, &d), Admission::Wait);
+        assert!(
+            !b.kill.is_cancelled(),
+            "a is closing already: room is coming"
+        );
+        budget.leave(0);
+        assert_eq!(budget.admit(3, &d), Admission::Within, "b makes room");
+        assert!(b.kill.is_cancelled());
+        budget.leave(1);
+
+        let (_c_busy, _d_busy) = (Busy::new(&c), Busy::new(&d));
+        let e = open_since(&budget, 5);
+        assert_eq!(
+            budget.admit(4, &e),
+            Admission::Over,
+            "every connection is busy"
+        );
+        assert_eq!(held(&budget), 3);
+        let f = open_since(&budget, 6);
+        assert_eq!(budget.admit(5, &f), Admission::Wait);
+        assert!(
+            e.kill.is_cancelled(),
+            "e, over budget and still waiting for its request, makes room"
+        );
+        budget.leave(4);
+        assert_eq!(budget.admit(5, &f), Admission::Over);
+
+        let _f_busy = Busy::new(&f);
+        let g = open_since(&budget, 7);
+        assert_eq!(budget.admit(6, &g), Admission::Wait);
+        assert_eq!(
+            held(&budget),
+            3,
+            "nothing to close: every connection is busy"
+        );
+        assert!(![&c, &d, &f].iter().any(|o| o.kill.is_cancelled()));
+        budget.leave(5);
+        assert_eq!(budget.admit(6, &g), Admission::Over, "f's request is over");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_sweep_closes_only_connections_waiting_for_headers_past_the_timeout() {
-        let budget = Budget {
-            max: 10,
-            epoch: Instant::now(),
-            next_id: AtomicU64::new(0),
-            open: Mutex::new(HashMap::new()),
-        };
+        let budget = Budget::new(10, 0);
         let (idle, busy) = (open_at(budget.epoch), open_at(budget.epoch));
-        budget.admit(0, Arc::clone(&idle));
-        budget.admit(1, Arc::clone(&busy));
+        budget.admit(0, &idle);
+        budget.admit(1, &busy);
         let _serving = Busy::new(&busy);
         tokio::time::advance(Duration::from_secs(20)).await;
         // Answered a request at 20 s: its wait for the next one starts there.
         let answered = open_at(budget.epoch);
         drop(Busy::new(&answered));
-        budget.admit(2, Arc::clone(&answered));
+        budget.admit(2, &answered);
 
         tokio::time::advance(Duration::from_secs(9)).await;
         assert_eq!(
@@ -639,7 +848,7 @@ mod tests {
             !answered.kill.is_cancelled(),
             "10 s since its last response"
         );
-        assert_eq!(budget.open.lock().expect("not poisoned").len(), 2);
+        assert_eq!(budget.lock().within.len(), 2);
 
         tokio::time::advance(Duration::from_secs(20)).await;
         assert_eq!(budget.close_stalled(Duration::from_secs(30)), 1);

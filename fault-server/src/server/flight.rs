@@ -1,11 +1,12 @@
 //! A request in flight: counted while it runs, ending with exactly one outcome in the
-//! ledger, and carrying its SERVER span (when tracing is on) to that end.
+//! ledger (the one it arrived in: after a reset, none), and carrying its SERVER span (when
+//! tracing is on) to that end.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::state::View;
-use crate::ledger::Disposition;
+use crate::ledger::{Disposition, Epoch};
 use crate::otel::ServerSpan;
 
 /// Counts a request in flight and makes sure every request ends with exactly one
@@ -14,6 +15,8 @@ use crate::otel::ServerSpan;
 pub(super) struct InFlight {
     view: Arc<View>,
     done: bool,
+    /// The ledger's generation the request arrived in ([`InFlight::arrived`]).
+    epoch: Epoch,
     /// Boxed: the request's future carries an `InFlight`, and hyper moves that future
     /// into place for every request, traced or not.
     pub(super) span: Option<Box<ServerSpan>>,
@@ -28,14 +31,28 @@ impl InFlight {
         InFlight {
             view: Arc::clone(view),
             done: false,
+            epoch: view.shared.ledger.epoch(),
             span: None,
         }
+    }
+
+    /// The request was counted in the ledger's generation `epoch`
+    /// ([`crate::ledger::Ledger::record_request`]): what it records from now on goes there.
+    pub(super) fn arrived(&mut self, epoch: Epoch) {
+        self.epoch = epoch;
+    }
+
+    pub(super) fn epoch(&self) -> Epoch {
+        self.epoch
     }
 
     pub(super) fn outcome(&mut self, outcome: Disposition) {
         if !self.done {
             self.done = true;
-            self.view.shared.ledger.record_outcome(outcome);
+            self.view
+                .shared
+                .ledger
+                .record_outcome_in(self.epoch, outcome);
             if let Some(span) = &mut self.span {
                 annotate(span, outcome);
             }

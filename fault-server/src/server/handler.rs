@@ -48,7 +48,9 @@ use super::flight::InFlight;
 use super::kept::{Kept, Text, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
-use crate::ledger::{Disposition, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse};
+use crate::ledger::{
+    Disposition, Epoch, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse,
+};
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
 use crate::seed::{IdSeed, fnv1a};
 use crate::wire::TRACEPARENT;
@@ -178,9 +180,8 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
         Ok(kept) => kept,
         Err(bad) => {
             // Counted (`requests`, `bad_header`), never tracked.
-            shared
-                .ledger
-                .record_request(RequestIdentity::default(), shared.ledger_now());
+            let ledger = &shared.ledger;
+            flight.arrived(ledger.record_request(RequestIdentity::default(), shared.ledger_now()));
             flight.span(|span| span.status(bad.status().as_u16()));
             flight.outcome(Disposition::BadHeader);
             return ready(problem(bad.status(), &bad.to_string()));
@@ -201,13 +202,13 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
             span.set("chaos.policy", policy.to_string());
         }
     });
-    shared.ledger.record_request(
+    flight.arrived(shared.ledger.record_request(
         RequestIdentity {
             request_id: kept.request_id.as_deref(),
             policy: kept.policy.as_deref(),
         },
         shared.ledger_time(arrived),
-    );
+    ));
 
     let script = &active.script;
     let needs_rng = script.phase_count() > 0 || has_service_time(script);
@@ -298,7 +299,9 @@ async fn finish(
     let mut delay = Duration::ZERO;
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
-        shared.ledger.record_fault(fault.kind(), &phase_name);
+        shared
+            .ledger
+            .record_fault_in(flight.epoch(), fault.kind(), &phase_name);
         flight.span(|span| {
             span.set("chaos.fault.phase", phase_name.clone());
             span.set("chaos.fault.kind", fault.kind().name());
@@ -433,7 +436,7 @@ async fn app(
     service_time: Duration,
     flight: &mut InFlight,
 ) -> AppResult {
-    let guard = match claim_key(shared, facts) {
+    let guard = match claim_key(shared, facts, flight.epoch()) {
         Ok(guard) => guard,
         Err(answered) => return answered.into(),
     };
@@ -445,7 +448,7 @@ async fn app(
 
 /// The application without a service time: all of it at once, nothing to wait for.
 fn app_now(shared: &Shared, facts: &Facts, flight: &mut InFlight) -> AppResult {
-    match claim_key(shared, facts) {
+    match claim_key(shared, facts, flight.epoch()) {
         Ok(guard) => execute_and_answer(guard, facts, flight),
         Err(answered) => answered.into(),
     }
@@ -453,7 +456,11 @@ fn app_now(shared: &Shared, facts: &Facts, flight: &mut InFlight) -> AppResult {
 
 /// Checks a side effect's `Idempotency-Key`: a claim on a fresh key (released if the
 /// request is abandoned before it executes), or the answer for a key already used.
-fn claim_key<'a>(shared: &'a Shared, facts: &Facts) -> Result<ClaimGuard<'a>, KeyAnswer> {
+fn claim_key<'a>(
+    shared: &'a Shared,
+    facts: &Facts,
+    epoch: Epoch,
+) -> Result<ClaimGuard<'a>, KeyAnswer> {
     let mut guard = ClaimGuard {
         shared,
         claim: None,
@@ -461,7 +468,8 @@ fn claim_key<'a>(shared: &'a Shared, facts: &Facts) -> Result<ClaimGuard<'a>, Ke
     if facts.has_side_effect()
         && let Some(key) = &facts.key
     {
-        match shared.ledger.begin_keyed(
+        match shared.ledger.begin_keyed_in(
+            epoch,
             key,
             facts.fingerprint,
             facts.identity(),
@@ -489,7 +497,11 @@ fn execute_and_answer(
     flight: &mut InFlight,
 ) -> AppResult {
     let shared = guard.shared;
-    let effect = facts.has_side_effect().then(|| execute(shared, facts));
+    let effect = if facts.has_side_effect() {
+        execute(shared, facts, flight.epoch())
+    } else {
+        None
+    };
     if let Some(effect) = &effect {
         flight.span(|span| {
             span.set(
@@ -532,10 +544,13 @@ fn execute_and_answer(
     AppResult::Done(response)
 }
 
-fn execute(shared: &Shared, facts: &Facts) -> Execution {
-    let execution = shared.ledger.execute(facts.identity(), shared.ledger_now());
+/// Executes the side effect; the ledger's receipt, unless the request is a straggler
+/// (arrived before a reset since), which only the metrics count.
+fn execute(shared: &Shared, facts: &Facts, epoch: Epoch) -> Option<Execution> {
+    let now = shared.ledger_now();
+    let execution = shared.ledger.execute_in(epoch, facts.identity(), now);
     shared.metrics.side_effects.fetch_add(1, Ordering::Relaxed);
-    if execution.duplicate {
+    if execution.is_some_and(|e| e.duplicate) {
         shared
             .metrics
             .duplicate_side_effects

@@ -93,21 +93,19 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             addr: config.listen,
         });
     }
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| {
-            if source.kind() == std::io::ErrorKind::AddrInUse {
-                StartError::AddrInUse {
-                    addr: config.listen,
-                    source,
-                }
-            } else {
-                StartError::Bind {
-                    addr: config.listen,
-                    source,
-                }
+    let listener = conn::listen(config.listen).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::AddrInUse {
+            StartError::AddrInUse {
+                addr: config.listen,
+                source,
             }
-        })?;
+        } else {
+            StartError::Bind {
+                addr: config.listen,
+                source,
+            }
+        }
+    })?;
     let addr = listener.local_addr().map_err(|source| StartError::Bind {
         addr: config.listen,
         source,
@@ -117,6 +115,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         max_connections: config.max_connections.unwrap_or_else(|| {
             crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget)
         }),
+        over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,
         body_timeout: config.body_timeout,
     };
