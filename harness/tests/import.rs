@@ -67,6 +67,90 @@ fn an_import_reads_files_beside_the_plan_and_plan_keys_override_it() {
     assert_ne!(load(&path).expect("still valid").digest(), before);
 }
 
+/// Issue 27: a block beside `import:` overrides the fields it names and keeps the rest;
+/// one of another kind must be whole, and the error says what it replaces, where.
+#[test]
+fn a_block_beside_an_import_overrides_only_the_fields_it_names() {
+    let dir = scratch("import-merge");
+    let path = plan_with(
+        &dir,
+        "  - name: a\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart }\n    budget: { max_tokens: 50 }\n    backoff: { exponential: { cap: 1s } }\n",
+    );
+    let plan = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let a = plan.policies[0].policy.config();
+    assert_eq!(
+        a.budget,
+        Some(BudgetConfig::GrpcThrottle {
+            max_tokens: 50.0,
+            token_ratio: 0.1
+        })
+    );
+    assert_eq!(
+        a.backoff.shape(),
+        chaos_policy::BackoffShape::Exponential {
+            base: std::time::Duration::from_millis(10),
+            multiplier: 2.0,
+            cap: std::time::Duration::from_secs(1)
+        }
+    );
+    assert_eq!(a.backoff.jitter(), Jitter::Proportional(0.2));
+    let path = plan_with(
+        &dir,
+        "  - name: a\n    import: { grpc_service_config: production/grpc.json, service: shop.Cart }\n    budget: { kind: token_bucket, max_tokens: 50 }\n",
+    );
+    let out = common::harness()
+        .arg("validate")
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let stderr = common::stderr(&out);
+    assert!(
+        stderr.contains("plan.yaml:8:5: policy `a`: this token_bucket budget needs `ratio` (e.g. `ratio: 0.2`): it replaces the policy's grpc budget, so it is written whole"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: the policy's budget is { kind: grpc, max_tokens: 10, token_ratio: 0.1 }; to change some of its fields give only grpc keys (max_tokens, token_ratio)"),
+        "{stderr}"
+    );
+}
+
+/// Issue 27: `--sweep budget.token_ratio=...` on a policy imported from a gRPC config
+/// (which writes no `budget:` of its own) sweeps the imported throttle's ratio.
+#[test]
+fn a_sweep_sets_one_field_of_an_imported_budget() {
+    let dir = scratch("import-sweep");
+    let out = common::harness()
+        .current_dir(&dir)
+        .arg("simulate")
+        .arg(common::repo().join("plans/rollout.yaml"))
+        .args([
+            "--quiet",
+            "--policy",
+            "prod-grpc",
+            "--sweep",
+            "budget.token_ratio=0.05,0.5",
+            "--out",
+            "sweep",
+        ])
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    for (value, ratio) in [("1-0.05", 0.05), ("2-0.5", 0.5)] {
+        let text = std::fs::read_to_string(dir.join("sweep").join(value).join("report.json"))
+            .expect("report.json");
+        let report: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let policy = &report["policies"][0];
+        assert!(
+            policy["summary"]
+                .as_str()
+                .is_some_and(|s| s.contains(&format!("gRPC throttle 10 tokens, {ratio}/success"))),
+            "{value}: {}",
+            policy["summary"]
+        );
+    }
+}
+
 #[test]
 fn import_errors_point_at_the_import_key_with_a_hint() {
     let dir = scratch("import-errors");

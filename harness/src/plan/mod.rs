@@ -12,8 +12,10 @@ mod gate;
 mod import;
 mod load;
 mod locate;
+mod merge;
 mod model;
 mod policy;
+pub mod resolved;
 pub mod spec;
 mod target;
 

@@ -227,14 +227,16 @@ pub struct PolicySpec {
     pub import: Option<ImportSpec>,
     #[serde(default)]
     pub max_attempts: Option<u32>,
+    /// A duration, or `none`: an attempt waits as long as the deadline allows.
     #[serde(default)]
-    pub attempt_timeout: Option<DurationSpec>,
+    pub attempt_timeout: Option<DurationOrNone>,
+    /// A duration, or `none`: no limit on the whole logical request.
     #[serde(default)]
-    pub deadline: Option<DurationSpec>,
+    pub deadline: Option<DurationOrNone>,
     #[serde(default, deserialize_with = "BackoffSpec::parse_none")]
     pub backoff: Option<BackoffSpec>,
     #[serde(default)]
-    pub retry_on: Option<Vec<String>>,
+    pub retry_on: Option<Vec<Condition>>,
     /// Retry POST/PATCH without an idempotency key after any retryable failure.
     /// Deliberately unsafe; the `no_retry_of_non_idempotent` gate catches it.
     #[serde(default)]
@@ -244,6 +246,10 @@ pub struct PolicySpec {
     /// The longest `Retry-After` honoured (default 30s).
     #[serde(default)]
     pub retry_after_max: Option<DurationSpec>,
+    /// Honour `Retry-After` clamped to `[backoff, backoff + this]` instead (the AWS SDKs'
+    /// 2026 behaviour, the `aws-standard-2026` preset).
+    #[serde(default)]
+    pub retry_after_max_extra: Option<DurationSpec>,
     #[serde(default)]
     pub budget: Option<Toggle<BudgetSpec>>,
     #[serde(default)]
@@ -284,6 +290,75 @@ pub struct ImportSpec {
     /// A cluster (or its `circuit_breakers`): its retry budget or `max_retries`.
     #[serde(default)]
     pub envoy_cluster: Option<std::path::PathBuf>,
+}
+
+/// One `retry_on` entry as written: a word (`transient`) or a status code, which YAML
+/// reads as a number (`[gateway-error, 429]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition(pub String);
+
+impl<'de> Deserialize<'de> for Condition {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Condition;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a condition like `transient` or a status code like 503")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Condition, E> {
+                Ok(Condition(v.to_owned()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Condition, E> {
+                Ok(Condition(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Condition, E> {
+                Ok(Condition(v.to_string()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A duration, or `none` to switch off a limit an import or a preset set (an Envoy
+/// route's default 15 s timeout): what `harness validate --explain` writes for a policy
+/// without one, so its output reads back as the same policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationOrNone(pub Option<std::time::Duration>);
+
+impl<'de> Deserialize<'de> for DurationOrNone {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::value::{
+            F64Deserializer, I64Deserializer, StrDeserializer, U64Deserializer,
+        };
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DurationOrNone;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration like \"250ms\", \"10s\" or \"2m\", or `none`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationOrNone, E> {
+                if v.trim() == "none" {
+                    return Ok(DurationOrNone(None));
+                }
+                DurationSpec::deserialize(StrDeserializer::<E>::new(v))
+                    .map(|d| DurationOrNone(Some(d.get())))
+            }
+            // Numbers go to the duration's own rules, which say what unit is missing.
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationOrNone, E> {
+                DurationSpec::deserialize(U64Deserializer::<E>::new(v))
+                    .map(|d| DurationOrNone(Some(d.get())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurationOrNone, E> {
+                DurationSpec::deserialize(I64Deserializer::<E>::new(v))
+                    .map(|d| DurationOrNone(Some(d.get())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurationOrNone, E> {
+                DurationSpec::deserialize(F64Deserializer::<E>::new(v))
+                    .map(|d| DurationOrNone(Some(d.get())))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// A block a preset may bring that a plan can switch off with `none`.
@@ -364,19 +439,25 @@ impl BackoffSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `base` and `cap` are required unless the policy's backoff is exponential already
+/// (then the keys given replace its own).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExponentialSpec {
-    pub base: DurationSpec,
+    #[serde(default)]
+    pub base: Option<DurationSpec>,
     #[serde(default)]
     pub multiplier: Option<f64>,
-    pub cap: DurationSpec,
+    #[serde(default)]
+    pub cap: Option<DurationSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `base` is required unless the policy's backoff is Envoy's already.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvoyBackoffSpec {
-    pub base: DurationSpec,
+    #[serde(default)]
+    pub base: Option<DurationSpec>,
     #[serde(default)]
     pub cap: Option<DurationSpec>,
 }
@@ -487,10 +568,13 @@ pub enum BudgetKindSpec {
     EnvoyConcurrency,
 }
 
+/// `failure_ratio` is required unless the policy has a breaker already (then the keys
+/// given replace its own).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerSpec {
-    pub failure_ratio: f64,
+    #[serde(default)]
+    pub failure_ratio: Option<f64>,
     #[serde(default)]
     pub min_requests: Option<u32>,
     #[serde(default)]
