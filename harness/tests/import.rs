@@ -115,6 +115,58 @@ fn a_block_beside_an_import_overrides_only_the_fields_it_names() {
     );
 }
 
+/// Issue 27: `validate --explain` writes every field of every policy as it resolved
+/// (what an import hid: the deadline, the multiplier, the retry codes), as a `policies:`
+/// block that a plan takes back as the same policies.
+#[test]
+fn validate_explain_writes_every_field_and_reads_back_as_the_same_policies() {
+    let explain = |dir: &Path, plan: &Path| {
+        let out = common::harness()
+            .current_dir(dir)
+            .args(["validate", "--explain"])
+            .arg(plan)
+            .output()
+            .expect("run harness");
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (ok, policies) = stdout.split_once('\n').expect("a first line");
+        assert!(ok.starts_with("ok: "), "{stdout}");
+        policies.to_owned()
+    };
+    let policies = explain(&common::repo(), Path::new("plans/rollout.yaml"));
+    let prod_grpc = policies
+        .split("  - name: ")
+        .nth(1)
+        .expect("prod-grpc first");
+    for line in [
+        "prod-grpc\n",
+        "    # import: { grpc_service_config: production/grpc-service-config.json, service: shop.catalog.v1.CatalogService, method: GetItem }, then the plan's keys\n",
+        "    max_attempts: 5\n",
+        "    attempt_timeout: 1s\n",
+        "    deadline: 2s\n",
+        "    retry_on: [gateway-error, 429, connect-failure, reset]\n",
+        "    backoff: { exponential: { base: 100ms, multiplier: 2, cap: 1s }, jitter: { proportional: 0.2 } }\n",
+        "    honor_retry_after: true\n    retry_after_max: 1m\n",
+        "    budget: { kind: grpc, max_tokens: 10, token_ratio: 0.1 }\n",
+        "    breaker: none   # never stops attempts\n",
+    ] {
+        assert!(prod_grpc.contains(line), "{line} in\n{prod_grpc}");
+    }
+    // Pasted into a plan without the imports, the same policies.
+    let dir = scratch("import-explain");
+    let path = write_plan(&dir, "pasted.yaml", &format!("{BASE}{policies}"));
+    let without_origin = |text: &str| -> String {
+        text.lines()
+            .filter(|l| !l.trim_start().starts_with("# "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        without_origin(&explain(&dir, &path)),
+        without_origin(&policies)
+    );
+}
+
 /// Issue 27: `--sweep budget.token_ratio=...` on a policy imported from a gRPC config
 /// (which writes no `budget:` of its own) sweeps the imported throttle's ratio.
 #[test]

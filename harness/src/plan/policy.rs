@@ -221,6 +221,7 @@ pub fn forward_once() -> Policy {
 fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
     let (mut config, preset, imported) = starting_config(base, &spec, dir)?;
     let name = spec.name.clone();
+    let import = spec.import.as_ref().map(import_written);
     apply_plan_keys(&mut config, base, spec)?;
     let policy = Policy::new(config)
         .map_err(|e| found(key_at(base, key_of(&e)), format!("policy `{name}`: {e}")))?;
@@ -228,11 +229,31 @@ fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Im
         NamedPolicy {
             name,
             preset,
+            import,
             policy,
             tiers: Vec::new(),
         },
         imported,
     ))
+}
+
+/// An `import:` as a plan writes it, on one line.
+fn import_written(spec: &super::spec::ImportSpec) -> String {
+    use super::resolved::Value;
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let keys = [
+        ("grpc_service_config", path(&spec.grpc_service_config)),
+        ("service", spec.service.clone()),
+        ("method", spec.method.clone()),
+        ("envoy_route", path(&spec.envoy_route)),
+        ("envoy_cluster", path(&spec.envoy_cluster)),
+    ];
+    Value::Map(
+        keys.into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), Value::Text(v?))))
+            .collect(),
+    )
+    .flow()
 }
 
 /// Where key `key` of the policy at `base` is, for an error to point at.

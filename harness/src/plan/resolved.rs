@@ -341,8 +341,8 @@ pub fn note(policy: &Value, key: &str) -> Option<&'static str> {
             "limits retries in flight, not their number: no amplification bound"
         }
         "breaker" if none => "never stops attempts",
-        "honor_no_retry" if *value == Value::Bool(false) => {
-            "retries an answer marked x-chaos-no-retry"
+        "honor_no_retry" if *value == Value::Bool(true) => {
+            "gives up on an answer marked x-chaos-no-retry: the tier behind it gave up already"
         }
         _ => return None,
     })
@@ -485,7 +485,7 @@ honor_retry_after: false
 retry_non_idempotent: false   # a POST or PATCH without an idempotency key is retried only after a failure that proves it unsent
 budget: { kind: ttl_window, ratio: 0.1, min_per_sec: 0, ttl: 2m }
 breaker: none   # never stops attempts
-honor_no_retry: true
+honor_no_retry: true   # gives up on an answer marked x-chaos-no-retry: the tier behind it gave up already
 "
         );
         let grpc = resolved("    preset: grpc\n    attempt_timeout: 1s\n    deadline: 2s\n");
