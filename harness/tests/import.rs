@@ -200,6 +200,18 @@ fn a_sweep_sets_one_field_of_an_imported_budget() {
             "{value}: {}",
             policy["summary"]
         );
+        // report.json carries the policy as it resolved: the throttle's other field is the
+        // import's, and so is everything else.
+        let resolved = &policy["resolved"];
+        assert_eq!(
+            resolved["budget"],
+            serde_json::json!({ "kind": "grpc", "max_tokens": 10.0, "token_ratio": ratio })
+        );
+        assert_eq!(resolved["deadline"], "2s");
+        assert_eq!(
+            resolved["retry_on"],
+            serde_json::json!(["gateway-error", 429, "connect-failure", "reset"])
+        );
     }
 }
 
