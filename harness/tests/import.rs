@@ -167,6 +167,59 @@ fn validate_explain_writes_every_field_and_reads_back_as_the_same_policies() {
     );
 }
 
+/// Issue 27: a whole Envoy `RouteConfiguration` is read: its one retrying route without
+/// more ado, one of several by `route:`, and without it an error that names the routes.
+#[test]
+fn an_envoy_route_configuration_is_read_by_route_name() {
+    let dir = scratch("import-route-config");
+    std::fs::create_dir_all(dir.join("production")).expect("mkdir");
+    std::fs::write(
+        dir.join("production/routes.yaml"),
+        "name: local_route\nvirtual_hosts:\n  - name: shop\n    domains: ['*']\n    retry_policy: { retry_on: 5xx, num_retries: 2 }\n    routes:\n      - { name: items, match: { prefix: /items }, route: { cluster: items, timeout: 2s, retry_policy: { retry_on: gateway-error, num_retries: 3 } } }\n      - { name: orders, match: { prefix: /orders }, route: { cluster: orders } }\n",
+    )
+    .expect("write");
+    let validate = |import: &str| {
+        let path = write_plan(
+            &dir,
+            "plan.yaml",
+            &format!("{BASE}policies:\n  - name: a\n    import: {import}\n"),
+        );
+        common::harness()
+            .args(["validate", "--explain"])
+            .arg(&path)
+            .output()
+            .expect("run harness")
+    };
+    let out = validate("{ envoy_route: production/routes.yaml }");
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let stderr = common::stderr(&out);
+    assert!(
+        stderr.contains("plan.yaml:7:5: policy `a`: production/routes.yaml: the Envoy route configuration has 2 routes with a retry policy: say which with `route:`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "hint: `import: { envoy_route: FILE, route: NAME }`; its routes: items, orders"
+        ),
+        "{stderr}"
+    );
+    let out = validate("{ envoy_route: production/routes.yaml, route: items }");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("    # import: { envoy_route: production/routes.yaml, route: items }, then the plan's keys\n    max_attempts: 4\n    attempt_timeout: none   # an attempt waits as long as the deadline allows\n    deadline: 2s\n    retry_on: [gateway-error]\n"),
+        "{stdout}"
+    );
+    // `orders` has no policy of its own: its virtual host's applies.
+    let out = validate("{ envoy_route: production/routes.yaml, route: shop/orders }");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("    max_attempts: 3\n    attempt_timeout: none   # an attempt waits as long as the deadline allows\n    deadline: 15s\n"),
+        "{stdout}"
+    );
+}
+
 /// Issue 27: `--sweep budget.token_ratio=...` on a policy imported from a gRPC config
 /// (which writes no `budget:` of its own) sweeps the imported throttle's ratio.
 #[test]

@@ -246,6 +246,7 @@ fn import_written(spec: &super::spec::ImportSpec) -> String {
         ("service", spec.service.clone()),
         ("method", spec.method.clone()),
         ("envoy_route", path(&spec.envoy_route)),
+        ("route", spec.route.clone()),
         ("envoy_cluster", path(&spec.envoy_cluster)),
     ];
     Value::Map(

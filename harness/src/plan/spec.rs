@@ -272,7 +272,8 @@ pub enum TierSpec {
 }
 
 /// `{ grpc_service_config: FILE, service: NAME, method: NAME }` or
-/// `{ envoy_route: FILE, envoy_cluster: FILE }`; paths are relative to the plan file.
+/// `{ envoy_route: FILE, route: NAME, envoy_cluster: FILE }`; paths are relative to the
+/// plan file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportSpec {
@@ -284,9 +285,14 @@ pub struct ImportSpec {
     /// The method; without it, the config of every method of the service.
     #[serde(default)]
     pub method: Option<String>,
-    /// A route, a route action or a `retry_policy`, as YAML or JSON.
+    /// A route configuration (`virtual_hosts:`), a route, a route action or a
+    /// `retry_policy`, as YAML or JSON.
     #[serde(default)]
     pub envoy_route: Option<std::path::PathBuf>,
+    /// Which route of a route configuration: its name, `HOST/NAME`, or `HOST/routes[I]`
+    /// for one without a name. Needed when several of its routes retry.
+    #[serde(default)]
+    pub route: Option<String>,
     /// A cluster (or its `circuit_breakers`): its retry budget or `max_retries`.
     #[serde(default)]
     pub envoy_cluster: Option<std::path::PathBuf>,
