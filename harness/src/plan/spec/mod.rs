@@ -1,0 +1,287 @@
+//! The plan as written: serde DTOs that mirror the YAML and nothing else.
+//!
+//! Every struct denies unknown keys. Checks on one value run while deserialising (through
+//! `try_from` newtypes), so serde_yaml reports them with their line and column; checks that
+//! relate several parts of the plan run in [`super::resolve`], which locates the part it
+//! names. The fault and capacity blocks are the fault-server's own DTOs, so a plan is a
+//! valid fault-server script and both read it with the same rules.
+
+use std::fmt;
+
+use fault_server::duration::DurationSpec;
+use fault_server::script::spec::{CapacitySpec, OneOrMany, PhaseSpec};
+
+mod policy;
+pub use policy::{
+    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, Condition, DurationOrNone,
+    EnvoyBackoffSpec, ExponentialSpec, ImportSpec, JitterSpec, PolicySpec, TierSpec, Toggle,
+};
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSpec {
+    /// Names the report directory (`reports/<name>/`); default: the file's stem.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Seeds arrivals, request mix, jitter and the server's fault draws; default 1.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// How long arrivals run (default: the sum of `load.stages`).
+    #[serde(default)]
+    pub duration: Option<DurationSpec>,
+    /// How long requests still in flight may finish after arrivals stop (default 10s).
+    #[serde(default)]
+    pub drain: Option<DurationSpec>,
+    #[serde(default)]
+    pub target: Option<TargetSpec>,
+    /// Relay tiers between the load generator and the target, outermost first: each one
+    /// an HTTP service that forwards through its own retry policy (`tiers:` of a policy).
+    #[serde(default)]
+    pub tiers: Vec<String>,
+    /// Allows a target outside loopback. Load and faults are for machines you own.
+    #[serde(default)]
+    pub allow_remote: bool,
+    pub load: LoadSpec,
+    #[serde(default)]
+    pub server: Option<CapacitySpec>,
+    #[serde(default)]
+    pub faults: Vec<PhaseSpec>,
+    pub policies: Vec<PolicySpec>,
+    #[serde(default)]
+    pub gates: Vec<GateSpec>,
+    /// What a run compared against a baseline may lose before it is a regression.
+    #[serde(default)]
+    pub baseline: Option<BaselineSpec>,
+    /// How the run's traces are sampled when telemetry is on.
+    #[serde(default)]
+    pub telemetry: Option<TelemetrySpec>,
+    /// The network `harness simulate` models (a live run has a real one).
+    #[serde(default)]
+    pub network: Option<NetworkSpec>,
+}
+
+/// `network: { latency: 100us }`: the one-way latency of each hop, as `harness simulate`
+/// draws it: a duration, `{ uniform: [low, high] }` or `{ lognormal: { p50, p99 } }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default)]
+    pub latency: Option<fault_server::dist::DistributionSpec>,
+}
+
+/// `telemetry: { sampling_ratio: 0.1 }`: the share of logical requests exported as traces
+/// (`OTEL_TRACES_SAMPLER_ARG` overrides it). Requests that break an invariant are exported
+/// whatever the ratio.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySpec {
+    #[serde(default)]
+    pub sampling_ratio: Option<f64>,
+}
+
+/// `baseline: { tolerance: { amplification: 0.05, p99_ms: { ratio: 0.25, floor: 50 } } }`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BaselineSpec {
+    #[serde(default)]
+    pub tolerance: crate::baseline::Tolerance,
+}
+
+/// `embedded`, or `{ url, fault_server, token }`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    Embedded,
+    Url(UrlTargetSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlTargetSpec {
+    pub url: String,
+    /// The target is a fault-server: script it, reset it and read its ledger (default
+    /// true). `false`: any HTTP service, a black box with client-side accounting only.
+    #[serde(default = "yes")]
+    pub fault_server: bool,
+    /// Bearer token for the fault-server's control API.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl<'de> Deserialize<'de> for TargetSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TargetSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`embedded` or a map like `{ url: \"http://127.0.0.1:8080\" }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
+                if v == "embedded" {
+                    Ok(TargetSpec::Embedded)
+                } else {
+                    Err(E::custom(format!(
+                        "unknown target `{v}`: write `embedded`, or `{{ url: \"{v}\" }}` for a running server"
+                    )))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
+                UrlTargetSpec::deserialize(MapAccessDeserializer::new(map)).map(TargetSpec::Url)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    /// Logical requests per second (the starting rate when `stages` are given).
+    #[serde(default)]
+    pub rate: Option<Rate>,
+    #[serde(default)]
+    pub arrivals: Option<ArrivalsSpec>,
+    #[serde(default)]
+    pub stages: Vec<StageSpec>,
+    /// Beyond this many logical requests in flight, arrivals are dropped and counted.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
+    /// At most this many connections to the target at once: attempts beyond wait for one.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    pub requests: Vec<RequestSpec>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalsSpec {
+    /// Evenly spaced: `start + i / rate`.
+    Uniform,
+    /// A seeded Poisson process: exponential gaps with mean `1 / rate`.
+    Poisson,
+}
+
+/// A rate in requests per second: finite, >= 0, at most a million.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(try_from = "f64")]
+pub struct Rate(pub f64);
+
+impl TryFrom<f64> for Rate {
+    type Error = String;
+    fn try_from(v: f64) -> Result<Rate, String> {
+        if v.is_finite() && (0.0..=1_000_000.0).contains(&v) {
+            Ok(Rate(v))
+        } else {
+            Err(format!(
+                "rate {v} is out of range: give requests per second between 0 and 1000000"
+            ))
+        }
+    }
+}
+
+/// `{ to: 500, over: 10s }` ramps linearly to a rate; `{ hold: 20s }` keeps the rate.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    #[serde(default)]
+    pub to: Option<Rate>,
+    #[serde(default)]
+    pub over: Option<DurationSpec>,
+    #[serde(default)]
+    pub hold: Option<DurationSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    pub name: String,
+    #[serde(default)]
+    pub method: Option<String>,
+    /// `{n}` becomes a random number, so paths vary as real traffic does.
+    pub path: String,
+    #[serde(default)]
+    pub weight: Option<f64>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// Send an `Idempotency-Key` (the logical request's id) with every attempt.
+    #[serde(default)]
+    pub idempotency_key: bool,
+}
+
+/// An invariant by name (`no_retry_of_permanent`), the same scoped to policies
+/// (`{ check: no_retry_of_permanent, policy: [a, b] }`), or a metric threshold
+/// (`{ metric: success_rate, min: 0.6, policy: x }`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GateSpec {
+    Check {
+        check: String,
+        policies: Vec<String>,
+    },
+    Metric(MetricGateSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricGateSpec {
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub check: Option<String>,
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+    #[serde(default)]
+    /// One policy name or a list of them.
+    pub policy: Option<OneOrMany<String>>,
+}
+
+impl<'de> Deserialize<'de> for GateSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = GateSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a gate name like `no_retry_of_permanent`, or a map like `{ metric: success_rate, min: 0.9 }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<GateSpec, E> {
+                Ok(GateSpec::Check {
+                    check: v.to_owned(),
+                    policies: Vec::new(),
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GateSpec, A::Error> {
+                let spec = MetricGateSpec::deserialize(MapAccessDeserializer::new(map))?;
+                match (&spec.metric, &spec.check) {
+                    (None, Some(check)) if spec.min.is_none() && spec.max.is_none() => {
+                        Ok(GateSpec::Check {
+                            check: check.clone(),
+                            policies: spec.policy.unwrap_or_default().0,
+                        })
+                    }
+                    (None, Some(_)) => Err(de::Error::custom(
+                        "an invariant gate (`check:`) takes no `min`/`max`",
+                    )),
+                    (Some(_), None) => Ok(GateSpec::Metric(spec)),
+                    (Some(_), Some(_)) => Err(de::Error::custom(
+                        "a gate is either `check: NAME` or `metric: NAME`, not both",
+                    )),
+                    (None, None) => Err(de::Error::custom(
+                        "a gate map needs `metric:` (with `min:` or `max:`) or `check:`",
+                    )),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
