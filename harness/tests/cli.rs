@@ -57,6 +57,29 @@ fn plan_schema_prints_a_valid_plan_that_the_plans_readme_shows() {
     );
 }
 
+/// Issue 27: each preset's values, not only its sources: the `sre` preset says it has no
+/// attempt timeout and no deadline.
+#[test]
+fn presets_show_every_field_of_their_policies() {
+    let out = harness().arg("presets").output().expect("run harness");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("\n  policy:\n    max_attempts: ").count(),
+        10,
+        "{stdout}"
+    );
+    let sre = stdout.split("\nsre\n").nth(1).expect("the sre preset");
+    assert!(
+        sre.contains("    attempt_timeout: none   # no limit: an attempt waits until it is answered; a server that never answers holds it to the end of the drain\n    deadline: none   # no limit on the whole request"),
+        "{sre}"
+    );
+    assert!(
+        sre.contains("    budget: { kind: ttl_window, ratio: 0.1, min_per_sec: 0, ttl: 2m }\n"),
+        "{sre}"
+    );
+}
+
 #[test]
 fn plan_errors_name_the_place_and_suggest_a_fix() {
     insta::assert_snapshot!(

@@ -55,6 +55,18 @@ fn fixture() -> Report {
         serde_json::from_value(json).expect("the fixture matches the report model");
     // The fault window (2 s to 4 s) in 50 ms buckets: a wave every half second.
     let naive = &mut report.policies[0];
+    // From text, as report.json is read: `json!` would sort the keys.
+    naive.resolved = Some(
+        serde_json::from_str(
+            r#"{
+                "max_attempts": 4, "attempt_timeout": "none", "deadline": "none", "retry_on": ["any"],
+                "backoff": { "fixed": "200ms", "jitter": "none" }, "honor_retry_after": false,
+                "retry_non_idempotent": false, "budget": "none", "breaker": "none", "honor_no_retry": false,
+                "tiers": { "api": "same", "backend": { "max_attempts": 1, "deadline": "<1s>" } }
+            }"#,
+        )
+        .expect("a resolved policy"),
+    );
     naive.waves_50ms = (0..40).map(|i| if i % 10 == 0 { 42 } else { 6 }).collect();
     naive.synchrony = Some(42.0 * 40.0 / (4.0 * 42.0 + 36.0 * 6.0));
     report.ranking = report::rank(&report.policies);
@@ -97,6 +109,23 @@ fn report_html_is_self_contained_with_inline_charts() {
         "failing gates name example ids"
     );
     assert!(html.contains("FAIL"));
+}
+
+/// Issue 27: each policy's every field, as a definition list a reader can scan, with
+/// what an absent limit means.
+#[test]
+fn report_html_lists_every_field_of_each_policy_as_it_resolved() {
+    let html = report::html(&fixture());
+    for part in [
+        "<dl class=\"policy\"><dt>max_attempts</dt><dd><code>4</code></dd>",
+        "<dt>deadline</dt><dd><code>none</code> <span class=\"meta\">no limit on the whole request",
+        "<dt>backoff</dt><dd><code>{ fixed: 200ms, jitter: none }</code></dd>",
+        "<dt>tiers</dt><dd><dl class=\"policy\"><dt>api</dt><dd><code>same</code></dd><dt>backend</dt><dd><dl class=\"policy\"><dt>max_attempts</dt><dd><code>1</code> <span class=\"meta\">never retries</span></dd>",
+        // A value from a hand-edited report.json is text, never markup.
+        "<dt>deadline</dt><dd><code>&quot;&lt;1s&gt;&quot;</code></dd>",
+    ] {
+        assert!(html.contains(part), "{part}");
+    }
 }
 
 #[test]

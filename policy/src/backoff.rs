@@ -33,8 +33,11 @@ pub enum Jitter {
     Proportional(f64),
 }
 
+/// A backoff's shape before jitter, as plans write it (`none`, `fixed`, `exponential`,
+/// `envoy`): what a report or `harness validate --explain` writes out, and what a plan's
+/// partial `backoff:` keeps from the policy it overrides.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Shape {
+pub enum BackoffShape {
     None,
     Fixed(Duration),
     Exponential {
@@ -52,7 +55,7 @@ enum Shape {
 /// A validated backoff: a shape (none, fixed, exponential) and a jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
-    shape: Shape,
+    shape: BackoffShape,
     jitter: Jitter,
 }
 
@@ -60,7 +63,7 @@ impl Backoff {
     /// Retry at once.
     pub fn none() -> Backoff {
         Backoff {
-            shape: Shape::None,
+            shape: BackoffShape::None,
             jitter: Jitter::None,
         }
     }
@@ -68,7 +71,7 @@ impl Backoff {
     /// The same wait before every retry.
     pub fn fixed(delay: Duration) -> Backoff {
         Backoff {
-            shape: Shape::Fixed(delay),
+            shape: BackoffShape::Fixed(delay),
             jitter: Jitter::None,
         }
     }
@@ -87,7 +90,7 @@ impl Backoff {
             return Err(ConfigError::CapBelowBase { base, cap });
         }
         Ok(Backoff {
-            shape: Shape::Exponential {
+            shape: BackoffShape::Exponential {
                 base,
                 multiplier,
                 cap,
@@ -104,7 +107,7 @@ impl Backoff {
             return Err(ConfigError::CapBelowBase { base, cap });
         }
         Ok(Backoff {
-            shape: Shape::Envoy { base, cap },
+            shape: BackoffShape::Envoy { base, cap },
             jitter: Jitter::None,
         })
     }
@@ -126,6 +129,10 @@ impl Backoff {
         self.jitter
     }
 
+    pub fn shape(&self) -> BackoffShape {
+        self.shape
+    }
+
     /// The longest delay this backoff draws: the cap, or above it by a proportional
     /// jitter's spread.
     pub fn max_delay(&self) -> Duration {
@@ -143,18 +150,20 @@ impl Backoff {
     /// The base and cap of the shape (equal for a fixed delay, zero for none).
     pub fn base_and_cap(&self) -> (Duration, Duration) {
         match self.shape {
-            Shape::None => (Duration::ZERO, Duration::ZERO),
-            Shape::Fixed(d) => (d, d),
-            Shape::Exponential { base, cap, .. } | Shape::Envoy { base, cap } => (base, cap),
+            BackoffShape::None => (Duration::ZERO, Duration::ZERO),
+            BackoffShape::Fixed(d) => (d, d),
+            BackoffShape::Exponential { base, cap, .. } | BackoffShape::Envoy { base, cap } => {
+                (base, cap)
+            }
         }
     }
 
     /// `exp` for the k-th retry (k counts from 1), before jitter.
     pub fn ceiling(&self, retry: u32) -> Duration {
         match self.shape {
-            Shape::None => Duration::ZERO,
-            Shape::Fixed(d) => d,
-            Shape::Exponential {
+            BackoffShape::None => Duration::ZERO,
+            BackoffShape::Fixed(d) => d,
+            BackoffShape::Exponential {
                 base,
                 multiplier,
                 cap,
@@ -167,7 +176,7 @@ impl Backoff {
                     cap
                 }
             }
-            Shape::Envoy { base, cap } => {
+            BackoffShape::Envoy { base, cap } => {
                 let factor = 2u32.checked_pow(retry.min(31)).map_or(u32::MAX, |p| p - 1);
                 base.checked_mul(factor).map_or(cap, |d| d.min(cap))
             }
@@ -232,7 +241,7 @@ impl Default for Backoff {
     /// Exponential from 100 ms, doubling, capped at 5 s, with full jitter: a safe default.
     fn default() -> Backoff {
         Backoff {
-            shape: Shape::Exponential {
+            shape: BackoffShape::Exponential {
                 base: Duration::from_millis(100),
                 multiplier: 2.0,
                 cap: Duration::from_secs(5),

@@ -43,7 +43,7 @@ mod request;
 mod session;
 mod window;
 
-pub use backoff::{Backoff, Jitter};
+pub use backoff::{Backoff, BackoffShape, Jitter};
 pub use breaker::{Breaker, BreakerConfig, BreakerState, Permit};
 pub use budget::{
     Budget, BudgetConfig, Concurrency, Grant, GrpcThrottle, QuotaCosts, RetryBudget, RetryQuota,

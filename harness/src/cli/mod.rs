@@ -18,13 +18,13 @@ mod relay;
 mod runtime;
 mod simulate;
 mod sweep;
+mod validate;
 use indicatif::{ProgressBar, ProgressStyle};
 pub use simulate::SimulateArgs;
 use tokio_util::sync::CancellationToken;
 
 use crate::baseline;
 use crate::plan::{self, NamedPolicy, Plan};
-use crate::policy::Preset;
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
@@ -79,11 +79,15 @@ pub enum Command {
         /// One or more plan files.
         #[arg(required = true)]
         plans: Vec<PathBuf>,
+        /// Print every field of every policy as it resolved (after its preset, its import
+        /// and the plan's keys), as YAML a plan takes back; absent limits say `none`.
+        #[arg(long)]
+        explain: bool,
     },
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
     Relay(RelayArgs),
-    /// List the policy presets, with their sources and caveats.
+    /// List the policy presets: their sources, caveats and every field of their policies.
     Presets,
     /// Print every key a plan can hold, with defaults and examples (a valid plan).
     PlanSchema,
@@ -153,9 +157,9 @@ pub fn main() -> ExitCode {
 /// Runs a parsed command and returns its exit code.
 pub fn execute(cli: Cli) -> u8 {
     match cli.command {
-        Command::Validate { plans } => validate(&plans),
+        Command::Validate { plans, explain } => validate::validate(&plans, explain),
         Command::Presets => {
-            presets();
+            validate::presets();
             EXIT_PASS
         }
         Command::PlanSchema => {
@@ -171,52 +175,6 @@ pub fn execute(cli: Cli) -> u8 {
         } => compare(&baseline, &now, short),
         Command::Relay(args) => relay::relay(args),
         Command::Gate(args) => gate::gate(args),
-    }
-}
-
-fn validate(paths: &[PathBuf]) -> u8 {
-    let mut code = EXIT_PASS;
-    for path in paths {
-        match plan::load_all(path) {
-            Ok(p) => {
-                println!(
-                    "ok: {}: plan `{}`, {} s, {} polic{}, {} fault phase{}, {} gate{}",
-                    path.display(),
-                    p.name,
-                    p.duration.as_secs_f64(),
-                    p.policies.len(),
-                    if p.policies.len() == 1 { "y" } else { "ies" },
-                    p.script.faults.len(),
-                    if p.script.faults.len() == 1 { "" } else { "s" },
-                    p.gates.len(),
-                    if p.gates.len() == 1 { "" } else { "s" },
-                );
-                for warning in &p.warnings {
-                    eprintln!("warning: {}: {warning}", path.display());
-                }
-            }
-            Err(errors) => {
-                for e in &errors {
-                    eprintln!("error: {e}");
-                }
-                if errors.len() > 1 {
-                    eprintln!("{}: {} errors", path.display(), errors.len());
-                }
-                code = EXIT_INVALID;
-            }
-        }
-    }
-    code
-}
-
-fn presets() {
-    for p in Preset::ALL {
-        println!(
-            "{}\n  source: {}\n  caveat: {}\n",
-            p.name(),
-            p.source(),
-            p.caveat()
-        );
     }
 }
 

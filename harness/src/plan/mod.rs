@@ -12,9 +12,11 @@ mod gate;
 mod import;
 mod load;
 mod locate;
+mod merge;
 mod model;
 mod policy;
 mod recover;
+pub mod resolved;
 pub mod spec;
 mod target;
 

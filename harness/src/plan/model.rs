@@ -228,6 +228,9 @@ impl RequestKind {
 pub struct NamedPolicy {
     pub name: String,
     pub preset: Option<Preset>,
+    /// The plan's `import:` as it wrote it (`{ envoy_route: production/route.yaml }`): where
+    /// the policy started from, for `harness validate --explain`.
+    pub import: Option<String>,
     pub policy: Policy,
     /// The policy of each relay tier in this variant, in the plan's `tiers` order.
     pub tiers: Vec<TierPolicy>,

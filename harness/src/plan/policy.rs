@@ -5,17 +5,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use chaos_policy::{
-    Backoff, BreakerConfig, BudgetConfig, ConfigError, Jitter, Policy, PolicyConfig, Preset,
-    QuotaCosts, RetryAfter, RetryCondition, RetryOn,
+    Backoff, ConfigError, Policy, PolicyConfig, Preset, RetryAfter, RetryCondition, RetryOn,
 };
 
 use super::error::{Found, found};
 use super::import;
 use super::locate::Seg;
+use super::merge;
 use super::model::{NamedPolicy, TierKind, TierPolicy};
-use super::spec::{
-    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, JitterSpec, PolicySpec, TierSpec, Toggle,
-};
+use super::spec::{Condition, DurationOrNone, PolicySpec, TierSpec, Toggle};
 
 const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
 
@@ -223,6 +221,7 @@ pub fn forward_once() -> Policy {
 fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
     let (mut config, preset, imported) = starting_config(base, &spec, dir)?;
     let name = spec.name.clone();
+    let import = spec.import.as_ref().map(import_written);
     apply_plan_keys(&mut config, base, spec)?;
     let policy = Policy::new(config)
         .map_err(|e| found(key_at(base, key_of(&e)), format!("policy `{name}`: {e}")))?;
@@ -230,11 +229,32 @@ fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, Im
         NamedPolicy {
             name,
             preset,
+            import,
             policy,
             tiers: Vec::new(),
         },
         imported,
     ))
+}
+
+/// An `import:` as a plan writes it, on one line.
+fn import_written(spec: &super::spec::ImportSpec) -> String {
+    use super::resolved::Value;
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let keys = [
+        ("grpc_service_config", path(&spec.grpc_service_config)),
+        ("service", spec.service.clone()),
+        ("method", spec.method.clone()),
+        ("envoy_route", path(&spec.envoy_route)),
+        ("route", spec.route.clone()),
+        ("envoy_cluster", path(&spec.envoy_cluster)),
+    ];
+    Value::Map(
+        keys.into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), Value::Text(v?))))
+            .collect(),
+    )
+    .flow()
 }
 
 /// Where key `key` of the policy at `base` is, for an error to point at.
@@ -296,25 +316,35 @@ fn starting_config(
 }
 
 /// The plan's keys over the starting config: each key given replaces what the import or
-/// the preset said.
+/// the preset said, and a block (`backoff`, `budget`, `breaker`) replaces the fields it
+/// names (`merge`).
 fn apply_plan_keys(config: &mut PolicyConfig, base: &[Seg], spec: PolicySpec) -> Result<(), Found> {
     let at = |key| key_at(base, key);
+    let name = &spec.name;
+    let refused = |key, r: merge::Refused| {
+        let f = found(at(key), format!("policy `{name}`: {}", r.message));
+        match r.hint {
+            Some(h) => f.hint(h),
+            None => f,
+        }
+    };
+    config.retry_after =
+        retry_after(&spec, config.retry_after).map_err(|r| refused("retry_after_max_extra", r))?;
     if let Some(n) = spec.max_attempts {
         config.max_attempts = n;
     }
-    if let Some(t) = spec.attempt_timeout {
-        config.attempt_timeout = Some(t.get());
+    if let Some(DurationOrNone(t)) = spec.attempt_timeout {
+        config.attempt_timeout = t;
     }
-    if let Some(d) = spec.deadline {
-        config.deadline = Some(d.get());
+    if let Some(DurationOrNone(d)) = spec.deadline {
+        config.deadline = d;
     }
     if let Some(b) = spec.backoff {
-        config.backoff =
-            backoff(b).map_err(|m| found(at("backoff"), format!("policy `{}`: {m}", spec.name)))?;
+        config.backoff = merge::backoff(b, &config.backoff).map_err(|r| refused("backoff", r))?;
     }
-    if let Some(list) = spec.retry_on {
+    if let Some(list) = &spec.retry_on {
         let mut conditions = Vec::new();
-        for item in &list {
+        for Condition(item) in list {
             let condition = RetryCondition::parse(item).ok_or_else(|| {
                 found(at("retry_on"), format!("unknown retry_on condition `{item}`"))
                     .hint("use any, transient, 5xx, gateway-error, connect-failure, reset, timeout, or a status code")
@@ -326,36 +356,21 @@ fn apply_plan_keys(config: &mut PolicyConfig, base: &[Seg], spec: PolicySpec) ->
     if let Some(b) = spec.retry_non_idempotent {
         config.retry_non_idempotent = b;
     }
-    let retry_after_max = spec
-        .retry_after_max
-        .map_or(DEFAULT_RETRY_AFTER_MAX, |d| d.get());
-    match spec.honor_retry_after {
-        Some(true) => {
-            config.retry_after = RetryAfter::Honor {
-                max: retry_after_max,
-            }
-        }
-        Some(false) => config.retry_after = RetryAfter::Ignore,
-        None if spec.retry_after_max.is_some() => {
-            config.retry_after = RetryAfter::Honor {
-                max: retry_after_max,
-            };
-        }
-        None => {}
-    }
     match spec.budget {
         Some(Toggle::Off) => config.budget = None,
         Some(Toggle::On(b)) => {
-            config.budget = Some(
-                budget(b)
-                    .map_err(|m| found(at("budget"), format!("policy `{}`: {m}", spec.name)))?,
-            );
+            config.budget =
+                Some(merge::budget(b, config.budget.as_ref()).map_err(|r| refused("budget", r))?);
         }
         None => {}
     }
     match spec.breaker {
         Some(Toggle::Off) => config.breaker = None,
-        Some(Toggle::On(b)) => config.breaker = Some(breaker(b)),
+        Some(Toggle::On(b)) => {
+            config.breaker = Some(
+                merge::breaker(b, config.breaker.as_ref()).map_err(|r| refused("breaker", r))?,
+            );
+        }
         None => {}
     }
     if let Some(honor) = spec.honor_no_retry {
@@ -364,124 +379,37 @@ fn apply_plan_keys(config: &mut PolicyConfig, base: &[Seg], spec: PolicySpec) ->
     Ok(())
 }
 
+/// What the policy does with `Retry-After`, from the plan's keys over what it did (`was`):
+/// `honor_retry_after: true` keeps a ceiling the policy had, and a ceiling alone
+/// (`retry_after_max`, `retry_after_max_extra`) means "honour it".
+fn retry_after(spec: &PolicySpec, was: RetryAfter) -> Result<RetryAfter, merge::Refused> {
+    let max = spec.retry_after_max.map(|d| d.get());
+    let extra = spec.retry_after_max_extra.map(|d| d.get());
+    if max.is_some() && extra.is_some() {
+        return Err(merge::Refused {
+            message: "`retry_after_max` and `retry_after_max_extra` are two ways to honour Retry-After".to_owned(),
+            hint: Some("keep one: `retry_after_max` waits what the server asks up to a ceiling, `retry_after_max_extra` clamps it to [backoff, backoff + extra]".to_owned()),
+        });
+    }
+    Ok(match (spec.honor_retry_after, max, extra) {
+        (Some(false), _, _) => RetryAfter::Ignore,
+        (_, Some(max), None) => RetryAfter::Honor { max },
+        (_, None, Some(max_extra)) => RetryAfter::Clamp { max_extra },
+        (Some(true), _, _) => match was {
+            RetryAfter::Ignore => RetryAfter::Honor {
+                max: DEFAULT_RETRY_AFTER_MAX,
+            },
+            honoured => honoured,
+        },
+        (None, _, _) => was,
+    })
+}
+
 /// The key of a policy a configuration error points at: the first part of its field
 /// (`budget` for `budget.ratio`).
 fn key_of(error: &ConfigError) -> &'static str {
     let field = error.field();
     field.split_once('.').map_or(field, |(key, _)| key)
-}
-
-fn backoff(spec: BackoffSpec) -> Result<Backoff, String> {
-    let shapes = usize::from(spec.fixed.is_some())
-        + usize::from(spec.exponential.is_some())
-        + usize::from(spec.envoy.is_some())
-        + usize::from(spec.none);
-    if shapes != 1 {
-        return Err(
-            "a backoff has exactly one of `fixed`, `exponential`, `envoy` (or is `none`)".into(),
-        );
-    }
-    let shape = if let Some(d) = spec.fixed {
-        Backoff::fixed(d.get())
-    } else if let Some(e) = spec.exponential {
-        Backoff::exponential(e.base.get(), e.multiplier.unwrap_or(2.0), e.cap.get())
-            .map_err(|e| e.to_string())?
-    } else if let Some(e) = spec.envoy {
-        let base = e.base.get();
-        Backoff::envoy(base, e.cap.map_or(base * 10, |c| c.get())).map_err(|e| e.to_string())?
-    } else {
-        Backoff::none()
-    };
-    let jitter = match spec.jitter {
-        None | Some(JitterSpec::None) => Jitter::None,
-        Some(JitterSpec::Full) => Jitter::Full,
-        Some(JitterSpec::Equal) => Jitter::Equal,
-        Some(JitterSpec::Decorrelated) => Jitter::Decorrelated,
-        Some(JitterSpec::Additive(f)) => Jitter::Additive(f),
-        Some(JitterSpec::Proportional(s)) => Jitter::Proportional(s),
-    };
-    shape.with_jitter(jitter).map_err(|e| e.to_string())
-}
-
-fn budget(spec: BudgetSpec) -> Result<BudgetConfig, String> {
-    let kind = spec
-        .kind
-        .unwrap_or(if spec.min_per_sec.is_some() || spec.ttl.is_some() {
-            BudgetKindSpec::TtlWindow
-        } else if spec.token_ratio.is_some() {
-            BudgetKindSpec::Grpc
-        } else if spec.capacity.is_some() || spec.retry_cost.is_some() {
-            BudgetKindSpec::AwsQuota
-        } else if spec.percent.is_some() || spec.min_concurrency.is_some() {
-            BudgetKindSpec::EnvoyConcurrency
-        } else {
-            BudgetKindSpec::TokenBucket
-        });
-    let need = |v: Option<f64>, key: &str, example: &str| {
-        v.ok_or_else(|| {
-            format!(
-                "this {} budget needs `{key}` (e.g. `{key}: {example}`)",
-                kind_name(kind)
-            )
-        })
-    };
-    let config = match kind {
-        BudgetKindSpec::TokenBucket => {
-            let max_tokens = spec.max_tokens.unwrap_or(10.0);
-            BudgetConfig::TokenBucket {
-                ratio: need(spec.ratio, "ratio", "0.2")?,
-                max_tokens,
-                initial_tokens: spec.initial_tokens.unwrap_or(max_tokens),
-            }
-        }
-        BudgetKindSpec::TtlWindow => BudgetConfig::TtlWindow {
-            ratio: need(spec.ratio, "ratio", "0.2")?,
-            min_per_sec: spec.min_per_sec.unwrap_or(10.0),
-            ttl: spec.ttl.map_or(Duration::from_secs(10), |t| t.get()),
-        },
-        BudgetKindSpec::Grpc => BudgetConfig::GrpcThrottle {
-            max_tokens: need(spec.max_tokens, "max_tokens", "10")?,
-            token_ratio: need(spec.token_ratio, "token_ratio", "0.1")?,
-        },
-        BudgetKindSpec::AwsQuota => {
-            let retry = spec.retry_cost.unwrap_or(5.0);
-            BudgetConfig::RetryQuota {
-                capacity: spec.capacity.unwrap_or(500.0),
-                costs: QuotaCosts {
-                    retry,
-                    timeout: spec.timeout_cost.unwrap_or(retry * 2.0),
-                    throttling: spec.throttling_cost.unwrap_or(retry),
-                },
-                success_refill: spec.success_refill.unwrap_or(1.0),
-            }
-        }
-        BudgetKindSpec::EnvoyConcurrency => BudgetConfig::Concurrency {
-            percent: spec.percent.unwrap_or(20.0),
-            min_concurrency: spec.min_concurrency.unwrap_or(3),
-        },
-    };
-    config.build().map_err(|e| e.to_string())?;
-    Ok(config)
-}
-
-fn kind_name(kind: BudgetKindSpec) -> &'static str {
-    match kind {
-        BudgetKindSpec::TokenBucket => "token_bucket",
-        BudgetKindSpec::TtlWindow => "ttl_window",
-        BudgetKindSpec::Grpc => "grpc",
-        BudgetKindSpec::AwsQuota => "aws_quota",
-        BudgetKindSpec::EnvoyConcurrency => "envoy_concurrency",
-    }
-}
-
-fn breaker(spec: BreakerSpec) -> BreakerConfig {
-    BreakerConfig {
-        failure_ratio: spec.failure_ratio,
-        min_requests: spec.min_requests.unwrap_or(20),
-        window: spec.window.map_or(Duration::from_secs(10), |d| d.get()),
-        open_for: spec.open_for.map_or(Duration::from_secs(5), |d| d.get()),
-        half_open_probes: spec.half_open_probes.unwrap_or(1),
-    }
 }
 
 #[cfg(test)]
@@ -509,6 +437,80 @@ mod tests {
         assert!(
             error.message.contains("`backoff.jitter_spread` is 1.5"),
             "{error}"
+        );
+    }
+
+    /// `none` switches off a limit a preset or an import set, and `honor_retry_after`
+    /// keeps the ceiling the policy had (the grpc preset's 60 s, not the plan's 30 s).
+    #[test]
+    fn none_lifts_a_limit_and_retry_after_keeps_its_ceiling() {
+        use std::time::Duration;
+
+        use chaos_policy::{RetryAfter, RetryCondition, RetryOn};
+        let policy = |keys: &str| {
+            let text = format!(
+                "duration: 1s\nload:\n  rate: 10\n  requests: [ {{ name: r, path: / }} ]\npolicies:\n  - name: a\n{keys}"
+            );
+            super::super::parse(Path::new("p.yaml"), &text)
+                .map(|p| p.policies[0].policy.config().clone())
+        };
+        let envoy = policy("    preset: envoy\n    deadline: none\n    attempt_timeout: 1s\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(envoy.deadline, None);
+        assert_eq!(envoy.attempt_timeout, Some(Duration::from_secs(1)));
+        let cases = [
+            (
+                "    preset: grpc\n    honor_retry_after: true\n",
+                RetryAfter::Honor {
+                    max: Duration::from_secs(60),
+                },
+            ),
+            (
+                "    honor_retry_after: true\n",
+                RetryAfter::Honor {
+                    max: Duration::from_secs(30),
+                },
+            ),
+            (
+                "    preset: grpc\n    retry_after_max: 5s\n",
+                RetryAfter::Honor {
+                    max: Duration::from_secs(5),
+                },
+            ),
+            (
+                "    retry_after_max_extra: 5s\n",
+                RetryAfter::Clamp {
+                    max_extra: Duration::from_secs(5),
+                },
+            ),
+            (
+                "    preset: aws-standard-2026\n    honor_retry_after: true\n",
+                RetryAfter::Clamp {
+                    max_extra: Duration::from_secs(5),
+                },
+            ),
+            (
+                "    preset: grpc\n    honor_retry_after: false\n",
+                RetryAfter::Ignore,
+            ),
+        ];
+        for (keys, expected) in cases {
+            let got = policy(keys).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(got.retry_after, expected, "{keys}");
+        }
+        let error = policy("    retry_after_max: 5s\n    retry_after_max_extra: 5s\n")
+            .expect_err("two ceilings");
+        assert_eq!((error.line, error.column), (Some(8), Some(5)));
+        assert!(
+            error.message.contains("two ways to honour Retry-After"),
+            "{error}"
+        );
+        // A status code may be written as YAML reads it, a number.
+        let codes =
+            policy("    retry_on: [gateway-error, 429]\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            codes.retry_on,
+            RetryOn::new([RetryCondition::GatewayError, RetryCondition::Status(429)])
         );
     }
 

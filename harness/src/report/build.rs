@@ -289,6 +289,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         name: policy.name.clone(),
         preset: policy.preset.map(|p| p.name().to_owned()),
         summary: describe(policy),
+        resolved: Some(crate::plan::resolved::named(policy)),
         partial: run.aborted || run.gone.is_some(),
         offered: r.offered(),
         logical: r.logical,

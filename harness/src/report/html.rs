@@ -2,12 +2,13 @@
 //! SVG charts: offered load against attempts reaching the server per second for every
 //! policy, so a storm is visible at a glance; the waves (retries per 50 ms across the
 //! fault window, a line per policy: retries in phase or spread); latency percentiles;
-//! budget and breaker over time.
+//! budget and breaker over time; and each policy's every field, as it resolved.
 
 use std::fmt::Write;
 
 use super::drift::{Comparison, Drift};
 use super::model::{PolicyReport, Report, SeriesPoint};
+use crate::plan::resolved::{self, Value};
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -512,6 +513,11 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         },
         esc(&p.summary)
     );
+    if let Some(policy) = &p.resolved {
+        out.push_str("<details><summary>Every field, as resolved (preset, import and the plan's keys)</summary>");
+        resolved_html(out, policy);
+        out.push_str("</details>");
+    }
     out.push_str("<table><tr><th>gate</th><th>result</th><th>measured</th><th>limit</th><th>detail</th></tr>");
     for g in &p.gates {
         let _ = write!(
@@ -591,9 +597,42 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     }
 }
 
+/// A policy's fields as a definition list, each value as a plan writes it, with what an
+/// absent one means; a relay tier's own policy as a list of its own.
+fn resolved_html(out: &mut String, policy: &Value) {
+    let Value::Map(fields) = policy else {
+        let _ = write!(out, "<code>{}</code>", esc(&policy.flow()));
+        return;
+    };
+    out.push_str("<dl class=\"policy\">");
+    for (key, value) in fields {
+        let _ = write!(out, "<dt>{}</dt><dd>", esc(key));
+        match value {
+            Value::Map(tiers) if key == "tiers" => {
+                out.push_str("<dl class=\"policy\">");
+                for (tier, v) in tiers {
+                    let _ = write!(out, "<dt>{}</dt><dd>", esc(tier));
+                    resolved_html(out, v);
+                    out.push_str("</dd>");
+                }
+                out.push_str("</dl>");
+            }
+            _ => {
+                let _ = write!(out, "<code>{}</code>", esc(&value.flow()));
+                if let Some(note) = resolved::note(policy, key) {
+                    let _ = write!(out, " <span class=\"meta\">{}</span>", esc(note));
+                }
+            }
+        }
+        out.push_str("</dd>");
+    }
+    out.push_str("</dl>");
+}
+
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}\
 h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
 .pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted,.verdict.incomplete{background:#c0392b}.note{border-left:4px solid #c0392b;padding:.3em .8em;background:#fdecea}.note.warn{border-color:#e67e22;background:#fef5e7}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:12px}figure{margin:1em 0}figcaption{font-weight:600}\
+dl.policy{display:grid;grid-template-columns:max-content auto;gap:.1em 1em;margin:.5em 0}dl.policy dd{margin:0}\
 .legend span{margin-right:1em}.legend i{display:inline-block;width:12px;height:3px;margin-right:4px;vertical-align:middle}.meta{color:#555}";

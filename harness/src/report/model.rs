@@ -76,6 +76,11 @@ pub struct PolicyReport {
     pub preset: Option<String>,
     /// One line: attempts, backoff, budget, breaker.
     pub summary: String,
+    /// Every field of the policy as it resolved (its preset, its import and the plan's
+    /// keys), in the plan's key names and spelling, absent limits as `none`: a policy a
+    /// plan takes back (`harness validate --explain` writes the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<crate::plan::resolved::Value>,
     /// The policy did not run its whole plan (interrupted, or the target went away).
     #[serde(default)]
     pub partial: bool,

@@ -1,7 +1,9 @@
 //! An Envoy route's `retry_policy` (YAML or JSON) and a cluster's circuit breakers → a policy.
 //!
-//! The route file holds a route (`{ match, route: { retry_policy, timeout } }`), a route
-//! action (`{ cluster, timeout, retry_policy }`) or a bare `retry_policy`. The cluster file,
+//! The route file holds a whole route configuration (`virtual_hosts:`, see
+//! `route_config.rs` for how its route is chosen), a route (`{ match, route: {
+//! retry_policy, timeout } }`), a route action (`{ cluster, timeout, retry_policy }`) or a
+//! bare `retry_policy`. The cluster file,
 //! optional, holds a cluster (or its `circuit_breakers` alone); without it Envoy's default
 //! thresholds apply: at most 3 retries in flight (`max_retries`). Numbers and defaults are
 //! those of Envoy's `route_components.proto`, `circuit_breaker.proto` and the router
@@ -14,7 +16,9 @@ use chaos_policy::{
 };
 use serde_yaml::{Mapping, Value};
 
-use super::{Imported, Problem, add_conditions, at_most_a_year, problem, proto_duration};
+use super::{
+    Imported, Problem, add_conditions, at_most_a_year, problem, proto_duration, route_config,
+};
 
 /// `num_retries`: "optional and defaults to 1".
 const DEFAULT_NUM_RETRIES: u64 = 1;
@@ -53,11 +57,16 @@ fn retry_on(condition: &str, codes: &[u16]) -> Option<Vec<C>> {
     })
 }
 
-/// The policy an Envoy route (and, if given, its cluster) runs.
-pub(crate) fn import(route: &str, cluster: Option<&str>) -> Result<Imported, Problem> {
+/// The policy an Envoy route (and, if given, its cluster) runs; `selected` names the
+/// route of a route configuration that holds several.
+pub(crate) fn import(
+    route: &str,
+    selected: Option<&str>,
+    cluster: Option<&str>,
+) -> Result<Imported, Problem> {
     let root = parse(route, "route")?;
     let mut warnings = Vec::new();
-    let (policy, timeout) = find_retry_policy(&root, &mut warnings)?;
+    let (policy, timeout) = find_retry_policy(&root, selected, &mut warnings)?;
     let mut config = PolicyConfig {
         deadline: match timeout {
             None => Some(DEFAULT_ROUTE_TIMEOUT),
@@ -97,11 +106,43 @@ fn keys(map: &Mapping) -> impl Iterator<Item = &str> {
     map.keys().filter_map(Value::as_str)
 }
 
-/// The `retry_policy` of a route, a route action or the file itself, and the route timeout.
+/// What of a route, its action or its virtual host the harness does not model.
+fn unmodelled(parts: &[&Value], warnings: &mut Vec<String>) {
+    for key in [
+        "hedge_policy",
+        "retry_policy_typed_config",
+        "max_stream_duration",
+    ] {
+        if parts.iter().any(|p| get(p, key).is_some()) {
+            warnings.push(format!("route `{key}` is not modelled"));
+        }
+    }
+}
+
+/// The `retry_policy` of a route configuration's route (`selected`, or its one route that
+/// retries), a route, a route action or the file itself, and the route timeout.
 fn find_retry_policy<'a>(
     root: &'a Value,
+    selected: Option<&str>,
     warnings: &mut Vec<String>,
 ) -> Result<(&'a Mapping, Option<Duration>), Problem> {
+    if let Some(chosen) = route_config::choose(root, selected)? {
+        unmodelled(&[chosen.action, chosen.route, chosen.host], warnings);
+        let timeout = get(chosen.action, "timeout")
+            .map(|t| duration(t, "timeout"))
+            .transpose()?;
+        return Ok((chosen.policy, timeout));
+    }
+    if let Some(selected) = selected {
+        let name = get(root, "name").and_then(Value::as_str);
+        if name != Some(selected) {
+            return Err(problem(format!(
+                "`route: {selected}` picks a route of a route configuration, and this file is one route{}",
+                name.map(|n| format!(" (`{n}`)")).unwrap_or_default()
+            ))
+            .hint("drop `route:`, or point `envoy_route` at the whole route configuration (`virtual_hosts:`)"));
+        }
+    }
     let action = get(root, "route")
         .filter(|r| r.is_mapping())
         .unwrap_or(root);
@@ -109,15 +150,7 @@ fn find_retry_policy<'a>(
         let policy = policy
             .as_mapping()
             .ok_or_else(|| problem("`retry_policy` is not a map"))?;
-        for key in [
-            "hedge_policy",
-            "retry_policy_typed_config",
-            "max_stream_duration",
-        ] {
-            if get(action, key).is_some() || get(root, key).is_some() {
-                warnings.push(format!("route `{key}` is not modelled"));
-            }
-        }
+        unmodelled(&[action, root], warnings);
         let timeout = get(action, "timeout")
             .map(|t| duration(t, "timeout"))
             .transpose()?;
@@ -133,7 +166,7 @@ fn find_retry_policy<'a>(
         return Ok((map, None));
     }
     Err(problem("no `retry_policy` in the Envoy route").hint(
-        "give a route (`route: { retry_policy: ... }`), a route action or the retry_policy itself; without one Envoy does not retry",
+        "give a route configuration (`virtual_hosts:`), a route (`route: { retry_policy: ... }`), a route action or the retry_policy itself; without one Envoy does not retry",
     ))
 }
 
@@ -456,7 +489,8 @@ circuit_breakers:
 
     #[test]
     fn a_route_and_cluster_read_as_envoy_documents_them() {
-        let imported = import(ROUTE, Some(CLUSTER)).unwrap_or_else(|p| panic!("{}", p.message));
+        let imported =
+            import(ROUTE, None, Some(CLUSTER)).unwrap_or_else(|p| panic!("{}", p.message));
         let c = imported.config;
         assert_eq!(c.max_attempts, 4);
         assert_eq!(c.attempt_timeout, Some(ms(500)));
@@ -499,7 +533,7 @@ circuit_breakers:
     fn defaults_are_envoys() {
         // A bare retry_policy, no cluster: 1 retry, 25 ms base to 250 ms, the route's 15 s
         // timeout, and the default circuit breaker's 3 retries in flight.
-        let c = import("retry_on: gateway-error,unavailable\n", None)
+        let c = import("retry_on: gateway-error,unavailable\n", None, None)
             .unwrap()
             .config;
         assert_eq!(c.max_attempts, 2);
@@ -519,6 +553,7 @@ circuit_breakers:
         // A route action with the timeout off, and a cluster with max_retries only.
         let imported = import(
             "{ \"cluster\": \"a\", \"timeout\": \"0s\", \"retry_policy\": { \"retry_on\": \"reset\", \"retriable_status_codes\": [503] } }",
+            None,
             Some("circuit_breakers: { thresholds: [ { max_retries: 7 } ] }"),
         )
         .unwrap();
@@ -544,7 +579,7 @@ circuit_breakers:
 
     #[test]
     fn the_most_retries_envoy_takes_is_one_attempt_short_and_says_so() {
-        let imported = import("num_retries: 4294967295\n", None).expect("Envoy takes it");
+        let imported = import("num_retries: 4294967295\n", None, None).expect("Envoy takes it");
         assert_eq!(imported.config.max_attempts, u32::MAX);
         assert!(
             imported.warnings[0].contains("one fewer than Envoy would make"),
@@ -607,7 +642,7 @@ circuit_breakers:
             ),
         ];
         for (route, cluster, message) in cases {
-            let problem = import(route, cluster).expect_err(route);
+            let problem = import(route, None, cluster).expect_err(route);
             assert!(
                 problem.message.starts_with(message),
                 "{route}: {}",

@@ -10,6 +10,7 @@
 
 pub(crate) mod envoy;
 pub(crate) mod grpc;
+mod route_config;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -89,6 +90,7 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             service,
             method,
             envoy_route: None,
+            route: None,
             envoy_cluster: None,
         } => {
             let service = service.as_deref().ok_or_else(|| {
@@ -103,15 +105,17 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             grpc_service_config: None,
             service: None,
             method: None,
-            envoy_route: Some(route),
+            envoy_route: Some(file),
+            route,
             envoy_cluster,
         } => {
-            let text = read(route)?;
+            let text = read(file)?;
             let cluster = envoy_cluster.as_ref().map(read).transpose()?;
-            let imported = envoy::import(&text, cluster.as_deref()).map_err(at(route))?;
+            let imported =
+                envoy::import(&text, route.as_deref(), cluster.as_deref()).map_err(at(file))?;
             Ok((imported, [Some(text), cluster].into_iter().flatten().collect()))
         }
-        _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `envoy_cluster`)")
+        _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `route` and `envoy_cluster`)")
             .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
     }
 }
