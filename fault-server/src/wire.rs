@@ -18,6 +18,11 @@
 //! - in answers: [`NO_RETRY`] from a tier that gave up, [`GAVE_UP`] its reason, [`FAULT`]
 //!   the phase that injected a fault, [`DUPLICATE`] a side effect run again, [`REPLAYED`]
 //!   an answer replayed for an idempotency key.
+//!
+//! And on the control API, between the harness and a fault-server it did not start:
+//! [`SERVER`] on `/healthz` says a fault-server answered; [`SCRIPT_BY`] on a script `PUT`
+//! says who installs it; [`SCRIPT_ORIGIN`] on `GET /__chaos/script` says where the script
+//! in force came from ([`ORIGIN_STARTUP`], [`ORIGIN_HARNESS`], [`ORIGIN_CONTROL`]).
 
 use crate::seed::{IdSeed, fnv1a, splitmix64};
 
@@ -45,6 +50,25 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const REPLAYED: &str = "idempotent-replayed";
 /// W3C trace context.
 pub const TRACEPARENT: &str = "traceparent";
+
+/// On `/healthz`: `fault-server/<version>`. What the harness recognises a fault-server by
+/// before it sends anything else (a service of the user's own gets no script).
+pub const SERVER: &str = "x-chaos-server";
+/// On a script `PUT`: who installs it ([`ORIGIN_HARNESS`] for a harness run).
+pub const SCRIPT_BY: &str = "x-chaos-script-by";
+/// On `GET /__chaos/script`: where the script in force came from.
+pub const SCRIPT_ORIGIN: &str = "x-chaos-script-origin";
+/// The script the server started with (`--script`, or none).
+pub const ORIGIN_STARTUP: &str = "startup";
+/// A script a harness run installed.
+pub const ORIGIN_HARNESS: &str = "harness";
+/// A script someone else `PUT`.
+pub const ORIGIN_CONTROL: &str = "control";
+
+/// The value of [`SERVER`].
+pub fn server_name() -> String {
+    format!("fault-server/{}", env!("CARGO_PKG_VERSION"))
+}
 
 /// The request headers the hops set themselves. A plan's request kind may not set them:
 /// one that did could rename the logical request, fake an attempt number or reseed the
