@@ -155,11 +155,11 @@ pub struct Figures {
     pub dropped_ratio: f64,
     /// Retries of permanent or non-idempotent requests and duplicate side effects.
     pub violations: u64,
-    /// The policy's configuration in a line, as the report describes it: a regression
-    /// then says whether the policy changed, not only whether the plan did. Absent from
-    /// baselines saved before it was kept.
+    /// The policy as it resolved (every field, as `validate --explain` writes it): a
+    /// regression then says which fields of the policy changed, not only that the plan
+    /// did. Absent from baselines saved before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<String>,
+    pub resolved: Option<crate::plan::resolved::Value>,
 }
 
 impl Figures {
@@ -185,7 +185,7 @@ impl Figures {
             violations: p.violations.retried_permanent
                 + p.violations.retried_non_idempotent
                 + p.violations.duplicate_side_effects.unwrap_or(0),
-            policy: Some(p.summary.clone()),
+            resolved: p.resolved.clone(),
         }
     }
 }
@@ -439,12 +439,13 @@ pub fn compare(
             });
             continue;
         };
-        if let (Some(was), Some(now)) = (&base.policy, &current.policy)
+        if let (Some(was), Some(now)) = (&base.resolved, &current.resolved)
             && was != now
         {
             notes.push(format!(
-                "policy `{}` changed since the baseline: it was {was}; it is {now}",
-                base.name
+                "policy `{}` changed since the baseline: {}",
+                base.name,
+                changed_fields(was, now)
             ));
         }
         rows.extend(policy_rows(base, current, tolerance));
@@ -472,6 +473,33 @@ pub fn compare(
         notes,
         rows,
     }
+}
+
+/// What differs between two resolved policies, field by field: `max_attempts 2 → 5`.
+fn changed_fields(
+    was: &crate::plan::resolved::Value,
+    now: &crate::plan::resolved::Value,
+) -> String {
+    use crate::plan::resolved::Value;
+    let (Value::Map(old), Value::Map(new)) = (was, now) else {
+        return format!("{} → {}", was.flow(), now.flow());
+    };
+    let mut changes: Vec<String> = Vec::new();
+    for (key, value) in new {
+        match old.iter().find(|(k, _)| k == key) {
+            Some((_, before)) if before == value => {}
+            Some((_, before)) => {
+                changes.push(format!("{key} {} → {}", before.flow(), value.flow()))
+            }
+            None => changes.push(format!("{key} {} (new)", value.flow())),
+        }
+    }
+    for (key, _) in old {
+        if !new.iter().any(|(k, _)| k == key) {
+            changes.push(format!("{key} (gone)"));
+        }
+    }
+    changes.join(", ")
 }
 
 fn policy_rows(base: &Figures, now: &Figures, t: &Tolerance) -> Vec<Row> {

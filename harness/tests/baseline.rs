@@ -65,7 +65,7 @@ fn a_run_against_its_own_baseline_passes_and_a_policy_that_retries_more_fails() 
     // What changed is said, and the regression reads first: in the summary (a column of
     // its own, the regressed policy on top) and in the comparison's table.
     assert!(
-        said.contains("policy `edited` changed since the baseline: it was 2 attempts"),
+        said.contains("policy `edited` changed since the baseline: max_attempts 2 → 5"),
         "{said}"
     );
     let md = std::fs::read_to_string(dir.join("reports/gated/latest/report.md")).expect("md");

@@ -24,7 +24,7 @@ fn figures(name: &str) -> Figures {
         recovery_s: Some(1.0),
         dropped_ratio: 0.0,
         violations: 0,
-        policy: None,
+        resolved: None,
     }
 }
 
