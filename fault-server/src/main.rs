@@ -27,7 +27,8 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
 use fault_server::{
-    Script, ServerConfig, StartError, check_token, format_duration, parse_duration, start,
+    Script, ScriptLog, ServerConfig, StartError, check_token, format_duration, parse_duration,
+    start,
 };
 
 /// An HTTP server that executes a scripted fault schedule, models finite capacity and
@@ -161,6 +162,9 @@ async fn run(args: Args) -> Result<(), Failure> {
         shutdown_grace: args.shutdown_grace,
         allow_open_control: args.allow_open_control,
         tracing: tracing.clone(),
+        // An operator must be able to tell from the log that a run replaced the script
+        // the server was started with.
+        script_log: Some(ScriptLog(Arc::new(say))),
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {

@@ -836,3 +836,64 @@ async fn binary_trims_only_spaces_and_tabs_around_the_bearer_token() {
         assert_eq!(get, 200, "GET with {accepted:?}");
     }
 }
+
+/// What the harness reads before it scripts a running fault-server: `/healthz` says a
+/// fault-server answered, `GET /__chaos/script` where the script in force came from, and
+/// every script put over the control API is told to the log, with what it replaced.
+#[tokio::test]
+async fn a_script_says_where_it_came_from_and_every_change_is_logged() {
+    let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let log = std::sync::Arc::clone(&said);
+    let server = server_with(
+        "faults: [ { name: brownout, respond: { status: 503 } } ]",
+        |c| {
+            c.script_log = Some(fault_server::ScriptLog(std::sync::Arc::new(
+                move |line: &str| {
+                    log.lock().expect("lock").push(line.to_owned());
+                },
+            )));
+        },
+    )
+    .await;
+    let url = server.url();
+    let health = get(&format!("{url}/healthz")).await;
+    let name = health
+        .headers()
+        .get(fault_server::wire::SERVER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    assert_eq!(name, Some(fault_server::wire::server_name()));
+    let origin = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get(fault_server::wire::SCRIPT_ORIGIN)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let script = get(&format!("{url}/__chaos/script")).await;
+    assert_eq!(origin(&script).as_deref(), Some("startup"));
+
+    for (by, expected) in [(Some("harness"), "harness"), (None, "control")] {
+        let mut put = client()
+            .put(format!("{url}/__chaos/script"))
+            .body("faults: [ { name: other, respond: { status: 500 } } ]");
+        if let Some(by) = by {
+            put = put.header(fault_server::wire::SCRIPT_BY, by);
+        }
+        assert_eq!(put.send().await.expect("put").status().as_u16(), 200);
+        let script = get(&format!("{url}/__chaos/script")).await;
+        assert_eq!(origin(&script).as_deref(), Some(expected));
+        // A reset keeps the script, and where it came from.
+        let reset = client().post(format!("{url}/__chaos/reset")).send().await;
+        assert_eq!(reset.expect("reset").status().as_u16(), 200);
+        let script = get(&format!("{url}/__chaos/script")).await;
+        assert_eq!(origin(&script).as_deref(), Some(expected));
+    }
+    let said = said.lock().expect("lock").clone();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[0].contains("by harness: now 1 fault phase(s) (other) [harness]; was 1 fault phase(s) (brownout) [startup]"),
+        "{said:?}"
+    );
+    assert!(said[1].contains("by control"), "{said:?}");
+}

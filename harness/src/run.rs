@@ -8,6 +8,7 @@ use fault_server::script::Script;
 use fault_server::{ServerConfig, ServerHandle};
 use tokio_util::sync::CancellationToken;
 
+use crate::control;
 use crate::engine::{self, EngineConfig, PolicyRun, Progress};
 use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target};
@@ -33,6 +34,18 @@ pub enum RunError {
     UnknownPolicy(String),
     #[error("cannot start relay tier: {0}")]
     Relay(String),
+    #[error(
+        "{url} is not a fault-server: its /healthz answered {answer} without `x-chaos-server`, so no script was sent; if it is a service of your own, say so under `target:` (`fault_server: false`: a black box, sent only the plan's requests and counted by the client)"
+    )]
+    NotAFaultServer { url: String, answer: String },
+    #[error(
+        "the fault-server at {url} has a script the harness did not install ({origin}: {script}), and the plan's would replace it: say under `target:` `script: replace` to run the plan's (the server's is put back after the run) or `script: keep` to run against the server's own"
+    )]
+    ScriptInForce {
+        url: String,
+        script: String,
+        origin: String,
+    },
     #[error("policy `{policy}`: {source}")]
     Engine {
         policy: String,
@@ -109,11 +122,19 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             break;
         }
     }
+    // The server's own script back, as it was, whatever happened.
+    let restored = match (&setup.decision, setup.remote()) {
+        (Some(control::Decision::Replace(theirs)), Some(remote)) => {
+            Some(remote.restore(theirs).await.map_err(|e| e.to_string()))
+        }
+        _ => None,
+    };
+    let decision = setup.decision.clone();
     if let Server::Embedded(handle) = setup.server {
         handle.shutdown().await;
     }
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    Ok(report::build(
+    let mut report = report::build(
         plan,
         policies,
         Ending {
@@ -121,7 +142,54 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
             error,
             generated_at,
         },
-    ))
+    );
+    say_faults(&mut report, decision.as_ref(), restored);
+    Ok(report)
+}
+
+/// The report says which faults were in force and where they came from: the plan's, or
+/// a running fault-server's own (kept), or the plan's in place of the server's.
+fn say_faults(
+    report: &mut Report,
+    decision: Option<&control::Decision>,
+    restored: Option<Result<(), String>>,
+) {
+    match decision {
+        Some(control::Decision::Keep(theirs)) => {
+            report.plan.faults = theirs
+                .spec
+                .faults
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
+                .collect();
+            report.plan.faults_from = format!(
+                "the fault-server's own script, kept as the plan says (`script: keep`; {}: {})",
+                theirs.origin,
+                theirs.describe()
+            );
+        }
+        Some(control::Decision::Replace(theirs)) => {
+            let back = match restored {
+                Some(Ok(())) => "put back after the run".to_owned(),
+                Some(Err(e)) => format!("NOT put back: {e}"),
+                None => "not put back".to_owned(),
+            };
+            report.plan.faults_from = format!(
+                "the plan, in place of the fault-server's own script ({}), {back}",
+                theirs.describe()
+            );
+            report.warnings.push(format!(
+                "the fault-server's own script ({}: {}) was replaced by the plan's for this run (`script: replace`) and {back}",
+                theirs.origin,
+                theirs.describe()
+            ));
+        }
+        Some(control::Decision::Install) => {
+            report.plan.faults_from = "the plan, installed on the running fault-server".to_owned();
+        }
+        None => {}
+    }
 }
 
 /// The target of a run, ready for its first policy.
@@ -131,6 +199,22 @@ struct Setup {
     control: reqwest::Client,
     /// The plan's script, set again for each policy.
     script: Script,
+    /// What the run does about a running fault-server's own script.
+    decision: Option<control::Decision>,
+}
+
+impl Setup {
+    /// The running fault-server's control API, if the target is one.
+    fn remote(&self) -> Option<control::Remote<'_>> {
+        match &self.server {
+            Server::Remote { url, token } => Some(control::Remote {
+                client: &self.control,
+                url,
+                token: token.as_deref(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Starts the embedded fault-server, or makes sure the remote one or the black box is
@@ -145,6 +229,7 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
         .map_err(|e| RunError::Client(e.to_string()))?;
     let script =
         Script::from_spec(plan.script.clone()).map_err(|e| RunError::Embedded(e.to_string()))?;
+    let mut decision = None;
     let server = match &plan.target {
         Target::Embedded => {
             let config = ServerConfig {
@@ -159,13 +244,19 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
                     .map_err(|e| RunError::Embedded(e.to_string()))?,
             )
         }
-        Target::FaultServer { url, token } => {
-            let server = Server::Remote {
+        Target::FaultServer { url, token, script } => {
+            let remote = control::Remote {
+                client: &control,
+                url,
+                token: token.as_deref(),
+            };
+            remote.recognise().await?;
+            let in_force = remote.in_force().await?;
+            decision = Some(control::decide(in_force, &plan.script, *script, url)?);
+            Server::Remote {
                 url: url.clone(),
                 token: token.clone(),
-            };
-            probe(&control, &format!("{url}/healthz")).await?;
-            server
+            }
         }
         Target::BlackBox { url } => {
             connect(url).await?;
@@ -176,6 +267,7 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
         server,
         control,
         script,
+        decision,
     })
 }
 
@@ -194,7 +286,7 @@ async fn run_policy<'a>(
     policy: &'a NamedPolicy,
     options: &RunOptions,
 ) -> Result<Measured<'a>, RunError> {
-    reset(&setup.server, &setup.control, plan, &setup.script).await?;
+    reset(setup, plan).await?;
     let relays = start_tiers(setup.server.url(), plan, policy, options).await?;
     if options.announce {
         announce(policy, &setup.server, &relays);
@@ -317,9 +409,7 @@ async fn read_ledger(
         return Err(gone.clone());
     }
     settle(&setup.server, &setup.control, drain).await;
-    ledger(&setup.server, &setup.control)
-        .await
-        .map_err(|e| e.to_string())
+    ledger(setup).await.map_err(|e| e.to_string())
 }
 
 /// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.
@@ -371,18 +461,6 @@ pub(crate) fn select<'a>(
         .collect()
 }
 
-async fn probe(client: &reqwest::Client, url: &str) -> Result<(), RunError> {
-    client
-        .get(url)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| RunError::Unreachable {
-            url: url.to_owned(),
-            detail: crate::attempt::classify(&e).to_string(),
-        })
-}
-
 /// Whether a black box accepts connections: a TCP connect, closed at once, so the target
 /// receives no request beyond the plan's.
 async fn connect(url: &str) -> Result<(), RunError> {
@@ -407,58 +485,18 @@ async fn connect(url: &str) -> Result<(), RunError> {
     Err(unreachable(last))
 }
 
-fn authorized(request: reqwest::RequestBuilder, token: Option<&String>) -> reqwest::RequestBuilder {
-    match token {
-        Some(t) => request.bearer_auth(t),
-        None => request,
+/// A fresh server for the next policy: the script again (which restarts its clock), or
+/// the server's own kept, and an empty ledger.
+async fn reset(setup: &Setup, plan: &Plan) -> Result<(), RunError> {
+    if let Server::Embedded(handle) = &setup.server {
+        handle.set_script(setup.script.clone());
+        handle.reset();
     }
-}
-
-/// A fresh server for the next policy: the script again (which restarts its clock) and an
-/// empty ledger.
-async fn reset(
-    server: &Server,
-    control: &reqwest::Client,
-    plan: &Plan,
-    script: &Script,
-) -> Result<(), RunError> {
-    match server {
-        Server::Embedded(handle) => {
-            handle.set_script(script.clone());
-            handle.reset();
+    if let Some(remote) = setup.remote() {
+        if !matches!(setup.decision, Some(control::Decision::Keep(_))) {
+            remote.install(&plan.script).await?;
         }
-        Server::Remote { url, token } => {
-            let body =
-                serde_json::to_string(&plan.script).expect("a script spec always serialises");
-            for (what, request) in [
-                (
-                    "the script",
-                    control
-                        .put(format!("{url}/__chaos/script"))
-                        .header("content-type", "application/json")
-                        .body(body),
-                ),
-                ("the reset", control.post(format!("{url}/__chaos/reset"))),
-            ] {
-                let response = authorized(request, token.as_ref())
-                    .send()
-                    .await
-                    .map_err(|e| RunError::Unreachable {
-                        url: url.clone(),
-                        detail: crate::attempt::classify(&e).to_string(),
-                    })?;
-                if !response.status().is_success() {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    return Err(RunError::Control {
-                        url: url.clone(),
-                        what,
-                        detail: format!("{status}: {}", text.trim()),
-                    });
-                }
-            }
-        }
-        Server::BlackBox { .. } => {}
+        remote.reset().await?;
     }
     Ok(())
 }
@@ -470,7 +508,14 @@ async fn settle(server: &Server, control: &reqwest::Client, limit: Duration) {
     loop {
         let busy = match server {
             Server::Embedded(handle) => handle.in_flight(),
-            Server::Remote { url, .. } => remote_in_flight(control, url).await.unwrap_or(0),
+            Server::Remote { url, token } => control::Remote {
+                client: control,
+                url,
+                token: token.as_deref(),
+            }
+            .in_flight()
+            .await
+            .unwrap_or(0),
             Server::BlackBox { .. } => 0,
         };
         if busy == 0 || tokio::time::Instant::now() >= deadline {
@@ -480,42 +525,13 @@ async fn settle(server: &Server, control: &reqwest::Client, limit: Duration) {
     }
 }
 
-/// `fault_server_in_flight` from a remote fault-server's `/metrics`.
-async fn remote_in_flight(control: &reqwest::Client, url: &str) -> Option<u64> {
-    let text = control
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("fault_server_in_flight "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-async fn ledger(
-    server: &Server,
-    control: &reqwest::Client,
-) -> Result<Option<LedgerSnapshot>, RunError> {
-    match server {
+async fn ledger(setup: &Setup) -> Result<Option<LedgerSnapshot>, RunError> {
+    match &setup.server {
         Server::Embedded(handle) => Ok(Some(handle.ledger())),
-        Server::Remote { url, token } => {
-            let fail = |detail: String| RunError::Control {
-                url: url.clone(),
-                what: "the ledger",
-                detail,
-            };
-            let response = authorized(control.get(format!("{url}/__chaos/ledger")), token.as_ref())
-                .send()
-                .await
-                .map_err(|e| fail(e.to_string()))?;
-            let text = response.text().await.map_err(|e| fail(e.to_string()))?;
-            serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| fail(format!("not a ledger: {e}")))
-        }
+        Server::Remote { .. } => match setup.remote() {
+            Some(remote) => remote.ledger().await.map(Some),
+            None => Ok(None),
+        },
         Server::BlackBox { .. } => Ok(None),
     }
 }

@@ -387,6 +387,16 @@ fn the_compose_plan_is_outage_aimed_at_the_compose_fault_server() {
         strip("plans/compose.yaml") == strip("plans/outage.yaml"),
         "plans/compose.yaml differs from plans/outage.yaml beyond name, description and target: copy the change over"
     );
+    // The fault-server container starts with outage.yaml as its script; the harness
+    // replaces a script it did not install only when it is the plan's own (or the plan
+    // says `script: replace`), so the two must agree.
+    let started = fault_server::Script::from_yaml_str(
+        &std::fs::read_to_string(in_repo("plans/outage.yaml")).expect("outage.yaml"),
+    )
+    .expect("a script");
+    let plan = harness::plan::load(&in_repo("plans/compose.yaml")).expect("the compose plan");
+    assert_eq!(started.spec().faults, plan.script.faults);
+    assert_eq!(started.spec().server, plan.script.server);
 }
 
 #[test]

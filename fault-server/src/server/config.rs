@@ -113,6 +113,19 @@ pub struct ServerConfig {
     /// Where the server's spans go (one SERVER span per request, in the caller's trace);
     /// `None`: no tracing.
     pub tracing: Option<Arc<ServerTracing>>,
+    /// Told, in a line, of every script installed over the control API (what replaced
+    /// what, and who said so): the standalone binary writes it to stderr.
+    pub script_log: Option<ScriptLog>,
+}
+
+/// Where the server says that its script changed.
+#[derive(Clone)]
+pub struct ScriptLog(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl fmt::Debug for ScriptLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ScriptLog")
+    }
 }
 
 impl Default for ServerConfig {
@@ -130,6 +143,7 @@ impl Default for ServerConfig {
             max_connections: None,
             allow_open_control: false,
             tracing: None,
+            script_log: None,
         }
     }
 }
@@ -160,6 +174,7 @@ impl fmt::Debug for ServerConfig {
             .field("max_connections", &self.max_connections)
             .field("allow_open_control", &self.allow_open_control)
             .field("tracing", &self.tracing.is_some())
+            .field("script_log", &self.script_log.is_some())
             .finish()
     }
 }

@@ -27,6 +27,7 @@ use super::handler;
 use super::state::{Shared, View};
 use crate::duration::format_duration;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
+use crate::wire;
 
 /// What the accept loop serves: requests for the control API through its router, every
 /// other request straight to the fault handler. The router would hand those to the same
@@ -213,9 +214,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn healthz(State(shared): State<Arc<Shared>>) -> &'static str {
+/// `ok`, marked as a fault-server's: the harness recognises one by it before it sends a
+/// script (a service of the user's own must never get one).
+async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
     count_control(&shared);
-    "ok\n"
+    ([(wire::SERVER, wire::server_name())], "ok\n").into_response()
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -291,8 +294,41 @@ async fn put_script(
         .await
         .map_err(|_| AppError::ParserFailed)??
     };
-    shared.install(script);
+    // Who says so: the harness marks its own runs; anything else is someone's by hand.
+    let origin = match parts.headers.get(wire::SCRIPT_BY).map(|v| v.as_bytes()) {
+        Some(b) if b == wire::ORIGIN_HARNESS.as_bytes() => wire::ORIGIN_HARNESS,
+        _ => wire::ORIGIN_CONTROL,
+    };
+    let was = describe(&shared.active());
+    shared.install(script, origin);
+    if let Some(log) = &shared.script_log {
+        (log.0)(&format!(
+            "fault-server: script replaced over the control API by {origin}: now {}; was {was}",
+            describe(&shared.active())
+        ));
+    }
     Ok(axum::Json(summary(&shared)).into_response())
+}
+
+/// A script in a few words, for the log: its phases by name, its capacity, its origin.
+fn describe(active: &super::state::Active) -> String {
+    let script = &active.script;
+    let phases: Vec<String> = (0..script.phase_count())
+        .filter_map(|i| script.phase_name(i).map(str::to_string))
+        .collect();
+    let mut words = match phases.len() {
+        0 => "no fault phases".to_owned(),
+        n => format!("{n} fault phase(s) ({})", phases.join(", ")),
+    };
+    if let Some(c) = script.capacity() {
+        words.push_str(&format!(
+            ", capacity {}",
+            c.capacity
+                .map_or_else(|| "unlimited".to_string(), |c| c.to_string())
+        ));
+    }
+    words.push_str(&format!(" [{}]", active.origin));
+    words
 }
 
 /// Nothing but blank lines and comments: a document that says nothing.
@@ -309,7 +345,11 @@ async fn get_script(
 ) -> Result<Response, AppError> {
     authorize(&shared, &headers)?;
     let active = shared.active();
-    Ok(axum::Json(active.script.spec().clone()).into_response())
+    Ok((
+        [(wire::SCRIPT_ORIGIN, active.origin)],
+        axum::Json(active.script.spec().clone()),
+    )
+        .into_response())
 }
 
 async fn reset(

@@ -41,7 +41,7 @@ use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
 pub use config::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
-    MAX_HEADER_BYTES, MAX_HEADERS, ServerConfig, TokenError, check_token,
+    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
 
@@ -176,7 +176,9 @@ impl ServerHandle {
     /// Replaces the script and restarts the run clock (the ledger is kept; call
     /// [`ServerHandle::reset`] too for a fresh run).
     pub fn set_script(&self, script: Script) {
-        self.inner.shared.install(script);
+        self.inner
+            .shared
+            .install(script, crate::wire::ORIGIN_HARNESS);
     }
 
     /// Clears the ledger and restarts the run clock; the script stays.

@@ -15,6 +15,7 @@ use crate::ledger::Ledger;
 use crate::metrics::{CapacityGauges, Metrics};
 use crate::otel::ServerTracing;
 use crate::script::Script;
+use crate::wire;
 
 /// The live capacity model: the pure [`CapacityModel`] under a mutex, plus the wake-up
 /// channel of each queued request.
@@ -122,6 +123,9 @@ impl Drop for Slot {
 #[derive(Debug)]
 pub(crate) struct Active {
     pub(crate) script: Arc<Script>,
+    /// Where the script came from: [`wire::ORIGIN_STARTUP`], [`wire::ORIGIN_HARNESS`] or
+    /// [`wire::ORIGIN_CONTROL`]. A reset keeps it.
+    pub(crate) origin: &'static str,
     pub(crate) seed: u64,
     pub(crate) epoch: Instant,
     /// Present when the script has a `server:` block with a finite capacity.
@@ -129,13 +133,14 @@ pub(crate) struct Active {
 }
 
 impl Active {
-    fn new(script: Arc<Script>, seed: u64) -> Active {
+    fn new(script: Arc<Script>, seed: u64, origin: &'static str) -> Active {
         let capacity = script
             .capacity()
             .filter(|limits| limits.capacity.is_some())
             .map(|limits| Arc::new(LiveCapacity::new(*limits)));
         Active {
             script,
+            origin,
             seed,
             epoch: Instant::now(),
             capacity,
@@ -199,6 +204,8 @@ pub(crate) struct Shared {
     pub(crate) script_parse: Semaphore,
     /// Where each request's SERVER span goes, when tracing is on.
     pub(crate) tracing: Option<Arc<ServerTracing>>,
+    /// Told of every script installed over the control API.
+    pub(crate) script_log: Option<super::config::ScriptLog>,
 }
 
 impl Shared {
@@ -206,7 +213,11 @@ impl Shared {
     /// load).
     pub(super) fn new(config: ServerConfig) -> Shared {
         let shared = Shared {
-            active: RwLock::new(Arc::new(Active::new(Arc::new(config.script), config.seed))),
+            active: RwLock::new(Arc::new(Active::new(
+                Arc::new(config.script),
+                config.seed,
+                wire::ORIGIN_STARTUP,
+            ))),
             generation: AtomicU64::new(0),
             ledger: Ledger::presized(config.ledger),
             metrics: Metrics::default(),
@@ -218,6 +229,7 @@ impl Shared {
             anonymous: AtomicU64::new(0),
             script_parse: Semaphore::new(1),
             tracing: config.tracing,
+            script_log: config.script_log,
         };
         shared.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
         shared
@@ -241,18 +253,22 @@ impl Shared {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
-    /// Installs a script and restarts the run clock. A script with a `seed:` sets the
-    /// seed; otherwise the current seed stays.
-    pub(crate) fn install(&self, script: Script) {
+    /// Installs a script (from `origin`) and restarts the run clock. A script with a
+    /// `seed:` sets the seed; otherwise the current seed stays.
+    pub(crate) fn install(&self, script: Script, origin: &'static str) {
         let seed = script.seed().unwrap_or_else(|| self.active().seed);
-        self.replace_active(Active::new(Arc::new(script), seed));
+        self.replace_active(Active::new(Arc::new(script), seed, origin));
         self.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Clears the ledger and restarts the run clock (and the capacity model).
     pub(crate) fn reset(&self) {
         let current = self.active();
-        self.replace_active(Active::new(Arc::clone(&current.script), current.seed));
+        self.replace_active(Active::new(
+            Arc::clone(&current.script),
+            current.seed,
+            current.origin,
+        ));
         self.ledger.reset();
     }
 

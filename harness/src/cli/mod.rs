@@ -314,7 +314,12 @@ fn chaos(args: ChaosArgs) -> u8 {
     let telemetry_view = telemetry.map(|t| t.shutdown());
     let mut report = match result {
         Ok(report) => report,
-        Err(e @ run::RunError::UnknownPolicy(_)) => {
+        // What the plan must say differently: nothing was sent but a probe.
+        Err(
+            e @ (run::RunError::UnknownPolicy(_)
+            | run::RunError::NotAFaultServer { .. }
+            | run::RunError::ScriptInForce { .. }),
+        ) => {
             eprintln!("error: {e}");
             return EXIT_INVALID;
         }

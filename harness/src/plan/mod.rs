@@ -280,6 +280,18 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         faults: spec.faults,
     };
     let compiled = Script::from_spec(script.clone()).map_err(script_error)?;
+    if let Target::FaultServer {
+        script: Some(spec::ScriptConsent::Keep),
+        ..
+    } = &target
+        && !compiled.is_empty()
+    {
+        return Err(found(
+            vec![Key("faults")],
+            "`script: keep` runs against the fault-server's own script, and this plan has `faults` or a `server` model of its own, which would be ignored",
+        )
+        .hint("remove `faults:` and `server:`, or say `script: replace` under `target:` to run the plan's"));
+    }
     if !target.has_ledger() && !compiled.is_empty() {
         return Err(found(
             vec![Key("faults")],

@@ -71,7 +71,13 @@ pub enum Target {
     /// A fault-server started in-process on 127.0.0.1:0.
     Embedded,
     /// A running fault-server, scripted over its control API.
-    FaultServer { url: String, token: Option<String> },
+    FaultServer {
+        url: String,
+        token: Option<String>,
+        /// What the plan says of a script the server already has; `None`: never replace
+        /// one silently.
+        script: Option<super::spec::ScriptConsent>,
+    },
     /// Any HTTP service: no faults, no ledger, client-side accounting only.
     BlackBox { url: String },
 }

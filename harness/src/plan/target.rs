@@ -37,10 +37,18 @@ pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Ta
         ));
     }
     let url = spec.url.trim_end_matches('/').to_owned();
+    if !spec.fault_server && spec.script.is_some() {
+        return Err(found(
+            at(),
+            "`script:` is said of a fault-server's script, and this target is a black box (`fault_server: false`)",
+        )
+        .hint("remove `script:`"));
+    }
     Ok(if spec.fault_server {
         Target::FaultServer {
             url,
             token: spec.token,
+            script: spec.script,
         }
     } else {
         Target::BlackBox { url }

@@ -115,6 +115,11 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
                 .enumerate()
                 .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
                 .collect(),
+            faults_from: match plan.target {
+                Target::BlackBox { .. } => "none: a black box gets only the plan's requests",
+                _ => "the plan",
+            }
+            .to_owned(),
             fault_window_s: plan
                 .fault_window
                 .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),

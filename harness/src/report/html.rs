@@ -230,7 +230,7 @@ fn head_html(out: &mut String, report: &Report) {
     }
     let _ = write!(
         out,
-        "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}; faults: {}. Generated {}{}.</p>",
+        "<p class=\"meta\">Plan <code>{}</code>, seed {}, {} s of arrivals against {}{}. Generated {}{}.</p><p class=\"meta\">{}</p>",
         esc(&plan.file),
         plan.seed,
         plan.duration_s,
@@ -247,13 +247,9 @@ fn head_html(out: &mut String, report: &Report) {
         } else {
             " (black box)"
         },
-        if plan.faults.is_empty() {
-            "none".to_owned()
-        } else {
-            esc(&plan.faults.join(", "))
-        },
         esc(&report.generated_at),
-        esc(&super::markdown::run_of(report))
+        esc(&super::markdown::run_of(report)),
+        esc(&super::markdown::faults_line(report))
     );
     if let Some(telemetry) = &report.telemetry {
         let _ = write!(out, "<p class=\"meta\">{}</p>", esc(&telemetry.describe()));

@@ -172,12 +172,7 @@ pub fn render(report: &Report) -> String {
         report.generated_at,
         run_of(report),
     );
-    if !plan.faults.is_empty() {
-        let window = plan.fault_window_s.map_or(String::new(), |[a, b]| {
-            format!(" (windowed phases from {a} s to {b} s)")
-        });
-        let _ = writeln!(out, "Faults: {}{window}.\n", text(&plan.faults.join(", ")));
-    }
+    let _ = writeln!(out, "{}\n", text(&faults_line(report)));
     if let Some(telemetry) = &report.telemetry {
         let _ = writeln!(out, "{}\n", telemetry.describe());
     }
@@ -194,6 +189,23 @@ pub fn render(report: &Report) -> String {
         policy_section(&mut out, p);
     }
     out
+}
+
+/// Which faults were in force and where they came from, always said: a run against no
+/// fault at all is worth knowing about.
+pub(super) fn faults_line(report: &Report) -> String {
+    let plan = &report.plan;
+    let window = plan.fault_window_s.map_or(String::new(), |[a, b]| {
+        format!(" (windowed phases from {a} s to {b} s)")
+    });
+    let from = match plan.faults_from.as_str() {
+        "" => String::new(),
+        from => format!(", from {from}"),
+    };
+    match plan.faults.is_empty() {
+        true => format!("Faults: none{from}."),
+        false => format!("Faults: {}{window}{from}.", plan.faults.join(", ")),
+    }
 }
 
 /// `, run ID` when the report has one (reports written before run ids have none).

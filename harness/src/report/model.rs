@@ -60,8 +60,12 @@ pub struct PlanInfo {
     pub target: String,
     /// Whether a fault-server ledger backs the server-side figures.
     pub ledger: bool,
-    /// The fault phases, by name.
+    /// The fault phases in force, by name.
     pub faults: Vec<String>,
+    /// Where they came from: the plan, the plan in place of a running fault-server's own
+    /// script, or that script kept (`target.script`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub faults_from: String,
     /// First start and last end of the windowed fault phases, in seconds.
     pub fault_window_s: Option<[f64; 2]>,
     /// Of the plan's text and seed; equal digests, same experiment.

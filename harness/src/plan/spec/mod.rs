@@ -110,6 +110,20 @@ pub struct UrlTargetSpec {
     /// Bearer token for the fault-server's control API.
     #[serde(default)]
     pub token: Option<String>,
+    /// What to do with a script the running fault-server already has (one it was started
+    /// with, or one someone `PUT`): `replace` it with the plan's for the run (and put it
+    /// back after), or `keep` it and run against it. Unsaid, such a script is never
+    /// replaced: the run is refused.
+    #[serde(default)]
+    pub script: Option<ScriptConsent>,
+}
+
+/// `target.script`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptConsent {
+    Keep,
+    Replace,
 }
 
 fn yes() -> bool {
