@@ -7,170 +7,16 @@
 use std::fmt::Write;
 
 use super::drift::{Comparison, Drift};
-use super::model::{PolicyReport, Report, SeriesPoint};
+use super::model::{PolicyReport, Report};
 use crate::plan::resolved::{self, Value};
 
-fn esc(s: &str) -> String {
+use super::chart::{Axis, carried, chart, chart_on, column};
+
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-const W: f64 = 720.0;
-const H: f64 = 200.0;
-const PAD_L: f64 = 48.0;
-const PAD_B: f64 = 24.0;
-const PAD_T: f64 = 12.0;
-
-/// A line chart of several series over the run's seconds.
-fn chart(
-    title: &str,
-    seconds: usize,
-    lines: &[(&str, &str, Vec<f64>)],
-    window: Option<[f64; 2]>,
-    shade: &[bool],
-) -> String {
-    let axis = Axis {
-        from: 0.0,
-        step: 1.0,
-        len: seconds,
-        tick: (seconds / 10).max(1),
-    };
-    chart_on(title, &axis, lines, window, shade)
-}
-
-/// The x axis of a chart: `len` steps of `step` seconds from `from`, a label every
-/// `tick` steps.
-struct Axis {
-    from: f64,
-    step: f64,
-    len: usize,
-    tick: usize,
-}
-
-/// A line chart of several series, one value per step of `axis`.
-fn chart_on(
-    title: &str,
-    axis: &Axis,
-    lines: &[(&str, &str, Vec<f64>)],
-    window: Option<[f64; 2]>,
-    shade: &[bool],
-) -> String {
-    let max = lines
-        .iter()
-        .flat_map(|(_, _, v)| v.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(1.0);
-    // The axis runs over whole steps; each step's value is plotted at its middle, so the
-    // fault window's shading lines up with the steps it covers.
-    let n = axis.len.max(1) as f64;
-    let x = |t: f64| PAD_L + (t - axis.from) / (n * axis.step) * (W - PAD_L - 8.0);
-    let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
-        esc(title),
-        esc(title)
-    );
-    if let Some([a, b]) = window {
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{PAD_T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fde2e1\"><title>fault window {a}–{b} s</title></rect>",
-            x(a),
-            (x(b.min(axis.from + n * axis.step)) - x(a)).max(0.0),
-            H - PAD_T - PAD_B
-        );
-    }
-    for (t, open) in shade.iter().enumerate() {
-        if *open {
-            let _ = write!(
-                svg,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"6\" fill=\"#c0392b\"><title>breaker open in second {t}</title></rect>",
-                x(axis.from + t as f64 * axis.step),
-                H - PAD_B - 6.0,
-                (x(axis.from + axis.step) - x(axis.from)).max(1.0)
-            );
-        }
-    }
-    // Axes and a few grid lines.
-    for i in 0..=4 {
-        let v = max * f64::from(i) / 4.0;
-        let _ = write!(
-            svg,
-            "<line x1=\"{PAD_L}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            W - 8.0,
-            y(v),
-            y(v),
-            PAD_L - 4.0,
-            y(v) + 3.0,
-            short(v)
-        );
-    }
-    for i in (0..=axis.len).step_by(axis.tick.max(1)) {
-        let t = axis.from + i as f64 * axis.step;
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}s</text>",
-            x(t),
-            H - 6.0,
-            (t * 100.0).round() / 100.0
-        );
-    }
-    for (name, color, values) in lines {
-        let points: Vec<String> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                let t = axis.from + (i as f64 + 0.5) * axis.step;
-                format!("{:.1},{:.1}", x(t), y(*v))
-            })
-            .collect();
-        let _ = write!(
-            svg,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
-            points.join(" "),
-            esc(name)
-        );
-    }
-    svg.push_str("</svg><div class=\"legend\">");
-    for (name, color, _) in lines {
-        let _ = write!(
-            svg,
-            "<span><i style=\"background:{color}\"></i>{}</span>",
-            esc(name)
-        );
-    }
-    svg.push_str("</div></figure>");
-    svg
-}
-
-fn short(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.0}k", v / 1000.0)
-    } else if v >= 100.0 || v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-fn column(series: &[SeriesPoint], f: impl Fn(&SeriesPoint) -> f64) -> Vec<f64> {
-    series.iter().map(f).collect()
-}
-
-/// The budget level per second, each second without a sample (the drain after the last
-/// one) carrying the last value seen.
-fn carried(series: &[SeriesPoint]) -> Vec<f64> {
-    let mut last = 0.0;
-    series
-        .iter()
-        .map(|x| {
-            last = x.budget_tokens.unwrap_or(last);
-            last
-        })
-        .collect()
 }
 
 pub fn render(report: &Report) -> String {
@@ -196,8 +42,20 @@ pub fn render(report: &Report) -> String {
     ];
     attempts_html(&mut out, report, &palette);
     waves_html(&mut out, report, &palette);
+    // Every policy's charts over the same seconds, so they can be compared by eye.
+    let seconds = report
+        .policies
+        .iter()
+        .flat_map(|p| {
+            p.tiers
+                .iter()
+                .map(|t| t.sent_per_second.len())
+                .chain([p.series.len()])
+        })
+        .max()
+        .unwrap_or(0);
     for p in &report.policies {
-        policy_html(&mut out, p, plan.fault_window_s);
+        policy_html(&mut out, p, plan.fault_window_s, seconds);
     }
     out.push_str("</body></html>\n");
     out
@@ -301,7 +159,11 @@ fn attempts_html(out: &mut String, report: &Report, palette: &[&str]) {
         ));
     }
     out.push_str(&chart(
-        "offered logical requests vs attempts sent, per second (shaded: fault window)",
+        if report.plan.fault_window_s.is_some() {
+            "offered logical requests vs attempts sent, per second (shaded: fault window)"
+        } else {
+            "offered logical requests vs attempts sent, per second"
+        },
         seconds,
         &lines,
         report.plan.fault_window_s,
@@ -423,7 +285,7 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
 
 /// A call chain hop by hop: the table, and each hop's attempts per second (the client's
 /// attempts, each tier's attempts sent; the last tier's are what the leaf received).
-fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
+fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
     let hops = p.hops();
     if hops.is_empty() {
         return;
@@ -462,13 +324,6 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         );
     }
     out.push_str("</table>");
-    let seconds = p
-        .tiers
-        .iter()
-        .map(|t| t.sent_per_second.len())
-        .chain([p.series.len()])
-        .max()
-        .unwrap_or(0);
     let palette = [
         "#111", "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b",
     ];
@@ -497,7 +352,7 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     ));
 }
 
-fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
+fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
     let _ = write!(
         out,
         "<h2>Policy <code>{}</code>{}</h2><p>{}</p>",
@@ -528,14 +383,14 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
         );
     }
     out.push_str("</table>");
-    chain_html(out, p, window);
+    chain_html(out, p, window, seconds);
     let s = &p.series;
     out.push_str(&chart(
         &format!(
             "{}: offered, attempts, retries, succeeded per second",
             p.name
         ),
-        s.len(),
+        seconds,
         &[
             ("offered", "#111", column(s, |x| x.offered as f64)),
             ("attempts", "#2c7be5", column(s, |x| x.attempts as f64)),
@@ -548,7 +403,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>) {
     if s.iter().any(|x| x.budget_tokens.is_some()) {
         out.push_str(&chart(
             &format!("{}: budget level (red bar: breaker open)", p.name),
-            s.len(),
+            seconds,
             &[("budget", "#8e44ad", carried(s))],
             window,
             &s.iter().map(|x| x.breaker_open).collect::<Vec<_>>(),

@@ -1,6 +1,7 @@
 //! Reports: the model, how it is built from a run, and its renderers.
 
 mod build;
+mod chart;
 mod drift;
 pub mod gates;
 mod html;

@@ -1,0 +1,195 @@
+//! The line charts of report.html, inline SVG: a line per series over the run's seconds
+//! (or any axis of equal steps), the fault window shaded, a round grid.
+
+use std::fmt::Write;
+
+use super::html::esc;
+use super::model::SeriesPoint;
+
+const W: f64 = 720.0;
+const H: f64 = 200.0;
+const PAD_L: f64 = 48.0;
+const PAD_B: f64 = 24.0;
+const PAD_T: f64 = 12.0;
+
+/// A line chart of several series over the run's seconds.
+pub(super) fn chart(
+    title: &str,
+    seconds: usize,
+    lines: &[(&str, &str, Vec<f64>)],
+    window: Option<[f64; 2]>,
+    shade: &[bool],
+) -> String {
+    let axis = Axis {
+        from: 0.0,
+        step: 1.0,
+        len: seconds,
+        tick: (seconds / 10).max(1),
+    };
+    chart_on(title, &axis, lines, window, shade)
+}
+
+/// The x axis of a chart: `len` steps of `step` seconds from `from`, a label every
+/// `tick` steps.
+pub(super) struct Axis {
+    pub(super) from: f64,
+    pub(super) step: f64,
+    pub(super) len: usize,
+    pub(super) tick: usize,
+}
+
+/// A line chart of several series, one value per step of `axis`.
+pub(super) fn chart_on(
+    title: &str,
+    axis: &Axis,
+    lines: &[(&str, &str, Vec<f64>)],
+    window: Option<[f64; 2]>,
+    shade: &[bool],
+) -> String {
+    let (step, max) = grid(
+        lines
+            .iter()
+            .flat_map(|(_, _, v)| v.iter().copied())
+            .fold(0.0f64, f64::max),
+    );
+    // The axis runs over whole steps; each step's value is plotted at its middle, so the
+    // fault window's shading lines up with the steps it covers.
+    let n = axis.len.max(1) as f64;
+    let x = |t: f64| PAD_L + (t - axis.from) / (n * axis.step) * (W - PAD_L - 8.0);
+    let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
+        esc(title),
+        esc(title)
+    );
+    if let Some([a, b]) = window {
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{PAD_T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fde2e1\"><title>fault window {a}–{b} s</title></rect>",
+            x(a),
+            (x(b.min(axis.from + n * axis.step)) - x(a)).max(0.0),
+            H - PAD_T - PAD_B
+        );
+    }
+    for (t, open) in shade.iter().enumerate() {
+        if *open {
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"6\" fill=\"#c0392b\"><title>breaker open in second {t}</title></rect>",
+                x(axis.from + t as f64 * axis.step),
+                H - PAD_B - 6.0,
+                (x(axis.from + axis.step) - x(axis.from)).max(1.0)
+            );
+        }
+    }
+    // Axes and a grid line at each round step.
+    let steps = (max / step).round() as u32;
+    for i in 0..=steps {
+        let v = step * f64::from(i);
+        let _ = write!(
+            svg,
+            "<line x1=\"{PAD_L}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
+            W - 8.0,
+            y(v),
+            y(v),
+            PAD_L - 4.0,
+            y(v) + 3.0,
+            short(v)
+        );
+    }
+    for i in (0..=axis.len).step_by(axis.tick.max(1)) {
+        let t = axis.from + i as f64 * axis.step;
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}s</text>",
+            x(t),
+            H - 6.0,
+            (t * 100.0).round() / 100.0
+        );
+    }
+    for (name, color, values) in lines {
+        let points: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let t = axis.from + (i as f64 + 0.5) * axis.step;
+                format!("{:.1},{:.1}", x(t), y(*v))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            points.join(" "),
+            esc(name)
+        );
+    }
+    svg.push_str("</svg><div class=\"legend\">");
+    for (name, color, _) in lines {
+        let _ = write!(
+            svg,
+            "<span><i style=\"background:{color}\"></i>{}</span>",
+            esc(name)
+        );
+    }
+    svg.push_str("</div></figure>");
+    svg
+}
+
+/// A round grid for values up to `top`: its step (1, 2 or 5 times a power of ten, at most
+/// five lines) and the chart's top, a whole number of steps at or above `top`. Readers
+/// read 0, 500, 1000, 1500, not 0, 268, 535, 802, 1070.
+fn grid(top: f64) -> (f64, f64) {
+    let top = top.max(1.0);
+    let rough = top / 4.0;
+    let power = 10f64.powf(rough.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|s| *s >= rough)
+        .unwrap_or(10.0 * power)
+        .max(if top <= 4.0 { 0.5 } else { 1.0 });
+    (step, (top / step).ceil() * step)
+}
+
+fn short(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub(super) fn column(series: &[SeriesPoint], f: impl Fn(&SeriesPoint) -> f64) -> Vec<f64> {
+    series.iter().map(f).collect()
+}
+
+/// The budget level per second, each second without a sample (the drain after the last
+/// one) carrying the last value seen.
+pub(super) fn carried(series: &[SeriesPoint]) -> Vec<f64> {
+    let mut last = 0.0;
+    series
+        .iter()
+        .map(|x| {
+            last = x.budget_tokens.unwrap_or(last);
+            last
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid;
+
+    #[test]
+    fn the_grid_steps_are_round_and_cover_the_top() {
+        assert_eq!(grid(1070.0), (500.0, 1500.0));
+        assert_eq!(grid(3.42), (1.0, 4.0));
+        assert_eq!(grid(0.0), (0.5, 1.0));
+        assert_eq!(grid(20_000.0), (5000.0, 20_000.0));
+        assert_eq!(grid(103.4), (50.0, 150.0));
+    }
+}
