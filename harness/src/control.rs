@@ -42,13 +42,7 @@ impl InForce {
 
     /// Its phases and capacity, in a few words.
     pub(crate) fn describe(&self) -> String {
-        let names: Vec<String> = self
-            .spec
-            .faults
-            .iter()
-            .enumerate()
-            .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
-            .collect();
+        let names = self.spec.phase_names();
         let mut words = match names.len() {
             0 => "no fault phases".to_owned(),
             _ => format!("fault phases {}", names.join(", ")),

@@ -156,13 +156,7 @@ fn say_faults(
 ) {
     match decision {
         Some(control::Decision::Keep(theirs)) => {
-            report.plan.faults = theirs
-                .spec
-                .faults
-                .iter()
-                .enumerate()
-                .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
-                .collect();
+            report.plan.faults = theirs.spec.phase_names();
             report.plan.faults_from = format!(
                 "the fault-server's own script, kept as the plan says (`script: keep`; {}: {})",
                 theirs.origin,

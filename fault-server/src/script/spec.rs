@@ -41,6 +41,17 @@ pub struct ScriptSpec {
     pub faults: Vec<PhaseSpec>,
 }
 
+impl ScriptSpec {
+    /// Each phase's name, or `faults[i]` for one without: how reports and logs name them.
+    pub fn phase_names(&self) -> Vec<String> {
+        self.faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
+            .collect()
+    }
+}
+
 /// One fault phase.
 ///
 /// ```yaml

@@ -108,13 +108,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
                 Target::FaultServer { url, .. } | Target::BlackBox { url } => url.clone(),
             },
             ledger: plan.target.has_ledger(),
-            faults: plan
-                .script
-                .faults
-                .iter()
-                .enumerate()
-                .map(|(i, f)| f.name.clone().unwrap_or_else(|| format!("faults[{i}]")))
-                .collect(),
+            faults: plan.script.phase_names(),
             faults_from: match plan.target {
                 Target::BlackBox { .. } => "none: a black box gets only the plan's requests",
                 _ => "the plan",
