@@ -288,3 +288,62 @@ fn a_sweep_that_cannot_go_where_asked_is_kept_in_a_temporary_directory_and_exits
         "{stdout}"
     );
 }
+
+/// A plan of 15 relay tiers between the client and a leaf that fails every attempt, every
+/// hop retrying up to 5 times at once behind a 60 s timeout: at worst 5^16 attempts at
+/// the leaf per logical request, far more than any run's length lets happen.
+fn deep_chain(name: &str, load: &str) -> String {
+    let tiers: Vec<String> = (1..=15).map(|i| format!("t{i}")).collect();
+    let same: Vec<String> = tiers.iter().map(|t| format!("{t}: same")).collect();
+    format!(
+        "name: {name}\nseed: 1\n{load}\ntiers: [{}]\nload:\n  rate: 10\n  requests: [ {{ name: read, path: \"/items/{{n}}\" }} ]\nfaults:\n  - {{ name: down, respond: {{ status: 503 }} }}\npolicies:\n  - name: five-everywhere\n    max_attempts: 5\n    backoff: none\n    attempt_timeout: 60s\n    tiers: {{ {} }}\n",
+        tiers.join(", "),
+        same.join(", ")
+    )
+}
+
+/// The most events that waited at once, from the line `harness simulate` ends with.
+fn peak_waiting(stderr: &str) -> usize {
+    stderr
+        .split("at most ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `at most N waiting` in: {stderr}"))
+}
+
+#[test]
+fn a_deep_chain_holds_events_for_its_requests_in_flight_not_for_every_attempt_sent() {
+    let dir = scratch("simulate-deep-chain");
+    let plan = common::write_plan(
+        &dir,
+        "deep.yaml",
+        &deep_chain("deep", "duration: 500ms\ndrain: 100ms"),
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let p = &r["policies"][0];
+    let logical = p["logical"].as_u64().expect("logical");
+    assert!(logical > 0 && p["offered"] == logical, "{p}");
+    let tiers = p["tiers"].as_array().expect("tiers");
+    assert_eq!(tiers.len(), 15);
+    // What each hop sent, the next received (the leaf may not have read the last few
+    // when the run stopped, as live).
+    assert_eq!(tiers[0]["received"], logical);
+    for pair in tiers.windows(2) {
+        assert_eq!(pair[0]["sent"], pair[1]["received"], "{p}");
+    }
+    assert!(
+        p["leaf_amplification"].as_f64().is_some_and(|a| a > 1000.0),
+        "the leaf took thousands of attempts a request: {p}"
+    );
+    // Each hop of a request holds at most its attempt's timeout and the one event that
+    // moves the request on; a timeout whose attempt was answered is not kept. Before,
+    // every attempt sent left its timeout waiting for its full 60 s: 7,955 here, and the
+    // issue's plan died at 3 GB.
+    let hops = 16;
+    let bound = 2 * hops * logical as usize;
+    let peak = peak_waiting(&stderr(&run));
+    assert!(peak <= bound, "{peak} events waited at once, over {bound}");
+}

@@ -19,6 +19,7 @@ mod request;
 mod server;
 pub mod sweep;
 mod tier;
+mod timers;
 mod world;
 
 use std::time::{Duration, Instant, SystemTime};
@@ -51,6 +52,8 @@ pub struct Effort {
     pub logical: u64,
     /// Events handled (arrivals, deliveries, service ends, timers).
     pub events: u64,
+    /// The most events that waited at once in one policy's run: what its memory holds.
+    pub peak_pending: usize,
     /// Wall time.
     pub wall: Duration,
 }
@@ -59,9 +62,10 @@ impl Effort {
     /// One line for the terminal.
     pub fn describe(&self) -> String {
         format!(
-            "simulated {} logical requests ({} events) in {:.3} s: {:.2} M logical requests per second",
+            "simulated {} logical requests ({} events, at most {} waiting) in {:.3} s: {:.2} M logical requests per second",
             self.logical,
             self.events,
+            self.peak_pending,
             self.wall.as_secs_f64(),
             self.rate() / 1e6
         )
@@ -94,6 +98,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
             run,
             ledger,
             events,
+            peak_pending,
             tiers,
         } = run_arrivals(
             plan,
@@ -104,6 +109,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         );
         effort.logical += run.recorder.offered();
         effort.events += events;
+        effort.peak_pending = effort.peak_pending.max(peak_pending);
         outcomes.push(PolicyOutcome {
             policy,
             run,

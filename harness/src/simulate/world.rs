@@ -55,6 +55,8 @@ pub struct Simulated {
     pub run: PolicyRun,
     pub ledger: LedgerSnapshot,
     pub events: u64,
+    /// The most events that waited at once (timeouts included): the run's memory.
+    pub peak_pending: usize,
     /// What each relay tier counted, outermost first.
     pub tiers: Vec<crate::hop::HopCounts>,
 }
@@ -176,6 +178,7 @@ pub fn run_arrivals(
         duration: world.recorder.last_send,
     };
     let ledger = world.server.ledger();
+    let peak_pending = world.queue.peak();
     let mut queue = world.queue;
     queue.clear();
     scratch.queue = queue;
@@ -191,6 +194,7 @@ pub fn run_arrivals(
         },
         ledger,
         events: world.events,
+        peak_pending,
         tiers: world.tiers.iter().map(|t| t.counts().clone()).collect(),
     }
 }
