@@ -347,3 +347,34 @@ fn a_deep_chain_holds_events_for_its_requests_in_flight_not_for_every_attempt_se
     let peak = peak_waiting(&stderr(&run));
     assert!(peak <= bound, "{peak} events waited at once, over {bound}");
 }
+
+#[test]
+fn a_hang_the_sender_stopped_waiting_for_is_not_held_for_the_hang_cap() {
+    let dir = scratch("simulate-stale-hangs");
+    // The leaf holds every attempt for its hang cap (60 s); `backend` gives each up after
+    // 20 ms and tries again, thousands of times a request.
+    let plan = common::write_plan(
+        &dir,
+        "hangs.yaml",
+        "name: hangs\nseed: 1\nduration: 5s\ndrain: 100ms\ntiers: [backend]\nload:\n  rate: 10\n  requests: [ { name: read, path: /r } ]\nfaults:\n  - { name: hang, respond: { fault: timeout } }\npolicies:\n  - name: retries-below\n    max_attempts: 1\n    tiers: { backend: { max_attempts: 100000, backoff: none, attempt_timeout: 20ms } }\n",
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let p = &r["policies"][0];
+    let logical = p["logical"].as_u64().expect("logical");
+    let backend = &p["tiers"][0];
+    assert!(
+        backend["sent"].as_u64().is_some_and(|s| s > 100 * logical),
+        "backend retried into the hangs: {p}"
+    );
+    assert_eq!(
+        p["ledger"]["by_outcome"]["timeout"], p["ledger"]["attempts"],
+        "the leaf counted every hang it held: {p}"
+    );
+    // Before, each of backend's attempts left the hang's end waiting for 60 s: 6,455
+    // events at once here (bound 172), growing with the run's length.
+    let bound = 2 * 2 * logical as usize;
+    let peak = peak_waiting(&stderr(&run));
+    assert!(peak <= bound, "{peak} events waited at once, over {bound}");
+}
