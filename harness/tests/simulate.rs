@@ -378,3 +378,45 @@ fn a_hang_the_sender_stopped_waiting_for_is_not_held_for_the_hang_cap() {
     let peak = peak_waiting(&stderr(&run));
     assert!(peak <= bound, "{peak} events waited at once, over {bound}");
 }
+
+#[test]
+fn work_that_outgrows_the_requests_in_flight_stops_the_simulation_with_a_report_saying_why() {
+    let dir = scratch("simulate-overflow");
+    // Ten requests in flight at most, each giving up on an attempt after 1 ms and sending
+    // another, to a server that takes a minute over each and never turns one away: the
+    // attempts given up on pile up at the server, 10,000 more every second.
+    let plan = common::write_plan(
+        &dir,
+        "slow.yaml",
+        "name: slow\nseed: 1\nduration: 20s\nload:\n  rate: 10\n  max_in_flight: 10\n  requests: [ { name: r, path: /r } ]\nserver: { service_time: 60s }\npolicies:\n  - name: impatient\n    max_attempts: 1000000\n    backoff: none\n    attempt_timeout: 1ms\n  - name: never-runs\n",
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(3), "{}", stderr(&run));
+    let said = stderr(&run);
+    assert!(
+        said.contains("error: policy `impatient` stopped at ")
+            && said.contains("over the limit of 65536"),
+        "{said}"
+    );
+    let r = report(&dir.join("r"));
+    assert_eq!(r["verdict"], "fail");
+    assert_eq!(r["aborted"], false);
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("65537 events waited at once")),
+        "{r}"
+    );
+    let policies = r["policies"].as_array().expect("policies");
+    assert_eq!(policies.len(), 1, "the run ends with the policy cut short");
+    let p = &policies[0];
+    assert_eq!(p["partial"], true);
+    // What ran is counted as a run stopped early is: the requests still running are
+    // unfinished, and the server counted every attempt that reached it.
+    assert_eq!(p["unfinished"], p["logical"], "{p}");
+    assert_eq!(p["attempts"], p["ledger"]["attempts"], "{p}");
+    assert!(p["attempts"].as_u64().is_some_and(|a| a > 65_000), "{p}");
+    assert_eq!(peak_waiting(&said), 65_537);
+    let md = std::fs::read_to_string(dir.join("r/report.md")).expect("report.md");
+    assert!(md.contains("INCOMPLETE"), "{md}");
+}

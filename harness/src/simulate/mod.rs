@@ -12,6 +12,7 @@
 //! Deterministic: the same plan and seed give the same figures. Its memory is the
 //! requests in flight (and the ledger, bounded as live), not the run's length.
 
+mod bound;
 mod lazy;
 mod network;
 mod queue;
@@ -93,6 +94,8 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     let mut effort = Effort::default();
     let mut outcomes = Vec::new();
     let mut scratch = Scratch::default();
+    // A policy cut short ends the run there, as a live one whose target is gone does.
+    let mut error = None;
     for policy in selected {
         let Simulated {
             run,
@@ -110,12 +113,16 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         effort.logical += run.recorder.offered();
         effort.events += events;
         effort.peak_pending = effort.peak_pending.max(peak_pending);
+        error.clone_from(&run.gone);
         outcomes.push(PolicyOutcome {
             policy,
             run,
             ledger: Some(ledger),
             tiers,
         });
+        if error.is_some() {
+            break;
+        }
     }
     effort.wall = started.elapsed();
     let (_, generated_at) = report::timestamp(SystemTime::now());
@@ -124,7 +131,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         outcomes,
         Ending {
             aborted: false,
-            error: None,
+            error,
             generated_at,
         },
     );

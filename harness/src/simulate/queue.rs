@@ -306,6 +306,11 @@ impl Queue {
         }
     }
 
+    /// Events waiting, timeouts included.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The most events that waited at once.
     pub(super) fn peak(&self) -> usize {
         self.peak

@@ -21,6 +21,7 @@ use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
 use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
 
+use super::bound::{Bound, Cut};
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
@@ -78,6 +79,9 @@ struct World<'a> {
     /// The plan's relay tiers, outermost first.
     tiers: Vec<Tier<'a>>,
     connections: Option<Connections>,
+    bound: Bound,
+    /// Why the run stopped before its end, if it did.
+    cut: Option<Cut>,
 }
 
 /// The client's connections under the plan's cap: how many carry an attempt, and the
@@ -115,7 +119,9 @@ pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
     )
 }
 
-/// [`run`] with the arrivals given, due in order, and the tables of an earlier run.
+/// [`run`] with the arrivals given, due in order, and the tables of an earlier run; it
+/// stops early, the reason in [`PolicyRun::gone`], when more events wait at once than
+/// the plan allows (`bound.rs`).
 pub fn run_arrivals(
     plan: &Plan,
     policy: &NamedPolicy,
@@ -167,12 +173,16 @@ pub fn run_arrivals(
             busy: 0,
             waiting: VecDeque::new(),
         }),
+        bound: Bound::new(plan, policy.tiers.len()),
+        cut: None,
     };
     let stop = world.drive(arrivals.peekable());
     world.close(stop);
-    // Live, each tier settles for up to `drain` in turn, then the server does.
-    let hops = u32::try_from(world.tiers.len()).unwrap_or(u32::MAX);
-    world.settle(stop + plan.drain * (hops + 1));
+    if world.cut.is_none() {
+        // Live, each tier settles for up to `drain` in turn, then the server does.
+        let hops = u32::try_from(world.tiers.len()).unwrap_or(u32::MAX);
+        world.settle(stop + plan.drain * (hops + 1));
+    }
     let run = RunCounts {
         logical: world.recorder.logical,
         duration: world.recorder.last_send,
@@ -190,7 +200,7 @@ pub fn run_arrivals(
             recorder: world.recorder,
             elapsed: stop,
             aborted: false,
-            gone: None,
+            gone: world.cut.as_ref().map(|cut| cut.reason(&policy.name, plan)),
         },
         ledger,
         events: world.events,
@@ -204,7 +214,8 @@ const SAMPLE_EARLY: Duration = Duration::from_millis(1);
 
 impl World<'_> {
     /// Arrivals and events in time order until every request is over after the plan's
-    /// duration, or its drain runs out; returns when the client side stopped.
+    /// duration, its drain runs out, or the run is cut short; returns when the client
+    /// side stopped.
     fn drive(
         &mut self,
         mut arrivals: std::iter::Peekable<impl Iterator<Item = Arrival>>,
@@ -239,6 +250,10 @@ impl World<'_> {
                         self.handle(now, event);
                     }
                 }
+            }
+            if let Some(cut) = self.bound.check(self.queue.len(), at) {
+                self.cut = Some(cut);
+                return at;
             }
         }
         // Every request is over: the run still lasts the plan's duration.
@@ -565,6 +580,10 @@ impl World<'_> {
                 // The load generator is gone: its answers, timeouts and wakes fall on nobody.
                 Event::Answer { to, .. } | Event::Expire(to) | Event::Wake(to) if to.hop == 0 => {}
                 event => self.handle(now, event),
+            }
+            if let Some(cut) = self.bound.check(self.queue.len(), now) {
+                self.cut = Some(cut);
+                return;
             }
         }
     }
