@@ -420,3 +420,36 @@ fn work_that_outgrows_the_requests_in_flight_stops_the_simulation_with_a_report_
     let md = std::fs::read_to_string(dir.join("r/report.md")).expect("report.md");
     assert!(md.contains("INCOMPLETE"), "{md}");
 }
+
+#[test]
+fn validate_warns_of_a_chain_whose_retries_multiply_past_reason_at_its_tiers_key() {
+    let dir = scratch("validate-deep-chain");
+    let text = deep_chain("deep", "duration: 1s");
+    let plan = common::write_plan(&dir, "deep.yaml", &text);
+    let out = harness()
+        .arg("validate")
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "a warning, not an error");
+    let said = stderr(&out);
+    let line = 1 + text
+        .lines()
+        .position(|l| l.trim_start().starts_with("tiers: {"))
+        .expect("the policy's tiers");
+    assert!(
+        said.contains(&format!(
+            "warning: {}:{line}:5: policy `five-everywhere`: its call chain can make the leaf receive 152587890625 attempts per logical request (every hop's max_attempts multiplied: 5 at the client and at each of its 15 tiers), over 1000",
+            plan.display()
+        )),
+        "{said}"
+    );
+    // The shipped storm (4 × 4 × 4) is within reason.
+    let storm = harness()
+        .arg("validate")
+        .arg(repo().join("plans/chain-storm.yaml"))
+        .output()
+        .expect("run harness");
+    assert_eq!(storm.status.code(), Some(0));
+    assert!(!stderr(&storm).contains("warning"), "{}", stderr(&storm));
+}

@@ -311,7 +311,12 @@ fn validate(paths: &[PathBuf]) -> u8 {
                     if p.gates.len() == 1 { "" } else { "s" },
                 );
                 for warning in &p.warnings {
-                    eprintln!("warning: {}: {warning}", path.display());
+                    match warning.at {
+                        Some((line, column)) => {
+                            eprintln!("warning: {}:{line}:{column}: {warning}", path.display())
+                        }
+                        None => eprintln!("warning: {}: {warning}", path.display()),
+                    }
                 }
             }
             Err(e) => {

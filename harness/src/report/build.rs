@@ -69,7 +69,7 @@ pub fn build(plan: &Plan, outcomes: Vec<PolicyOutcome<'_>>, ending: Ending) -> R
     let warnings = plan
         .warnings
         .iter()
-        .cloned()
+        .map(|w| w.message.clone())
         .chain(policies.iter()
         .filter(|p| p.dropped as f64 > DROPPED_WARNING * p.offered as f64)
         .map(|p| {
