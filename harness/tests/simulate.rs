@@ -453,3 +453,89 @@ fn validate_warns_of_a_chain_whose_retries_multiply_past_reason_at_its_tiers_key
     assert_eq!(storm.status.code(), Some(0));
     assert!(!stderr(&storm).contains("warning"), "{}", stderr(&storm));
 }
+
+/// A plan a simulation takes many minutes over: 86 million logical requests (release
+/// builds simulate about a million a second), so only an interrupt ends it in a test.
+#[cfg(unix)]
+const ENDLESS: &str = "name: endless\nseed: 1\nduration: 24h\nload:\n  rate: 1000\n  requests: [ { name: r, path: /r } ]\nfaults:\n  - { name: flaky, probability: 0.2, respond: { status: 503 } }\npolicies:\n  - { name: a, max_attempts: 3, backoff: { fixed: 10ms } }\n  - { name: b }\n";
+
+/// `harness simulate ARGS` in `dir`, its output piped.
+#[cfg(unix)]
+fn spawn_simulate(dir: &Path, args: &[&str]) -> std::process::Child {
+    harness()
+        .current_dir(dir)
+        .arg("simulate")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn harness")
+}
+
+/// Reads the child's stderr up to the first line that starts with `prefix`.
+#[cfg(unix)]
+fn wait_for_line(child: &mut std::process::Child, prefix: &str) -> String {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no line `{prefix}...` before the end: {seen:?}"))
+            .expect("utf-8");
+        if line.starts_with(prefix) {
+            // The rest is drained so the child never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            return line;
+        }
+        seen.push(line);
+    }
+}
+
+/// `kill -SIGNAL` to the child.
+#[cfg(unix)]
+fn send(child: &std::process::Child, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_simulation_writes_its_report_marked_aborted_and_exits_130() {
+    // Ctrl-C, a CI runner's SIGTERM, and the hang-up of a dropped ssh session alike.
+    for signal in ["INT", "TERM", "HUP"] {
+        let dir = scratch(&format!("simulate-interrupted-{signal}"));
+        let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+        let mut child = spawn_simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+        wait_for_line(&mut child, "simulating policy `a`");
+        send(&child, signal);
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(130), "SIG{signal}");
+        let r = report(&dir.join("r"));
+        assert_eq!(r["aborted"], true, "SIG{signal}");
+        assert_eq!(r["mode"], "simulated");
+        let policies = r["policies"].as_array().expect("policies");
+        assert_eq!(policies.len(), 1, "SIG{signal}: `b` never ran");
+        let a = &policies[0];
+        assert_eq!(a["partial"], true);
+        // What ran is counted as a live run stopped by Ctrl-C counts it.
+        let offered = a["offered"].as_u64().expect("offered");
+        assert!(
+            offered > 0 && offered < 86_400_000,
+            "SIG{signal}: {offered}"
+        );
+        // Attempts still on the wire when it stopped may not have reached the server.
+        let sent = a["attempts"].as_u64().expect("attempts");
+        let reached = a["ledger"]["attempts"].as_u64().expect("ledger");
+        let on_the_wire = a["ledger"]["client_abandoned"].as_u64().expect("abandoned");
+        assert!(
+            reached <= sent && sent - reached <= on_the_wire,
+            "SIG{signal}: {a}"
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
+    }
+}

@@ -1,5 +1,5 @@
 //! How far one simulated policy run may go before it stops early: the events waiting at
-//! once.
+//! once, and the user's interrupt.
 //!
 //! Why a limit on the events: a run's memory is the events waiting and the requests they
 //! carry. The load generator holds at most `load.max_in_flight` requests, and each holds
@@ -16,7 +16,13 @@
 
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::plan::Plan;
+
+/// Events handled between two looks at the interrupt: a look takes a lock, and 4,096
+/// events take well under a millisecond.
+const CHECKPOINT: u64 = 4096;
 
 /// Events waiting at once for each request `load.max_in_flight` allows, at each hop:
 /// twice what a chain's requests need (a timeout and the event that moves each on).
@@ -28,6 +34,8 @@ const AT_LEAST: usize = 1 << 16;
 /// Why a policy's run stopped before its end.
 #[derive(Debug, Clone)]
 pub(super) enum Cut {
+    /// The user interrupted the simulation (Ctrl-C, SIGTERM, SIGHUP).
+    Interrupted,
     /// More events waited at once than the limit.
     Overflow {
         at: Duration,
@@ -38,27 +46,33 @@ pub(super) enum Cut {
 }
 
 /// The limits of one policy's run.
-pub(super) struct Bound {
+pub(super) struct Bound<'a> {
     max_waiting: usize,
     hops: usize,
+    stop: &'a CancellationToken,
 }
 
-impl Bound {
-    pub(super) fn new(plan: &Plan, tiers: usize) -> Bound {
+impl<'a> Bound<'a> {
+    pub(super) fn new(plan: &Plan, tiers: usize, stop: &'a CancellationToken) -> Bound<'a> {
         Bound {
             max_waiting: max_waiting(plan.load.max_in_flight, tiers),
             hops: tiers + 1,
+            stop,
         }
     }
 
-    /// Whether the run must stop now, at `now`, with `waiting` events in the queue.
-    pub(super) fn check(&self, waiting: usize, now: Duration) -> Option<Cut> {
-        (waiting > self.max_waiting).then_some(Cut::Overflow {
-            at: now,
-            waiting,
-            limit: self.max_waiting,
-            hops: self.hops,
-        })
+    /// Whether the run must stop now, at `now`, the `events`-th event handled, with
+    /// `waiting` events in the queue.
+    pub(super) fn check(&self, events: u64, waiting: usize, now: Duration) -> Option<Cut> {
+        if waiting > self.max_waiting {
+            return Some(Cut::Overflow {
+                at: now,
+                waiting,
+                limit: self.max_waiting,
+                hops: self.hops,
+            });
+        }
+        (events.is_multiple_of(CHECKPOINT) && self.stop.is_cancelled()).then_some(Cut::Interrupted)
     }
 }
 
@@ -71,20 +85,24 @@ pub(super) fn max_waiting(max_in_flight: u32, tiers: usize) -> usize {
 }
 
 impl Cut {
-    /// Why the run of `policy` stopped, for the report's `error`.
-    pub(super) fn reason(&self, policy: &str, plan: &Plan) -> String {
+    /// Why the run of `policy` stopped, for the report's `error`; `None` for an interrupt,
+    /// which the report says by being aborted.
+    pub(super) fn reason(&self, policy: &str, plan: &Plan) -> Option<String> {
         let Cut::Overflow {
             at,
             waiting,
             limit,
             hops,
-        } = self;
-        format!(
+        } = self
+        else {
+            return None;
+        };
+        Some(format!(
             "policy `{policy}` stopped at {:.3} s of simulated time: {waiting} events waited at once, over the limit of {limit} ({PER_REQUEST_AND_HOP} a request of load.max_in_flight ({}) at each of {hops} hop{}, at least {AT_LEAST}): attempts their senders gave up on were still served or retried further down and outgrew the requests in flight; a live run would hold them all as open connections",
             at.as_secs_f64(),
             plan.load.max_in_flight,
             if *hops == 1 { "" } else { "s" },
-        )
+        ))
     }
 }
 

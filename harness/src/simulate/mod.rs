@@ -26,6 +26,7 @@ mod world;
 use std::time::{Duration, Instant, SystemTime};
 
 use fault_server::script::Script;
+use tokio_util::sync::CancellationToken;
 
 use crate::plan::{Plan, Target};
 use crate::report::{self, Ending, PolicyOutcome, Report};
@@ -81,6 +82,19 @@ impl Effort {
 /// Simulates every selected policy of `plan` (all when `policies` is empty) and builds
 /// the report.
 pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), SimError> {
+    simulate_until(plan, policies, &CancellationToken::new(), |_| {})
+}
+
+/// [`simulate`], stopping once `stop` is cancelled (the user's interrupt): the policy
+/// running then stops at its next checkpoint, counted as a live run stopped by Ctrl-C is,
+/// no later policy runs, and the report is marked aborted. `starting` is told each
+/// policy's name as its run begins.
+pub fn simulate_until(
+    plan: &Plan,
+    policies: &[String],
+    stop: &CancellationToken,
+    mut starting: impl FnMut(&str),
+) -> Result<(Report, Effort), SimError> {
     let selected = crate::run::select(plan, policies).map_err(|e| match e {
         crate::run::RunError::UnknownPolicy(name) => SimError::UnknownPolicy(name),
         other => SimError::UnknownPolicy(other.to_string()),
@@ -96,7 +110,13 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     let mut scratch = Scratch::default();
     // A policy cut short ends the run there, as a live one whose target is gone does.
     let mut error = None;
+    let mut aborted = false;
     for policy in selected {
+        if stop.is_cancelled() {
+            aborted = true;
+            break;
+        }
+        starting(&policy.name);
         let Simulated {
             run,
             ledger,
@@ -109,18 +129,20 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
             &script,
             Schedule::new(&plan.load, plan.seed),
             &mut scratch,
+            stop,
         );
         effort.logical += run.recorder.offered();
         effort.events += events;
         effort.peak_pending = effort.peak_pending.max(peak_pending);
         error.clone_from(&run.gone);
+        aborted |= run.aborted;
         outcomes.push(PolicyOutcome {
             policy,
             run,
             ledger: Some(ledger),
             tiers,
         });
-        if error.is_some() {
+        if aborted || error.is_some() {
             break;
         }
     }
@@ -130,7 +152,7 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         plan,
         outcomes,
         Ending {
-            aborted: false,
+            aborted,
             error,
             generated_at,
         },

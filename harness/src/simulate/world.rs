@@ -21,6 +21,8 @@ use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
 use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
 
+use tokio_util::sync::CancellationToken;
+
 use super::bound::{Bound, Cut};
 use super::lazy::LazyRng;
 use super::network::Network;
@@ -79,7 +81,7 @@ struct World<'a> {
     /// The plan's relay tiers, outermost first.
     tiers: Vec<Tier<'a>>,
     connections: Option<Connections>,
-    bound: Bound,
+    bound: Bound<'a>,
     /// Why the run stopped before its end, if it did.
     cut: Option<Cut>,
 }
@@ -116,18 +118,20 @@ pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
         script,
         Schedule::new(&plan.load, plan.seed),
         &mut Scratch::default(),
+        &CancellationToken::new(),
     )
 }
 
 /// [`run`] with the arrivals given, due in order, and the tables of an earlier run; it
-/// stops early, the reason in [`PolicyRun::gone`], when more events wait at once than
-/// the plan allows (`bound.rs`).
+/// stops early, the run marked aborted, once `stop` is cancelled, and with the reason in
+/// [`PolicyRun::gone`] when more events wait at once than the plan allows (`bound.rs`).
 pub fn run_arrivals(
     plan: &Plan,
     policy: &NamedPolicy,
     script: &Script,
     arrivals: impl Iterator<Item = Arrival>,
     scratch: &mut Scratch,
+    stop: &CancellationToken,
 ) -> Simulated {
     let seed = script.seed().unwrap_or(plan.seed);
     scratch.ledger.reset();
@@ -173,7 +177,7 @@ pub fn run_arrivals(
             busy: 0,
             waiting: VecDeque::new(),
         }),
-        bound: Bound::new(plan, policy.tiers.len()),
+        bound: Bound::new(plan, policy.tiers.len(), stop),
         cut: None,
     };
     let stop = world.drive(arrivals.peekable());
@@ -199,8 +203,11 @@ pub fn run_arrivals(
             breaker_trips: world.client.breaker_trips(),
             recorder: world.recorder,
             elapsed: stop,
-            aborted: false,
-            gone: world.cut.as_ref().map(|cut| cut.reason(&policy.name, plan)),
+            aborted: matches!(world.cut, Some(Cut::Interrupted)),
+            gone: world
+                .cut
+                .as_ref()
+                .and_then(|cut| cut.reason(&policy.name, plan)),
         },
         ledger,
         events: world.events,
@@ -251,7 +258,7 @@ impl World<'_> {
                     }
                 }
             }
-            if let Some(cut) = self.bound.check(self.queue.len(), at) {
+            if let Some(cut) = self.bound.check(self.events, self.queue.len(), at) {
                 self.cut = Some(cut);
                 return at;
             }
@@ -581,7 +588,7 @@ impl World<'_> {
                 Event::Answer { to, .. } | Event::Expire(to) | Event::Wake(to) if to.hop == 0 => {}
                 event => self.handle(now, event),
             }
-            if let Some(cut) = self.bound.check(self.queue.len(), now) {
+            if let Some(cut) = self.bound.check(self.events, self.queue.len(), now) {
                 self.cut = Some(cut);
                 return;
             }
