@@ -539,3 +539,72 @@ fn an_interrupted_simulation_writes_its_report_marked_aborted_and_exits_130() {
         assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130() {
+    let dir = scratch("simulate-sweep-interrupted");
+    let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+    let mut child = spawn_simulate(
+        &dir,
+        &[
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "a",
+            "--sweep",
+            "duration=2s,24h",
+            "--out",
+            "sweep",
+        ],
+    );
+    // The first value is written before it is said; the second runs until interrupted.
+    wait_for_line(&mut child, "duration = 2s: simulated");
+    send(&child, "INT");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    let text = std::fs::read_to_string(dir.join("sweep/sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(sweep["partial"], true);
+    assert_eq!(sweep["ran"], 1);
+    assert_eq!(sweep["values"], serde_json::json!(["2s", "24h"]));
+    let points = sweep["points"].as_array().expect("points");
+    assert_eq!(points.len(), 1);
+    assert_eq!(points[0]["value"], "2s");
+    assert_eq!(report(&dir.join("sweep/1-2s"))["aborted"], false);
+    assert!(
+        !dir.join("sweep/2-24h").exists(),
+        "the interrupted value is left out"
+    );
+    let md = std::fs::read_to_string(dir.join("sweep/sweep.md")).expect("sweep.md");
+    assert!(md.contains("Partial: 1 of its 2 values ran"), "{md}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sweep_is_on_disk_value_by_value_even_when_killed() {
+    let dir = scratch("simulate-sweep-killed");
+    let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+    let mut child = spawn_simulate(
+        &dir,
+        &[
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "a",
+            "--sweep",
+            "duration=2s,24h",
+            "--out",
+            "sweep",
+        ],
+    );
+    wait_for_line(&mut child, "duration = 2s: simulated");
+    // No handler runs for SIGKILL: what is on disk is what was written as it went.
+    send(&child, "KILL");
+    let _ = child.wait();
+    let text = std::fs::read_to_string(dir.join("sweep/sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        (sweep["ran"].clone(), sweep["partial"].clone()),
+        (1.into(), true.into())
+    );
+    assert_eq!(report(&dir.join("sweep/1-2s"))["mode"], "simulated");
+}

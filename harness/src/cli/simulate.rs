@@ -29,11 +29,8 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
         baseline: baseline_file,
         save_baseline,
     } = run;
-    if let Some(sweep) = sweep {
-        return super::sweep::sweep(&path, &policies, seed, out.as_deref(), &sweep, quiet);
-    }
     // Before the plan is read, as `chaos` does: an interrupt however early ends the run
-    // with a report marked aborted.
+    // (or the sweep) with what ran written, marked aborted.
     let abort = CancellationToken::new();
     let _listening = match Interrupts::listen(abort.clone()) {
         Ok(listening) => listening,
@@ -42,6 +39,17 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
+    if let Some(sweep) = sweep {
+        return super::sweep::sweep(
+            &path,
+            &policies,
+            seed,
+            out.as_deref(),
+            &sweep,
+            quiet,
+            &abort,
+        );
+    }
     let (plan, against) = match plan_and_baseline(&path, seed, baseline_file.as_deref()) {
         Ok(both) => both,
         Err(code) => return code,
