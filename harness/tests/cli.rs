@@ -312,8 +312,14 @@ fn spawn_chaos(dir: &Path, plan: &Path, quiet: bool) -> Child {
 /// Ctrl-C, as a terminal sends it.
 #[cfg(unix)]
 fn interrupt(child: &Child) {
+    send(child, "INT");
+}
+
+/// `kill -SIGNAL` to the child.
+#[cfg(unix)]
+fn send(child: &Child, signal: &str) {
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(status.success());
@@ -355,6 +361,22 @@ fn ctrl_c_writes_an_aborted_report_and_exits_130() {
         Some(1),
         "the second policy never ran"
     );
+    assert!(stdout.contains("ABORTED"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_hang_up_writes_an_aborted_report_and_exits_130() {
+    let dir = scratch("hung-up");
+    let plan = write_plan(&dir, "hup.yaml", &long_plan("hup", "{ name: a }"));
+    let mut child = spawn_chaos(&dir, &plan, false);
+    // The terminal goes away (a dropped ssh session) once the run has started.
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("running policy `a`"), "{first}");
+    send(&child, "HUP");
+    let (json, stdout) = aborted(child, &dir, "hup");
+    assert_eq!(json["policies"][0]["partial"], true);
     assert!(stdout.contains("ABORTED"));
 }
 

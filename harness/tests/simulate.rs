@@ -288,3 +288,323 @@ fn a_sweep_that_cannot_go_where_asked_is_kept_in_a_temporary_directory_and_exits
         "{stdout}"
     );
 }
+
+/// A plan of 15 relay tiers between the client and a leaf that fails every attempt, every
+/// hop retrying up to 5 times at once behind a 60 s timeout: at worst 5^16 attempts at
+/// the leaf per logical request, far more than any run's length lets happen.
+fn deep_chain(name: &str, load: &str) -> String {
+    let tiers: Vec<String> = (1..=15).map(|i| format!("t{i}")).collect();
+    let same: Vec<String> = tiers.iter().map(|t| format!("{t}: same")).collect();
+    format!(
+        "name: {name}\nseed: 1\n{load}\ntiers: [{}]\nload:\n  rate: 10\n  requests: [ {{ name: read, path: \"/items/{{n}}\" }} ]\nfaults:\n  - {{ name: down, respond: {{ status: 503 }} }}\npolicies:\n  - name: five-everywhere\n    max_attempts: 5\n    backoff: none\n    attempt_timeout: 60s\n    tiers: {{ {} }}\n",
+        tiers.join(", "),
+        same.join(", ")
+    )
+}
+
+/// The most events that waited at once, from the line `harness simulate` ends with.
+fn peak_waiting(stderr: &str) -> usize {
+    stderr
+        .split("at most ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `at most N waiting` in: {stderr}"))
+}
+
+#[test]
+fn a_deep_chain_holds_events_for_its_requests_in_flight_not_for_every_attempt_sent() {
+    let dir = scratch("simulate-deep-chain");
+    let plan = common::write_plan(
+        &dir,
+        "deep.yaml",
+        &deep_chain("deep", "duration: 500ms\ndrain: 100ms"),
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let p = &r["policies"][0];
+    let logical = p["logical"].as_u64().expect("logical");
+    assert!(logical > 0 && p["offered"] == logical, "{p}");
+    let tiers = p["tiers"].as_array().expect("tiers");
+    assert_eq!(tiers.len(), 15);
+    // What each hop sent, the next received (the leaf may not have read the last few
+    // when the run stopped, as live).
+    assert_eq!(tiers[0]["received"], logical);
+    for pair in tiers.windows(2) {
+        assert_eq!(pair[0]["sent"], pair[1]["received"], "{p}");
+    }
+    assert!(
+        p["leaf_amplification"].as_f64().is_some_and(|a| a > 1000.0),
+        "the leaf took thousands of attempts a request: {p}"
+    );
+    // Each hop of a request holds at most its attempt's timeout and the one event that
+    // moves the request on; a timeout whose attempt was answered is not kept. Before,
+    // every attempt sent left its timeout waiting for its full 60 s: 7,955 here, and the
+    // issue's plan died at 3 GB.
+    let hops = 16;
+    let bound = 2 * hops * logical as usize;
+    let peak = peak_waiting(&stderr(&run));
+    assert!(peak <= bound, "{peak} events waited at once, over {bound}");
+}
+
+#[test]
+fn a_hang_the_sender_stopped_waiting_for_is_not_held_for_the_hang_cap() {
+    let dir = scratch("simulate-stale-hangs");
+    // The leaf holds every attempt for its hang cap (60 s); `backend` gives each up after
+    // 20 ms and tries again, thousands of times a request.
+    let plan = common::write_plan(
+        &dir,
+        "hangs.yaml",
+        "name: hangs\nseed: 1\nduration: 5s\ndrain: 100ms\ntiers: [backend]\nload:\n  rate: 10\n  requests: [ { name: read, path: /r } ]\nfaults:\n  - { name: hang, respond: { fault: timeout } }\npolicies:\n  - name: retries-below\n    max_attempts: 1\n    tiers: { backend: { max_attempts: 100000, backoff: none, attempt_timeout: 20ms } }\n",
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let r = report(&dir.join("r"));
+    let p = &r["policies"][0];
+    let logical = p["logical"].as_u64().expect("logical");
+    let backend = &p["tiers"][0];
+    assert!(
+        backend["sent"].as_u64().is_some_and(|s| s > 100 * logical),
+        "backend retried into the hangs: {p}"
+    );
+    assert_eq!(
+        p["ledger"]["by_outcome"]["timeout"], p["ledger"]["attempts"],
+        "the leaf counted every hang it held: {p}"
+    );
+    // Before, each of backend's attempts left the hang's end waiting for 60 s: 6,455
+    // events at once here (bound 172), growing with the run's length.
+    let bound = 2 * 2 * logical as usize;
+    let peak = peak_waiting(&stderr(&run));
+    assert!(peak <= bound, "{peak} events waited at once, over {bound}");
+}
+
+#[test]
+fn work_that_outgrows_the_requests_in_flight_stops_the_simulation_with_a_report_saying_why() {
+    let dir = scratch("simulate-overflow");
+    // Ten requests in flight at most, each giving up on an attempt after 1 ms and sending
+    // another, to a server that takes a minute over each and never turns one away: the
+    // attempts given up on pile up at the server, 10,000 more every second.
+    let plan = common::write_plan(
+        &dir,
+        "slow.yaml",
+        "name: slow\nseed: 1\nduration: 20s\nload:\n  rate: 10\n  max_in_flight: 10\n  requests: [ { name: r, path: /r } ]\nserver: { service_time: 60s }\npolicies:\n  - name: impatient\n    max_attempts: 1000000\n    backoff: none\n    attempt_timeout: 1ms\n  - name: never-runs\n",
+    );
+    let run = simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+    assert_eq!(run.status.code(), Some(3), "{}", stderr(&run));
+    let said = stderr(&run);
+    assert!(
+        said.contains("error: policy `impatient` stopped at ")
+            && said.contains("over the limit of 65536"),
+        "{said}"
+    );
+    let r = report(&dir.join("r"));
+    assert_eq!(r["verdict"], "fail");
+    assert_eq!(r["aborted"], false);
+    assert!(
+        r["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("65537 events waited at once")),
+        "{r}"
+    );
+    let policies = r["policies"].as_array().expect("policies");
+    assert_eq!(policies.len(), 1, "the run ends with the policy cut short");
+    let p = &policies[0];
+    assert_eq!(p["partial"], true);
+    // What ran is counted as a run stopped early is: the requests still running are
+    // unfinished, and the server counted every attempt that reached it.
+    assert_eq!(p["unfinished"], p["logical"], "{p}");
+    assert_eq!(p["attempts"], p["ledger"]["attempts"], "{p}");
+    assert!(p["attempts"].as_u64().is_some_and(|a| a > 65_000), "{p}");
+    assert_eq!(peak_waiting(&said), 65_537);
+    let md = std::fs::read_to_string(dir.join("r/report.md")).expect("report.md");
+    assert!(md.contains("INCOMPLETE"), "{md}");
+}
+
+#[test]
+fn validate_warns_of_a_chain_whose_retries_multiply_past_reason_at_its_tiers_key() {
+    let dir = scratch("validate-deep-chain");
+    let text = deep_chain("deep", "duration: 1s");
+    let plan = common::write_plan(&dir, "deep.yaml", &text);
+    let out = harness()
+        .arg("validate")
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "a warning, not an error");
+    let said = stderr(&out);
+    let line = 1 + text
+        .lines()
+        .position(|l| l.trim_start().starts_with("tiers: {"))
+        .expect("the policy's tiers");
+    assert!(
+        said.contains(&format!(
+            "warning: {}:{line}:5: policy `five-everywhere`: its call chain can make the leaf receive 152587890625 attempts per logical request (every hop's max_attempts multiplied: 5 at the client and at each of its 15 tiers), over 1000",
+            plan.display()
+        )),
+        "{said}"
+    );
+    // The shipped storm (4 × 4 × 4) is within reason.
+    let storm = harness()
+        .arg("validate")
+        .arg(repo().join("plans/chain-storm.yaml"))
+        .output()
+        .expect("run harness");
+    assert_eq!(storm.status.code(), Some(0));
+    assert!(!stderr(&storm).contains("warning"), "{}", stderr(&storm));
+}
+
+/// A plan a simulation takes many minutes over: 86 million logical requests (release
+/// builds simulate about a million a second), so only an interrupt ends it in a test.
+#[cfg(unix)]
+const ENDLESS: &str = "name: endless\nseed: 1\nduration: 24h\nload:\n  rate: 1000\n  requests: [ { name: r, path: /r } ]\nfaults:\n  - { name: flaky, probability: 0.2, respond: { status: 503 } }\npolicies:\n  - { name: a, max_attempts: 3, backoff: { fixed: 10ms } }\n  - { name: b }\n";
+
+/// `harness simulate ARGS` in `dir`, its output piped.
+#[cfg(unix)]
+fn spawn_simulate(dir: &Path, args: &[&str]) -> std::process::Child {
+    harness()
+        .current_dir(dir)
+        .arg("simulate")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn harness")
+}
+
+/// Reads the child's stderr up to the first line that starts with `prefix`.
+#[cfg(unix)]
+fn wait_for_line(child: &mut std::process::Child, prefix: &str) -> String {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .next()
+            .unwrap_or_else(|| panic!("no line `{prefix}...` before the end: {seen:?}"))
+            .expect("utf-8");
+        if line.starts_with(prefix) {
+            // The rest is drained so the child never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            return line;
+        }
+        seen.push(line);
+    }
+}
+
+/// `kill -SIGNAL` to the child.
+#[cfg(unix)]
+fn send(child: &std::process::Child, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_simulation_writes_its_report_marked_aborted_and_exits_130() {
+    // Ctrl-C, a CI runner's SIGTERM, and the hang-up of a dropped ssh session alike.
+    for signal in ["INT", "TERM", "HUP"] {
+        let dir = scratch(&format!("simulate-interrupted-{signal}"));
+        let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+        let mut child = spawn_simulate(&dir, &[plan.to_str().expect("utf-8"), "--out", "r"]);
+        wait_for_line(&mut child, "simulating policy `a`");
+        send(&child, signal);
+        let out = child.wait_with_output().expect("wait");
+        assert_eq!(out.status.code(), Some(130), "SIG{signal}");
+        let r = report(&dir.join("r"));
+        assert_eq!(r["aborted"], true, "SIG{signal}");
+        assert_eq!(r["mode"], "simulated");
+        let policies = r["policies"].as_array().expect("policies");
+        assert_eq!(policies.len(), 1, "SIG{signal}: `b` never ran");
+        let a = &policies[0];
+        assert_eq!(a["partial"], true);
+        // What ran is counted as a live run stopped by Ctrl-C counts it.
+        let offered = a["offered"].as_u64().expect("offered");
+        assert!(
+            offered > 0 && offered < 86_400_000,
+            "SIG{signal}: {offered}"
+        );
+        // Attempts still on the wire when it stopped may not have reached the server.
+        let sent = a["attempts"].as_u64().expect("attempts");
+        let reached = a["ledger"]["attempts"].as_u64().expect("ledger");
+        let on_the_wire = a["ledger"]["client_abandoned"].as_u64().expect("abandoned");
+        assert!(
+            reached <= sent && sent - reached <= on_the_wire,
+            "SIG{signal}: {a}"
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("ABORTED"));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130() {
+    let dir = scratch("simulate-sweep-interrupted");
+    let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+    let mut child = spawn_simulate(
+        &dir,
+        &[
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "a",
+            "--sweep",
+            "duration=2s,24h",
+            "--out",
+            "sweep",
+        ],
+    );
+    // The first value is written before it is said; the second runs until interrupted.
+    wait_for_line(&mut child, "duration = 2s: simulated");
+    send(&child, "INT");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130));
+    let text = std::fs::read_to_string(dir.join("sweep/sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(sweep["partial"], true);
+    assert_eq!(sweep["ran"], 1);
+    assert_eq!(sweep["values"], serde_json::json!(["2s", "24h"]));
+    let points = sweep["points"].as_array().expect("points");
+    assert_eq!(points.len(), 1);
+    assert_eq!(points[0]["value"], "2s");
+    assert_eq!(report(&dir.join("sweep/1-2s"))["aborted"], false);
+    assert!(
+        !dir.join("sweep/2-24h").exists(),
+        "the interrupted value is left out"
+    );
+    let md = std::fs::read_to_string(dir.join("sweep/sweep.md")).expect("sweep.md");
+    assert!(md.contains("Partial: 1 of its 2 values ran"), "{md}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sweep_is_on_disk_value_by_value_even_when_killed() {
+    let dir = scratch("simulate-sweep-killed");
+    let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
+    let mut child = spawn_simulate(
+        &dir,
+        &[
+            plan.to_str().expect("utf-8"),
+            "--policy",
+            "a",
+            "--sweep",
+            "duration=2s,24h",
+            "--out",
+            "sweep",
+        ],
+    );
+    wait_for_line(&mut child, "duration = 2s: simulated");
+    // No handler runs for SIGKILL: what is on disk is what was written as it went.
+    send(&child, "KILL");
+    let _ = child.wait();
+    let text = std::fs::read_to_string(dir.join("sweep/sweep.json")).expect("sweep.json");
+    let sweep: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(
+        (sweep["ran"].clone(), sweep["partial"].clone()),
+        (1.into(), true.into())
+    );
+    assert_eq!(report(&dir.join("sweep/1-2s"))["mode"], "simulated");
+}

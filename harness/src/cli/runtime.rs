@@ -54,12 +54,16 @@ pub(super) fn runtime(threads: Option<usize>) -> Option<tokio::runtime::Runtime>
 
 /// The signals that interrupt a run, registered with the OS when made (tokio's
 /// `ctrl_c()` registers only when first polled, which leaves the default action, death
-/// without a report, in place until then).
+/// without a report, in place until then): Ctrl-C, SIGTERM (a CI runner's cancel) and
+/// SIGHUP (the terminal went away: a dropped ssh session). The one home of what
+/// interrupts `chaos`, `simulate` (its sweeps too) and a `relay`.
 pub(super) struct Interrupts {
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
     #[cfg(unix)]
     terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hang_up: tokio::signal::unix::Signal,
 }
 
 /// Listening for interrupts on a thread of its own; dropping it stops listening.
@@ -83,6 +87,7 @@ impl Interrupts {
             Ok(Interrupts {
                 interrupt: signal(SignalKind::interrupt())?,
                 terminate: signal(SignalKind::terminate())?,
+                hang_up: signal(SignalKind::hangup())?,
             })
         }
         #[cfg(not(unix))]
@@ -115,23 +120,30 @@ impl Interrupts {
         Ok(Listening { done })
     }
 
-    /// Resolves on Ctrl-C or SIGTERM.
+    /// Resolves on Ctrl-C, SIGTERM or SIGHUP.
     pub(super) async fn received(mut self) {
         #[cfg(unix)]
         tokio::select! {
             _ = self.interrupt.recv() => {}
             _ = self.terminate.recv() => {}
+            _ = self.hang_up.recv() => {}
         }
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
     }
 
-    /// Resolves when the user interrupts (Ctrl-C, or SIGTERM from a CI runner) and
-    /// cancels the run.
+    /// Resolves when the user interrupts (Ctrl-C, SIGTERM from a CI runner, SIGHUP from
+    /// a terminal that went away) and cancels the run.
     pub(super) async fn wait(self, abort: CancellationToken) {
+        use std::io::Write as _;
         self.received().await;
-        eprintln!("interrupted: stopping, the report will be written and marked aborted");
+        // The run stops first: after a hang-up the terminal may refuse the line, and
+        // `eprintln!` would panic there.
         abort.cancel();
+        let _ = writeln!(
+            std::io::stderr(),
+            "interrupted: stopping, the report will be written and marked aborted"
+        );
     }
 }
 

@@ -1,7 +1,11 @@
 //! `harness simulate`: a plan in virtual time, concluded as `chaos` concludes a live run;
-//! `--sweep` goes to `sweep.rs`.
+//! `--sweep` goes to `sweep.rs`. Ctrl-C, SIGTERM and SIGHUP stop it as they stop `chaos`
+//! ([`Interrupts`]): the report of what ran is written, marked aborted, exit 130.
 
-use super::{EXIT_INVALID, PlanArgs, conclude, plan_and_baseline};
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::Interrupts;
+use super::{EXIT_CANNOT_RUN, EXIT_INVALID, PlanArgs, conclude, plan_and_baseline};
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
@@ -25,14 +29,38 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
         baseline: baseline_file,
         save_baseline,
     } = run;
+    // Before the plan is read, as `chaos` does: an interrupt however early ends the run
+    // (or the sweep) with what ran written, marked aborted.
+    let abort = CancellationToken::new();
+    let _listening = match Interrupts::listen(abort.clone()) {
+        Ok(listening) => listening,
+        Err(e) => {
+            eprintln!("error: cannot listen for Ctrl-C: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
     if let Some(sweep) = sweep {
-        return super::sweep::sweep(&path, &policies, seed, out.as_deref(), &sweep, quiet);
+        return super::sweep::sweep(
+            &path,
+            &policies,
+            seed,
+            out.as_deref(),
+            &sweep,
+            quiet,
+            &abort,
+        );
     }
     let (plan, against) = match plan_and_baseline(&path, seed, baseline_file.as_deref()) {
         Ok(both) => both,
         Err(code) => return code,
     };
-    let (report, effort) = match crate::simulate::simulate(&plan, &policies) {
+    let starting = |name: &str| {
+        if !quiet {
+            eprintln!("simulating policy `{name}`");
+        }
+    };
+    let (report, effort) = match crate::simulate::simulate_until(&plan, &policies, &abort, starting)
+    {
         Ok(done) => done,
         Err(e) => {
             eprintln!("error: {e}");

@@ -27,7 +27,12 @@ pub(super) fn validate(paths: &[PathBuf], explain: bool) -> u8 {
                     print!("{}", explained(&p));
                 }
                 for warning in &p.warnings {
-                    eprintln!("warning: {}: {warning}", path.display());
+                    match warning.at {
+                        Some((line, column)) => {
+                            eprintln!("warning: {}:{line}:{column}: {warning}", path.display());
+                        }
+                        None => eprintln!("warning: {}: {warning}", path.display()),
+                    }
                 }
             }
             Err(errors) => {

@@ -7,6 +7,7 @@
 //! Every error names the file, the line and column, what is wrong and, where it can, what
 //! to write instead ([`PlanError`]). This is the one place that knows the YAML crate.
 
+mod chain;
 mod error;
 mod gate;
 mod import;
@@ -25,12 +26,13 @@ use std::time::Duration;
 
 use fault_server::script::{Script, ScriptError, ScriptSpec};
 
+pub use chain::{ABSURD_LEAF_AMPLIFICATION, worst_leaf_amplification};
 pub use error::PlanError;
 use error::{Found, found, yaml_error, yaml_error_in};
 use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Numbers,
-    Plan, RequestKind, Segment, Target, TierKind, TierPolicy, fill_path,
+    Plan, RequestKind, Segment, Target, TierKind, TierPolicy, Warning, fill_path,
 };
 pub use policy::forward_once;
 use spec::PlanSpec;
@@ -131,6 +133,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
     check_depth(path, text)?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
     let (mut plan, sources) = resolve(path, spec).map_err(|f| located(path, text, f))?;
+    let chains = chain::warnings(&plan, text);
+    plan.warnings.extend(chains);
     // The imported files are part of the experiment: a changed config, a changed digest.
     plan.text_hash = fault_server::seed::fnv1a(
         std::iter::once(text)
@@ -214,13 +218,17 @@ pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan,
         .insert(Value::from(*last), value);
     let changed = serde_yaml::to_string(&root)
         .map_err(|e| whole(format!("`{shown}`: {e}"), "report this as a bug"))?;
-    parse(path, &changed).map_err(|mut e| {
+    // Lines and columns would point into the changed text, not the file.
+    let mut plan = parse(path, &changed).map_err(|mut e| {
         e.message = format!("with `{shown}`: {}", e.message);
-        // Lines and columns would point into the changed text, not the file.
         e.line = None;
         e.column = None;
         e
-    })
+    })?;
+    for warning in &mut plan.warnings {
+        warning.at = None;
+    }
+    Ok(plan)
 }
 
 /// Reads a policy file (a plan's policy on its own: `preset`, `import`, the keys; no name
@@ -345,7 +353,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         gates,
         baseline,
         sampling_ratio,
-        warnings,
+        warnings: warnings.into_iter().map(Warning::from).collect(),
         network_latency: spec.network.and_then(|n| n.latency).map_or(
             fault_server::Distribution::Fixed(model::DEFAULT_NETWORK_LATENCY),
             Into::into,

@@ -40,13 +40,40 @@ pub struct Plan {
     /// `telemetry.sampling_ratio`: the share of logical requests traced, when telemetry
     /// is on and `OTEL_TRACES_SAMPLER_ARG` does not say.
     pub sampling_ratio: Option<f64>,
-    /// What the plan asks for that the harness cannot model (fields of imported configs).
-    pub warnings: Vec<String>,
+    /// What will run but deserves a second look: what the harness cannot model (fields of
+    /// imported configs), a call chain whose retries multiply past reason.
+    pub warnings: Vec<Warning>,
     /// The one-way latency of each hop in a simulated run (`network.latency`).
     pub network_latency: fault_server::Distribution,
     /// FNV-1a of the plan's text and of the files it imports: with the seed, what a
     /// baseline's digest is made of.
     pub text_hash: u64,
+}
+
+/// A plan's warning, and where the plan says what it is about when one place does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Warning {
+    /// The line and column (1-based) in the plan's file.
+    pub at: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl From<String> for Warning {
+    fn from(message: String) -> Warning {
+        Warning { at: None, message }
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl PartialEq<&str> for Warning {
+    fn eq(&self, other: &&str) -> bool {
+        self.message == *other
+    }
 }
 
 impl Plan {

@@ -66,7 +66,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
     let warnings = plan
         .warnings
         .iter()
-        .cloned()
+        .map(|w| w.message.clone())
         .chain(policies.iter()
         .filter(|p| p.dropped as f64 > DROPPED_WARNING * p.offered as f64)
         .map(|p| {

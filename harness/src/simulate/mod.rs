@@ -12,6 +12,7 @@
 //! Deterministic: the same plan and seed give the same figures. Its memory is the
 //! requests in flight (and the ledger, bounded as live), not the run's length.
 
+mod bound;
 mod lazy;
 mod network;
 mod queue;
@@ -19,11 +20,13 @@ mod request;
 mod server;
 pub mod sweep;
 mod tier;
+mod timers;
 mod world;
 
 use std::time::{Duration, Instant, SystemTime};
 
 use fault_server::script::Script;
+use tokio_util::sync::CancellationToken;
 
 use crate::plan::{Plan, Target};
 use crate::report::{self, Ending, PolicyOutcome, Report};
@@ -51,6 +54,8 @@ pub struct Effort {
     pub logical: u64,
     /// Events handled (arrivals, deliveries, service ends, timers).
     pub events: u64,
+    /// The most events that waited at once in one policy's run: what its memory holds.
+    pub peak_pending: usize,
     /// Wall time.
     pub wall: Duration,
     /// The process's peak resident memory when the simulation ended, in KiB.
@@ -61,9 +66,10 @@ impl Effort {
     /// One line for the terminal.
     pub fn describe(&self) -> String {
         format!(
-            "simulated {} logical requests ({} events) in {:.3} s: {:.2} M logical requests per second",
+            "simulated {} logical requests ({} events, at most {} waiting) in {:.3} s: {:.2} M logical requests per second",
             self.logical,
             self.events,
+            self.peak_pending,
             self.wall.as_secs_f64(),
             self.rate() / 1e6
         ) + &self
@@ -81,6 +87,19 @@ impl Effort {
 /// Simulates every selected policy of `plan` (all when `policies` is empty) and builds
 /// the report.
 pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), SimError> {
+    simulate_until(plan, policies, &CancellationToken::new(), |_| {})
+}
+
+/// [`simulate`], stopping once `stop` is cancelled (the user's interrupt): the policy
+/// running then stops at its next checkpoint, counted as a live run stopped by Ctrl-C is,
+/// no later policy runs, and the report is marked aborted. `starting` is told each
+/// policy's name as its run begins.
+pub fn simulate_until(
+    plan: &Plan,
+    policies: &[String],
+    stop: &CancellationToken,
+    mut starting: impl FnMut(&str),
+) -> Result<(Report, Effort), SimError> {
     let selected = crate::run::select(plan, policies).map_err(|e| match e {
         crate::run::RunError::UnknownPolicy(name) => SimError::UnknownPolicy(name),
         other => SimError::UnknownPolicy(other.to_string()),
@@ -94,11 +113,20 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     let mut effort = Effort::default();
     let mut outcomes = Vec::new();
     let mut scratch = Scratch::default();
+    // A policy cut short ends the run there, as a live one whose target is gone does.
+    let mut error = None;
+    let mut aborted = false;
     for policy in selected {
+        if stop.is_cancelled() {
+            aborted = true;
+            break;
+        }
+        starting(&policy.name);
         let Simulated {
             run,
             ledger,
             events,
+            peak_pending,
             tiers,
         } = run_arrivals(
             plan,
@@ -106,9 +134,13 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
             &script,
             Schedule::new(&plan.load, plan.seed),
             &mut scratch,
+            stop,
         );
         effort.logical += run.recorder.offered();
         effort.events += events;
+        effort.peak_pending = effort.peak_pending.max(peak_pending);
+        error.clone_from(&run.gone);
+        aborted |= run.aborted;
         outcomes.push(report::policy_report(
             plan,
             PolicyOutcome {
@@ -118,6 +150,9 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
                 tiers,
             },
         ));
+        if aborted || error.is_some() {
+            break;
+        }
     }
     effort.wall = started.elapsed();
     effort.peak_kib = crate::stats::peak_resident_kib();
@@ -126,8 +161,8 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
         plan,
         outcomes,
         Ending {
-            aborted: false,
-            error: None,
+            aborted,
+            error,
             generated_at,
         },
     );

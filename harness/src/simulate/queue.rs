@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use chaos_policy::Attempt;
 
+use super::timers::Timers;
+
 /// Who an event is for (the load generator, or a relay tier), where its request is in
 /// that one's slab of running requests, and which step of the run it belongs to: a step
 /// that is over (an attempt that timed out before its answer came) makes later events of
@@ -148,26 +150,38 @@ impl Heap {
 pub(super) struct Next {
     pub(super) at: Duration,
     seq: u64,
-    lane: Option<usize>,
+    from: Source,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Source {
+    Heap,
+    Lane(usize),
+    Timer,
 }
 
 /// Events by time, then by the order they were scheduled.
 ///
-/// Most events are scheduled a constant time ahead (a hop of a fixed network latency, an
-/// attempt's timeout), so most arrive in time order already: those go to a FIFO lane of
-/// their kind, in O(1), and only the others to the heap. Which lane an event sat in never
-/// changes the order it comes out in.
+/// Most events are scheduled a constant time ahead (a hop of a fixed network latency), so
+/// most arrive in time order already: those go to a FIFO lane of their kind, in O(1), and
+/// only the others to the heap. Attempt timeouts go to [`Timers`], which keeps one a
+/// request slot. Where an event sat never changes the order it comes out in.
 #[derive(Default)]
 pub(super) struct Queue {
     heap: Heap,
     held: Vec<Option<Event>>,
     free: Vec<u32>,
-    /// Hops, timeouts, and the rest (service ends, wakes), each in time order.
-    lanes: [VecDeque<Entry>; 3],
+    /// Hops, and the rest (service ends, wakes), each in time order.
+    lanes: [VecDeque<Entry>; 2],
+    timers: Timers,
     seq: u64,
     steps: u64,
     /// The last answer scheduled: to whom, arriving when.
     last_answer: Option<(Step, Duration)>,
+    /// Events waiting, timeouts included: what the run's memory grows with.
+    len: usize,
+    /// The most that waited at once since the last [`Queue::clear`].
+    peak: usize,
 }
 
 impl Queue {
@@ -179,9 +193,15 @@ impl Queue {
                 self.last_answer = Some((*to, at));
                 0
             }
-            Event::Expire(_) => 1,
-            Event::Finish { .. } | Event::Delayed(_) | Event::Wake(_) => 2,
+            Event::Expire(step) => {
+                if self.timers.set(at, self.seq, *step) {
+                    self.grew();
+                }
+                return;
+            }
+            Event::Finish { .. } | Event::Delayed(_) | Event::Wake(_) => 1,
         };
+        self.grew();
         let lane = &mut self.lanes[lane];
         if lane.back().is_none_or(|last| last.at <= at) {
             lane.push_back(Entry {
@@ -226,9 +246,17 @@ impl Queue {
         for lane in &mut self.lanes {
             lane.clear();
         }
+        self.timers.clear();
         self.seq = 0;
         self.steps = 0;
         self.last_answer = None;
+        self.len = 0;
+        self.peak = 0;
+    }
+
+    fn grew(&mut self) {
+        self.len += 1;
+        self.peak = self.peak.max(self.len);
     }
 
     /// A step number no other step of the run has.
@@ -242,17 +270,19 @@ impl Queue {
         let mut best = self.heap.peek().map(|e| Next {
             at: e.at,
             seq: e.seq,
-            lane: None,
+            from: Source::Heap,
         });
+        let mut consider = |at: Duration, seq: u64, from: Source| {
+            if best.is_none_or(|b| (at, seq) < (b.at, b.seq)) {
+                best = Some(Next { at, seq, from });
+            }
+        };
+        if let Some((at, seq)) = self.timers.peek() {
+            consider(at, seq, Source::Timer);
+        }
         for (i, lane) in self.lanes.iter().enumerate() {
-            if let Some(e) = lane.front()
-                && best.is_none_or(|b| (e.at, e.seq) < (b.at, b.seq))
-            {
-                best = Some(Next {
-                    at: e.at,
-                    seq: e.seq,
-                    lane: Some(i),
-                });
+            if let Some(e) = lane.front() {
+                consider(e.at, e.seq, Source::Lane(i));
             }
         }
         best
@@ -260,15 +290,30 @@ impl Queue {
 
     /// Takes the event `peek` found (nothing was pushed in between).
     pub(super) fn take(&mut self, next: Next) -> Option<(Duration, Event)> {
-        match next.lane {
-            Some(lane) => self.lanes[lane].pop_front().map(|e| (e.at, e.event)),
-            None => {
+        self.len -= 1;
+        match next.from {
+            Source::Lane(lane) => self.lanes[lane].pop_front().map(|e| (e.at, e.event)),
+            Source::Timer => self
+                .timers
+                .pop()
+                .map(|(at, step)| (at, Event::Expire(step))),
+            Source::Heap => {
                 let key = self.heap.pop()?;
                 self.free.push(key.slot);
                 let event = self.held[key.slot as usize].take()?;
                 Some((key.at, event))
             }
         }
+    }
+
+    /// Events waiting, timeouts included.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The most events that waited at once.
+    pub(super) fn peak(&self) -> usize {
+        self.peak
     }
 
     #[cfg(test)]

@@ -160,7 +160,19 @@ impl<'a> Server<'a> {
                     after,
                 } => {
                     self.ledger.record_outcome(outcome);
-                    Self::answer(queue, net, now + after, sent.reply, reply);
+                    let arrives = now + after + net.hop();
+                    // A hang's end that reaches its sender after the sender's own timeout
+                    // falls on a step that is over: it would only wait in the queue, as
+                    // long as the hang cap, for every attempt the sender retries.
+                    if sent.expires.is_none_or(|expires| arrives <= expires) {
+                        queue.push(
+                            arrives,
+                            Event::Answer {
+                                to: sent.reply,
+                                reply,
+                            },
+                        );
+                    }
                     return;
                 }
             }

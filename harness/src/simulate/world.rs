@@ -21,6 +21,9 @@ use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
 use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
 
+use tokio_util::sync::CancellationToken;
+
+use super::bound::{Bound, Cut};
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
@@ -55,6 +58,8 @@ pub struct Simulated {
     pub run: PolicyRun,
     pub ledger: LedgerSnapshot,
     pub events: u64,
+    /// The most events that waited at once (timeouts included): the run's memory.
+    pub peak_pending: usize,
     /// What each relay tier counted, outermost first.
     pub tiers: Vec<crate::hop::HopCounts>,
 }
@@ -76,6 +81,9 @@ struct World<'a> {
     /// The plan's relay tiers, outermost first.
     tiers: Vec<Tier<'a>>,
     connections: Option<Connections>,
+    bound: Bound<'a>,
+    /// Why the run stopped before its end, if it did.
+    cut: Option<Cut>,
 }
 
 /// The client's connections under the plan's cap: how many carry an attempt, and the
@@ -110,16 +118,20 @@ pub fn run(plan: &Plan, policy: &NamedPolicy, script: &Script) -> Simulated {
         script,
         Schedule::new(&plan.load, plan.seed),
         &mut Scratch::default(),
+        &CancellationToken::new(),
     )
 }
 
-/// [`run`] with the arrivals given, due in order, and the tables of an earlier run.
+/// [`run`] with the arrivals given, due in order, and the tables of an earlier run; it
+/// stops early, the run marked aborted, once `stop` is cancelled, and with the reason in
+/// [`PolicyRun::gone`] when more events wait at once than the plan allows (`bound.rs`).
 pub fn run_arrivals(
     plan: &Plan,
     policy: &NamedPolicy,
     script: &Script,
     arrivals: impl Iterator<Item = Arrival>,
     scratch: &mut Scratch,
+    stop: &CancellationToken,
 ) -> Simulated {
     let seed = script.seed().unwrap_or(plan.seed);
     scratch.ledger.reset();
@@ -165,17 +177,22 @@ pub fn run_arrivals(
             busy: 0,
             waiting: VecDeque::new(),
         }),
+        bound: Bound::new(plan, policy.tiers.len(), stop),
+        cut: None,
     };
     let stop = world.drive(arrivals.peekable());
     world.close(stop);
-    // Live, each tier settles for up to `drain` in turn, then the server does.
-    let hops = u32::try_from(world.tiers.len()).unwrap_or(u32::MAX);
-    world.settle(stop + plan.drain * (hops + 1));
+    if world.cut.is_none() {
+        // Live, each tier settles for up to `drain` in turn, then the server does.
+        let hops = u32::try_from(world.tiers.len()).unwrap_or(u32::MAX);
+        world.settle(stop + plan.drain * (hops + 1));
+    }
     let run = RunCounts {
         logical: world.recorder.logical,
         duration: world.recorder.last_send,
     };
     let ledger = world.server.ledger();
+    let peak_pending = world.queue.peak();
     let mut queue = world.queue;
     queue.clear();
     scratch.queue = queue;
@@ -186,11 +203,15 @@ pub fn run_arrivals(
             breaker_trips: world.client.breaker_trips(),
             recorder: world.recorder,
             elapsed: stop,
-            aborted: false,
-            gone: None,
+            aborted: matches!(world.cut, Some(Cut::Interrupted)),
+            gone: world
+                .cut
+                .as_ref()
+                .and_then(|cut| cut.reason(&policy.name, plan)),
         },
         ledger,
         events: world.events,
+        peak_pending,
         tiers: world.tiers.iter().map(|t| t.counts().clone()).collect(),
     }
 }
@@ -200,7 +221,8 @@ const SAMPLE_EARLY: Duration = Duration::from_millis(1);
 
 impl World<'_> {
     /// Arrivals and events in time order until every request is over after the plan's
-    /// duration, or its drain runs out; returns when the client side stopped.
+    /// duration, its drain runs out, or the run is cut short; returns when the client
+    /// side stopped.
     fn drive(
         &mut self,
         mut arrivals: std::iter::Peekable<impl Iterator<Item = Arrival>>,
@@ -235,6 +257,10 @@ impl World<'_> {
                         self.handle(now, event);
                     }
                 }
+            }
+            if let Some(cut) = self.bound.check(self.events, self.queue.len(), at) {
+                self.cut = Some(cut);
+                return at;
             }
         }
         // Every request is over: the run still lasts the plan's duration.
@@ -561,6 +587,10 @@ impl World<'_> {
                 // The load generator is gone: its answers, timeouts and wakes fall on nobody.
                 Event::Answer { to, .. } | Event::Expire(to) | Event::Wake(to) if to.hop == 0 => {}
                 event => self.handle(now, event),
+            }
+            if let Some(cut) = self.bound.check(self.events, self.queue.len(), now) {
+                self.cut = Some(cut);
+                return;
             }
         }
     }

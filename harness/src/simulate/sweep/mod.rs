@@ -7,9 +7,11 @@
 //! the curve can be opened as a run of its own.
 //!
 //! A library, not a command: [`run`] returns the reports and the comparison (or a typed
-//! [`SweepError`]) and tells its caller of each value as it is done; [`Swept::write`] and
-//! [`Swept::write_to_temp`] write the files through [`crate::report::Files`]. Printing,
-//! progress and exit codes are the command line's (`cli/sweep.rs`).
+//! [`SweepError`]) and hands its caller the sweep so far after each value, so the caller
+//! can write it as it goes: an interrupted sweep keeps the values that ran, its
+//! comparison marked `partial`. [`Swept::write`] and [`Swept::write_to_temp`] write the
+//! files through [`crate::report::Files`]. Printing, progress and exit codes are the
+//! command line's (`cli/sweep.rs`).
 //!
 //! - `spec.rs`: `KEY=V1,V2,...` read against the plan ([`Sweep`], [`SpecError`]);
 //! - `table.rs`: the `chaos-sweep/v1` model ([`SweepTable`], [`Point`]);
@@ -22,6 +24,8 @@ mod table;
 mod write;
 
 use std::path::Path;
+
+use tokio_util::sync::CancellationToken;
 
 use crate::plan::{self, PlanError, Setting};
 use crate::report::Report;
@@ -70,22 +74,40 @@ pub struct Swept {
 
 /// Simulates the plan at `path` once per value of `spec` (`KEY=V1,V2,...`), every policy
 /// of `policies` (all when empty), under `seed` when given, and compares the runs. Calls
-/// `done` after each value. A sweep explores: a value whose gates fail is a finding, a
+/// `done` after each value with the sweep so far. Once `stop` is cancelled no further
+/// value runs, and the one running stops and is left out: the comparison holds the
+/// values that ran, `partial`. A sweep explores: a value whose gates fail is a finding, a
 /// point of the comparison, not an error.
 pub fn run(
     path: &Path,
     policies: &[String],
     seed: Option<u64>,
     spec: &str,
-    mut done: impl FnMut(Step<'_>),
+    stop: &CancellationToken,
+    mut done: impl FnMut(Step<'_>, &Swept),
 ) -> Result<Swept, SweepError> {
     let text = plan::read(path)?;
     let base = plan::parse(path, &text)?;
     let sweep = Sweep::parse(spec, &base, policies)?;
     let name = sweep.name();
     let key: Vec<&str> = sweep.key.iter().map(String::as_str).collect();
-    let mut runs = Vec::new();
+    let mut swept = Swept {
+        runs: Vec::new(),
+        table: SweepTable {
+            schema: "chaos-sweep/v1",
+            plan: base.name.clone(),
+            seed: seed.unwrap_or(base.seed),
+            key: name.clone(),
+            values: sweep.values.clone(),
+            ran: 0,
+            partial: !sweep.values.is_empty(),
+            points: Vec::new(),
+        },
+    };
     for (i, value) in sweep.values.iter().enumerate() {
+        if stop.is_cancelled() {
+            break;
+        }
         let setting = Setting {
             policy: sweep.policy.as_deref(),
             key: &key,
@@ -95,28 +117,30 @@ pub fn run(
         if let Some(seed) = seed {
             plan.reseed(seed);
         }
-        let (report, effort) = super::simulate(&plan, policies)?;
-        done(Step {
-            key: &name,
-            value,
-            effort: &effort,
-        });
-        runs.push(ValueRun {
+        let (report, effort) = super::simulate_until(&plan, policies, stop, |_| {})?;
+        if report.aborted {
+            break;
+        }
+        let dir = table::value_dir(i, value);
+        swept
+            .table
+            .points
+            .extend(table::points(&report, value, &dir));
+        swept.runs.push(ValueRun {
             value: value.clone(),
-            dir: table::value_dir(i, value),
+            dir,
             report,
         });
+        swept.table.ran = swept.runs.len();
+        swept.table.partial = swept.table.ran < sweep.values.len();
+        done(
+            Step {
+                key: &name,
+                value,
+                effort: &effort,
+            },
+            &swept,
+        );
     }
-    let table = SweepTable {
-        schema: "chaos-sweep/v1",
-        plan: base.name.clone(),
-        seed: seed.unwrap_or(base.seed),
-        key: name,
-        values: sweep.values,
-        points: runs
-            .iter()
-            .flat_map(|r| table::points(&r.report, &r.value, &r.dir))
-            .collect(),
-    };
-    Ok(Swept { runs, table })
+    Ok(swept)
 }

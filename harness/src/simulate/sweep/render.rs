@@ -12,8 +12,13 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// The comparison as a table.
 pub fn markdown(c: &SweepTable) -> String {
     let mut out = format!(
-        "# Sweep of `{}` — plan `{}`, seed {}, simulated\n\n",
-        c.key, c.plan, c.seed
+        "# Sweep of `{}` — plan `{}`, seed {}, simulated\n\n{}",
+        c.key,
+        c.plan,
+        c.seed,
+        partial(c)
+            .map(|p| format!("**{p}**\n\n"))
+            .unwrap_or_default()
     );
     out.push_str("| value | policy | verdict | success | ampl client | ampl server | peak 1s | bound | recovery s | p99 ms |\n");
     out.push_str("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -34,6 +39,17 @@ pub fn markdown(c: &SweepTable) -> String {
         );
     }
     out
+}
+
+/// What a partial sweep holds, in one sentence; `None` for a whole one.
+fn partial(c: &SweepTable) -> Option<String> {
+    c.partial.then(|| {
+        format!(
+            "Partial: {} of its {} values ran (interrupted); the comparison holds those.",
+            c.ran,
+            c.values.len()
+        )
+    })
 }
 
 const COLOURS: &[&str] = &[
@@ -142,7 +158,7 @@ pub fn html(c: &SweepTable) -> String {
     format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>Sweep of {key}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin-top:16px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:nth-child(-n+3),th:nth-child(-n+3){{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}</style></head><body>
-<h1>Sweep of <code>{key}</code></h1><p>Plan <code>{plan}</code>, seed {seed}, simulated in virtual time: one run per value. {legend}</p>
+<h1>Sweep of <code>{key}</code></h1><p>Plan <code>{plan}</code>, seed {seed}, simulated in virtual time: one run per value. {legend}</p>{partial}
 <div class="charts">{a}{b}{r}</div>
 <table><tr><th>value</th><th>policy</th><th>verdict</th><th>success</th><th>ampl client</th><th>ampl server</th><th>peak 1s</th><th>bound</th><th>recovery s</th><th>p99 ms</th><th></th></tr>{rows}</table>
 </body></html>
@@ -150,6 +166,9 @@ pub fn html(c: &SweepTable) -> String {
         key = escape(&c.key),
         plan = escape(&c.plan),
         seed = c.seed,
+        partial = partial(c)
+            .map(|p| format!("<p><strong>{}</strong></p>", escape(&p)))
+            .unwrap_or_default(),
         a = chart(c, "amplification at the server", |p| p
             .amplification_server
             .or(Some(p.amplification_client))),

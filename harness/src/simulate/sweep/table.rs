@@ -28,7 +28,13 @@ pub struct SweepTable {
     pub plan: String,
     pub seed: u64,
     pub key: String,
+    /// Every value asked for, in order.
     pub values: Vec<String>,
+    /// How many of `values`, the first ones, ran; `points` hold theirs.
+    pub ran: usize,
+    /// Fewer values ran than were asked: the sweep was interrupted (or is still running,
+    /// when read while it writes as it goes).
+    pub partial: bool,
     pub points: Vec<Point>,
 }
 

@@ -11,8 +11,23 @@ impl Swept {
     /// Each value's report in a directory of its own (`<n>-<value>/`), then the comparison:
     /// `sweep.json`, `sweep.md`, `sweep.html`.
     pub fn files(&self) -> Files {
+        self.files_of(&self.runs)
+    }
+
+    /// The last value's report and the comparison: what changed since the value before,
+    /// for a sweep written as it goes.
+    pub fn latest_files(&self) -> Files {
+        self.files_of(
+            self.runs
+                .last()
+                .map(std::slice::from_ref)
+                .unwrap_or_default(),
+        )
+    }
+
+    fn files_of(&self, runs: &[super::ValueRun]) -> Files {
         let mut files = Files::new("sweep");
-        for run in &self.runs {
+        for run in runs {
             files.nest(&run.dir, Files::report(&run.report));
         }
         let json =
