@@ -153,7 +153,34 @@ fn grid(top: f64) -> (f64, f64) {
     (step, (top / step).ceil() * step)
 }
 
-fn short(v: f64) -> String {
+/// A round axis for values from `lo` to `hi` that need not start at zero (a sweep's
+/// amplification between 1.4 and 1.9): its bottom, its top and its step, each a whole
+/// number of steps, the step 1, 2 or 5 times a power of ten. A range of one value gets a
+/// step around it.
+pub(crate) fn nice_range(lo: f64, hi: f64) -> (f64, f64, f64) {
+    let (lo, hi) = (lo.min(hi), lo.max(hi));
+    let span = (hi - lo).max(hi.abs() * 0.1).max(1e-6);
+    let rough = span / 4.0;
+    let power = 10f64.powf(rough.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|s| *s >= rough)
+        .unwrap_or(10.0 * power);
+    let mut bottom = (lo / step).floor() * step;
+    let mut top = (hi / step).ceil() * step;
+    if top - bottom < step {
+        bottom -= step;
+        top += step;
+    }
+    (
+        bottom.max(if lo >= 0.0 { 0.0 } else { f64::MIN }),
+        top,
+        step,
+    )
+}
+
+pub(crate) fn short(v: f64) -> String {
     if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 100.0 || v.fract() == 0.0 {
@@ -191,5 +218,18 @@ mod tests {
         assert_eq!(grid(0.0), (0.5, 1.0));
         assert_eq!(grid(20_000.0), (5000.0, 20_000.0));
         assert_eq!(grid(103.4), (50.0, 150.0));
+    }
+
+    #[test]
+    fn a_range_that_does_not_start_at_zero_keeps_its_own_bottom() {
+        let (bottom, top, step) = super::nice_range(1.41, 1.87);
+        assert!((step - 0.2).abs() < 1e-9, "{step}");
+        assert!(
+            (bottom - 1.4).abs() < 1e-9 && (top - 2.0).abs() < 1e-9,
+            "{bottom} {top}"
+        );
+        let (bottom, top, _) = super::nice_range(1.0, 1.0);
+        assert!(bottom < 1.0 && top > 1.0, "{bottom} {top}");
+        assert!(super::nice_range(0.0, 0.0).0 >= 0.0, "never below zero for counts");
     }
 }

@@ -2,6 +2,7 @@
 
 mod build;
 mod chart;
+pub(crate) use chart::{nice_range, short as short_number};
 mod drift;
 pub mod gates;
 mod html;

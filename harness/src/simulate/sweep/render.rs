@@ -22,11 +22,11 @@ pub fn markdown(c: &SweepTable) -> String {
     );
     out.push_str("| value | policy | verdict | success | ampl client | ampl server | peak 1s | bound | recovery s | p99 ms |\n");
     out.push_str("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-    for p in &c.points {
+    for (value, p) in c.rows() {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {:.1}% | {:.3} | {} | {} | {} | {} | {:.0} |",
-            p.value,
+            value,
             p.policy,
             p.verdict,
             p.success_rate * 100.0,
@@ -56,29 +56,61 @@ const COLOURS: &[&str] = &[
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
 ];
 
-/// One small line chart: `metric` of every policy across the values.
-fn chart(c: &SweepTable, title: &str, metric: impl Fn(&Point) -> Option<f64>) -> String {
+/// The y axis of a sweep chart: a fixed range (success, 0 to 100%), or one round range
+/// around the values (amplification between 1.4 and 1.9 fills the chart).
+#[derive(Clone, Copy)]
+enum Scale {
+    Fixed(f64, f64, f64),
+    Around,
+}
+
+/// One small line chart: `metric` of every policy across the values; a policy the sweep
+/// did not change is a dashed line, the reference the others move against.
+fn chart(
+    c: &SweepTable,
+    title: &str,
+    scale: Scale,
+    metric: impl Fn(&Point) -> Option<f64>,
+) -> String {
     let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
     let plot_w = w - left - 20.0;
     let plot_h = h - bottom - top;
     let policies = c.policies();
-    let max = c
-        .points
-        .iter()
-        .filter_map(&metric)
-        .fold(0.0_f64, f64::max)
-        .max(1e-9)
-        * 1.1;
+    let unchanged = c.unchanged();
+    let (lo, hi, step) = match scale {
+        Scale::Fixed(lo, hi, step) => (lo, hi, step),
+        Scale::Around => {
+            let values: Vec<f64> = c.points.iter().filter_map(&metric).collect();
+            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if values.is_empty() {
+                (0.0, 1.0, 0.5)
+            } else {
+                crate::report::nice_range(lo, hi)
+            }
+        }
+    };
     let n = c.values.len().max(2) - 1;
     let x = |i: usize| left + plot_w * i as f64 / n as f64;
-    let y = |v: f64| top + plot_h * (1.0 - v / max);
+    let y = |v: f64| top + plot_h * (1.0 - (v - lo) / (hi - lo));
     let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/><text x="{lx}" y="{ty}" font-size="11" text-anchor="end">{max:.2}</text><text x="{lx}" y="{b}" font-size="11" text-anchor="end">0</text>"##,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/>"##,
         b = top + plot_h,
         r = left + plot_w,
-        lx = left - 4.0,
-        ty = top + 4.0,
     );
+    let steps = ((hi - lo) / step).round() as u32;
+    for k in 0..=steps {
+        let v = lo + step * f64::from(k);
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{y:.1}" x2="{r}" y2="{y:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{label}</text>"##,
+            y = y(v),
+            r = left + plot_w,
+            lx = left - 4.0,
+            ty = y(v) + 4.0,
+            label = crate::report::short_number((v * 1000.0).round() / 1000.0),
+        );
+    }
     for (i, v) in c.values.iter().enumerate() {
         let _ = write!(
             svg,
@@ -102,17 +134,24 @@ fn chart(c: &SweepTable, title: &str, metric: impl Fn(&Point) -> Option<f64>) ->
                     .map(|m| format!("{:.1},{:.1}", x(i), y(m)))
             })
             .collect();
+        let dash = if unchanged.contains(policy) {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
         let _ = write!(
             svg,
-            r##"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"##,
+            r##"<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{}"/>"##,
             pts.join(" ")
         );
-        for p in &pts {
-            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
-            let _ = write!(
-                svg,
-                r##"<circle cx="{px}" cy="{py}" r="3" fill="{colour}"/>"##
-            );
+        if dash.is_empty() {
+            for p in &pts {
+                let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+                let _ = write!(
+                    svg,
+                    r##"<circle cx="{px}" cy="{py}" r="3" fill="{colour}"/>"##
+                );
+            }
         }
     }
     svg.push_str("</svg>");
@@ -138,11 +177,11 @@ pub fn html(c: &SweepTable) -> String {
         );
     }
     let mut rows = String::new();
-    for p in &c.points {
+    for (value, p) in c.rows() {
         let _ = write!(
             rows,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td><a href=\"{}\">report</a></td></tr>",
-            escape(&p.value),
+            escape(&value),
             escape(&p.policy),
             p.verdict,
             p.success_rate * 100.0,
@@ -169,10 +208,13 @@ pub fn html(c: &SweepTable) -> String {
         partial = partial(c)
             .map(|p| format!("<p><strong>{}</strong></p>", escape(&p)))
             .unwrap_or_default(),
-        a = chart(c, "amplification at the server", |p| p
+        a = chart(c, "amplification at the server", Scale::Around, |p| p
             .amplification_server
             .or(Some(p.amplification_client))),
-        b = chart(c, "success rate", |p| Some(p.success_rate * 100.0)),
-        r = chart(c, "recovery (s after the faults end)", |p| p.recovery_s),
+        b = chart(c, "success rate (%)", Scale::Fixed(0.0, 100.0, 25.0), |p| {
+            Some(p.success_rate * 100.0)
+        }),
+        r = chart(c, "recovery (s after the faults end)", Scale::Around, |p| p
+            .recovery_s),
     )
 }

@@ -51,6 +51,66 @@ impl SweepTable {
     }
 }
 
+impl Point {
+    /// The figures without the value and the report: equal at every value when the swept
+    /// key is not this policy's.
+    fn figures(&self) -> impl PartialEq + '_ {
+        (
+            &self.policy,
+            &self.verdict,
+            self.success_rate,
+            self.amplification_client,
+            self.amplification_server,
+            self.peak_1s,
+            self.budget_bound,
+            self.recovery_s,
+            self.p99_ms,
+        )
+    }
+}
+
+impl SweepTable {
+    /// The policies whose figures are the same at every value that ran (more than one):
+    /// the sweep did not touch them.
+    pub(super) fn unchanged(&self) -> Vec<&str> {
+        let ran: Vec<&String> = self
+            .values
+            .iter()
+            .filter(|v| self.points.iter().any(|p| &&p.value == v))
+            .collect();
+        if ran.len() < 2 {
+            return Vec::new();
+        }
+        self.policies()
+            .into_iter()
+            .filter(|policy| {
+                let mine: Vec<&Point> =
+                    self.points.iter().filter(|p| p.policy == *policy).collect();
+                mine.len() == ran.len() && mine.windows(2).all(|w| w[0].figures() == w[1].figures())
+            })
+            .collect()
+    }
+
+    /// The table's rows: every point of the policies the sweep changed, then one row,
+    /// valued `every value (not swept)`, for each it did not, rather than the same row
+    /// per value.
+    pub(super) fn rows(&self) -> Vec<(String, &Point)> {
+        let unchanged = self.unchanged();
+        let mut rows: Vec<(String, &Point)> = self
+            .points
+            .iter()
+            .filter(|p| !unchanged.contains(&p.policy.as_str()))
+            .map(|p| (p.value.clone(), p))
+            .collect();
+        for policy in unchanged {
+            if let Some(p) = self.points.iter().find(|p| p.policy == policy) {
+                rows.push(("every value (not swept)".to_owned(), p));
+            }
+        }
+        rows
+    }
+}
+
 /// Every policy of one value's report, its report in `dir`.
 pub(super) fn points(report: &Report, value: &str, dir: &str) -> Vec<Point> {
     report
@@ -96,6 +156,52 @@ pub(super) fn value_dir(i: usize, value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::value_dir;
+
+    #[test]
+    fn a_policy_the_sweep_did_not_change_is_one_row_at_the_end() {
+        let point = |value: &str, policy: &str, success: f64| super::Point {
+            value: value.into(),
+            policy: policy.into(),
+            verdict: "pass".into(),
+            success_rate: success,
+            amplification_client: 1.0,
+            amplification_server: Some(1.0),
+            peak_1s: Some(1.0),
+            budget_bound: None,
+            recovery_s: None,
+            p99_ms: 1.0,
+            report: format!("{value}/report.html"),
+        };
+        let table = super::SweepTable {
+            schema: "chaos-sweep/v1",
+            plan: "p".into(),
+            seed: 1,
+            key: "swept.max_attempts".into(),
+            values: vec!["1".into(), "2".into()],
+            points: vec![
+                point("1", "swept", 0.5),
+                point("1", "other", 0.7),
+                point("2", "swept", 0.6),
+                point("2", "other", 0.7),
+            ],
+            ran: 2,
+            partial: false,
+        };
+        assert_eq!(table.unchanged(), ["other"]);
+        let rows: Vec<(String, &str)> = table
+            .rows()
+            .into_iter()
+            .map(|(v, p)| (v, p.policy.as_str()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("1".to_owned(), "swept"),
+                ("2".to_owned(), "swept"),
+                ("every value (not swept)".to_owned(), "other")
+            ]
+        );
+    }
 
     #[test]
     fn value_directories_are_safe_names() {
