@@ -230,6 +230,9 @@ mod tests {
         );
         let (bottom, top, _) = super::nice_range(1.0, 1.0);
         assert!(bottom < 1.0 && top > 1.0, "{bottom} {top}");
-        assert!(super::nice_range(0.0, 0.0).0 >= 0.0, "never below zero for counts");
+        assert!(
+            super::nice_range(0.0, 0.0).0 >= 0.0,
+            "never below zero for counts"
+        );
     }
 }
