@@ -540,10 +540,11 @@ fn an_interrupted_simulation_writes_its_report_marked_aborted_and_exits_130() {
     }
 }
 
+/// A sweep of the endless plan over `duration=2s,24h` into `sweep/` of a scratch
+/// directory, once its first value is written and said: the second runs until stopped.
 #[cfg(unix)]
-#[test]
-fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130() {
-    let dir = scratch("simulate-sweep-interrupted");
+fn sweep_into_its_second_value(name: &str) -> (std::path::PathBuf, std::process::Child) {
+    let dir = scratch(name);
     let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
     let mut child = spawn_simulate(
         &dir,
@@ -557,8 +558,14 @@ fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130()
             "sweep",
         ],
     );
-    // The first value is written before it is said; the second runs until interrupted.
     wait_for_line(&mut child, "duration = 2s: simulated");
+    (dir, child)
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130() {
+    let (dir, child) = sweep_into_its_second_value("simulate-sweep-interrupted");
     send(&child, "INT");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(130));
@@ -582,21 +589,7 @@ fn an_interrupted_sweep_keeps_the_values_that_ran_marked_partial_and_exits_130()
 #[cfg(unix)]
 #[test]
 fn a_sweep_is_on_disk_value_by_value_even_when_killed() {
-    let dir = scratch("simulate-sweep-killed");
-    let plan = common::write_plan(&dir, "endless.yaml", ENDLESS);
-    let mut child = spawn_simulate(
-        &dir,
-        &[
-            plan.to_str().expect("utf-8"),
-            "--policy",
-            "a",
-            "--sweep",
-            "duration=2s,24h",
-            "--out",
-            "sweep",
-        ],
-    );
-    wait_for_line(&mut child, "duration = 2s: simulated");
+    let (dir, mut child) = sweep_into_its_second_value("simulate-sweep-killed");
     // No handler runs for SIGKILL: what is on disk is what was written as it went.
     send(&child, "KILL");
     let _ = child.wait();
