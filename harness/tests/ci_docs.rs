@@ -83,18 +83,11 @@ fn the_documented_workflow_gates_a_repository_that_holds_only_a_plan_and_a_basel
     let steps = workflow["jobs"]["gate"]["steps"]
         .as_sequence()
         .expect("the gate job's steps");
-    let mut runs = Vec::new();
-    for step in steps {
-        if let Some(action) = step["uses"].as_str() {
-            assert!(action.contains('@'), "{action} is pinned to a version");
-        }
-        if let Some(run) = step["run"].as_str() {
-            // The install needs the network; the test has the binary it built instead.
-            if run != install {
-                runs.push(run.to_owned());
-            }
-        }
-    }
+    // The install needs the network; the test has the binary it built instead.
+    let runs: Vec<String> = common::pinned_runs(steps)
+        .into_iter()
+        .filter(|run| *run != install)
+        .collect();
     assert_eq!(runs.len(), 1, "one gate step besides the install: {runs:?}");
     let junit = steps
         .iter()
@@ -162,16 +155,10 @@ fn the_release_workflow_builds_static_binaries_of_both_programs_and_attaches_the
     let steps = w["jobs"]["binaries"]["steps"]
         .as_sequence()
         .expect("the job's steps");
-    let mut runs = String::new();
-    for step in steps {
-        if let Some(action) = step["uses"].as_str() {
-            assert!(action.contains('@'), "{action} is pinned to a version");
-        }
-        if let Some(run) = step["run"].as_str() {
-            runs.push_str(run);
-            runs.push('\n');
-        }
-    }
+    let runs = common::pinned_runs(steps).join(
+        "
+",
+    );
     assert!(
         runs.contains(
             "cargo build --locked --release --target x86_64-unknown-linux-musl -p harness -p fault-server"

@@ -24,15 +24,7 @@ fn the_workflow_runs_nightly_and_on_demand_and_calls_what_exists() {
     let steps = w["jobs"]["gate"]["steps"]
         .as_sequence()
         .expect("the gate job's steps");
-    let mut runs = Vec::new();
-    for step in steps {
-        if let Some(action) = step["uses"].as_str() {
-            assert!(action.contains('@'), "{action} is pinned to a version");
-        }
-        if let Some(run) = step["run"].as_str() {
-            runs.push(run.to_owned());
-        }
-    }
+    let runs = common::pinned_runs(steps);
     assert!(runs.iter().any(|r| r == "bash .ci/nightly"), "{runs:?}");
     assert!(
         runs.iter()

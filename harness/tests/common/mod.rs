@@ -114,3 +114,18 @@ pub async fn read_head(stream: &mut tokio::net::TcpStream) -> bool {
     }
     true
 }
+
+/// A workflow job's `run:` commands, in order, once every action it `uses` is checked to
+/// be pinned to a version.
+pub fn pinned_runs(steps: &[serde_yaml::Value]) -> Vec<String> {
+    let mut runs = Vec::new();
+    for step in steps {
+        if let Some(action) = step["uses"].as_str() {
+            assert!(action.contains('@'), "{action} is pinned to a version");
+        }
+        if let Some(run) = step["run"].as_str() {
+            runs.push(run.to_owned());
+        }
+    }
+    runs
+}
