@@ -155,10 +155,7 @@ fn the_release_workflow_builds_static_binaries_of_both_programs_and_attaches_the
     let steps = w["jobs"]["binaries"]["steps"]
         .as_sequence()
         .expect("the job's steps");
-    let runs = common::pinned_runs(steps).join(
-        "
-",
-    );
+    let runs = common::pinned_runs(steps).join("\n");
     assert!(
         runs.contains(
             "cargo build --locked --release --target x86_64-unknown-linux-musl -p harness -p fault-server"
