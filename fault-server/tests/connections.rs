@@ -140,29 +140,14 @@ fn a_non_loopback_listen_without_a_token_is_refused() {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_low_descriptor_limit_is_said_and_idle_clients_cannot_starve_healthz() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -n 256 && ulimit -Hn 256 && exec {} --listen 127.0.0.1:0",
-            env!("CARGO_BIN_EXE_fault-server")
-        ))
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fault-server");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let mut said = String::new();
-    let url = loop {
-        let line = lines.next().expect("a line").expect("utf-8");
-        said.push_str(&line);
-        said.push('\n');
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split(' ').next().expect("an address").to_owned();
-        }
-    };
-    assert!(said.contains("only 256 file descriptors"), "{said}");
-    let addr: SocketAddr = url.parse().expect("an address");
+    use std::io::{Read, Write};
+    let server = Limited::start(256);
+    assert!(
+        server.said.contains("only 256 file descriptors"),
+        "{}",
+        server.said
+    );
+    let addr = server.addr;
     let mut idle = Vec::new();
     for _ in 0..300 {
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
@@ -180,8 +165,7 @@ fn a_low_descriptor_limit_is_said_and_idle_clients_cannot_starve_healthz() {
         .expect("write");
     let mut response = String::new();
     let _ = health.read_to_string(&mut response);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     assert!(response.starts_with("HTTP/1.1 200"), "{response:?}");
 }
 
@@ -190,6 +174,8 @@ fn a_low_descriptor_limit_is_said_and_idle_clients_cannot_starve_healthz() {
 struct Limited {
     child: std::process::Child,
     addr: SocketAddr,
+    /// What it said on stderr up to the line naming its address.
+    said: String,
 }
 
 #[cfg(target_os = "linux")]
@@ -208,8 +194,11 @@ impl Limited {
             .spawn()
             .expect("spawn fault-server");
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut said = String::new();
         let addr = loop {
             let line = lines.next().expect("a line").expect("utf-8");
+            said.push_str(&line);
+            said.push('\n');
             if let Some(rest) = line.split("listening on http://").nth(1) {
                 let addr = rest.split(' ').next().expect("an address");
                 break addr.parse().expect("an address");
@@ -217,7 +206,7 @@ impl Limited {
         };
         // Read on: a full pipe would stall the server at its next line.
         std::thread::spawn(move || lines.for_each(drop));
-        Limited { child, addr }
+        Limited { child, addr, said }
     }
 }
 
