@@ -654,14 +654,7 @@ async fn binary_serves_a_plan_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawns");
-    let stderr = child.stderr.take().expect("piped");
-    let first_line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stderr).read_line(&mut line).map(|_| line)
-    })
-    .await
-    .expect("reader")
-    .expect("a line");
+    let first_line = first_line(&mut child).await;
     assert!(first_line.contains("seed 5"), "{first_line}");
     let url = first_line
         .split_whitespace()
@@ -760,10 +753,23 @@ impl Drop for Running {
     }
 }
 
+/// The first line the binary says on its piped stderr (the one naming its URL, once it
+/// listens).
+async fn first_line(child: &mut std::process::Child) -> String {
+    let stderr = child.stderr.take().expect("piped");
+    tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stderr).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .expect("reader")
+    .expect("a line")
+}
+
 /// Starts the binary on a free loopback port with these arguments; returns it and its URL
 /// (read from the line it prints once listening).
 async fn run_binary(args: &[&str]) -> (Running, String) {
-    let mut child = binary()
+    let child = binary()
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
         .env_remove("FAULT_SERVER_TOKEN")
@@ -771,15 +777,9 @@ async fn run_binary(args: &[&str]) -> (Running, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawns");
-    let stderr = child.stderr.take().expect("piped");
-    let running = Running(child);
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stderr).read_line(&mut line).map(|_| line)
-    })
-    .await
-    .expect("reader")
-    .expect("a line");
+    // Killed if the line never comes.
+    let mut running = Running(child);
+    let line = first_line(&mut running.0).await;
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
