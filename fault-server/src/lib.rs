@@ -45,7 +45,7 @@ pub mod yaml_guard;
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;
 pub use duration::{DurationSpec, format_duration, parse_duration};
-pub use ledger::{Disposition, LedgerLimits, LedgerSnapshot, PolicyLedger};
+pub use ledger::{Disposition, Judged, Judging, LedgerLimits, LedgerSnapshot, PolicyLedger};
 pub use script::{
     Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
 };

@@ -27,8 +27,8 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
 use fault_server::{
-    Script, ScriptLog, ServerConfig, StartError, check_token, format_duration, parse_duration,
-    start,
+    Judging, Script, ScriptLog, ServerConfig, StartError, check_token, format_duration,
+    parse_duration, start,
 };
 
 /// An HTTP server that executes a scripted fault schedule, models finite capacity and
@@ -66,6 +66,18 @@ struct Args {
     /// neither, no telemetry.
     #[arg(long, value_name = "ENDPOINT")]
     otlp: Option<String>,
+    /// Group every attempt into its logical request without the client's help (by
+    /// `x-request-id`, `Idempotency-Key`, `amz-sdk-invocation-id`, `--group-header`, else
+    /// by method, path and body within `--group-window`) and judge each retry: backoff
+    /// gaps, `Retry-After`, retries after permanent answers (`judged` in the ledger).
+    #[arg(long)]
+    judge: bool,
+    /// A header that names the logical request, tried first (implies `--judge`).
+    #[arg(long, value_name = "NAME")]
+    group_header: Option<String>,
+    /// How long after an attempt's answer an identical request counts as its retry.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    group_window: Duration,
 }
 
 /// A failure with the exit code it maps to.
@@ -165,6 +177,11 @@ async fn run(args: Args) -> Result<(), Failure> {
         // An operator must be able to tell from the log that a run replaced the script
         // the server was started with.
         script_log: Some(ScriptLog(Arc::new(say))),
+        judging: (args.judge || args.group_header.is_some()).then(|| Judging {
+            header: args.group_header.map(|h| h.to_ascii_lowercase()),
+            window: args.group_window,
+            ..Judging::default()
+        }),
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {

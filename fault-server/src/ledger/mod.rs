@@ -37,9 +37,11 @@
 //! never reads a clock.
 
 mod counters;
+pub mod group;
 mod ids;
 mod keys;
 mod pending;
+pub mod retries;
 mod snapshot;
 mod table;
 
@@ -56,6 +58,8 @@ pub use ids::Execution;
 use keys::KeyEntry;
 pub use keys::{KeyCheck, KeyClaim, StoredResponse};
 use pending::Pending;
+use retries::Retries;
+pub use retries::{Arriving, Grouped, Judged, Judging, Seen};
 pub use snapshot::{LedgerSnapshot, PolicyLedger};
 use table::IdTable;
 
@@ -194,6 +198,9 @@ pub struct Ledger {
     /// Keys the hash request ids are remembered by: random per ledger, so no client can
     /// choose ids that collide.
     id_keys: RandomState,
+    /// The judge of a client's retries, when the server groups and judges attempts
+    /// ([`Ledger::judging`]).
+    retries: Option<Mutex<Retries>>,
 }
 
 impl Default for Ledger {
@@ -215,6 +222,47 @@ impl Ledger {
             inner: Mutex::new(Inner::default()),
             pending: Pending::default(),
             id_keys: RandomState::new(),
+            retries: None,
+        }
+    }
+
+    /// This ledger, grouping every attempt into its logical request (by the headers real
+    /// clients send, else by a guess) and judging each retry ([`retries`]).
+    pub fn judging(mut self, judging: Judging) -> Ledger {
+        self.retries = Some(Mutex::new(Retries::new(
+            judging,
+            self.limits.max_ids,
+            self.limits.id_ttl,
+        )));
+        self
+    }
+
+    /// Whether it groups and judges attempts.
+    pub fn judges(&self) -> bool {
+        self.retries.is_some()
+    }
+
+    /// How it judges, when it does.
+    pub fn judged_by(&self) -> Option<Judging> {
+        self.retries().map(|r| r.judging().clone())
+    }
+
+    fn retries(&self) -> Option<MutexGuard<'_, Retries>> {
+        self.retries
+            .as_ref()
+            .map(|r| r.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// Groups an attempt into its logical request (`None` when the ledger does not
+    /// judge): the id and attempt number to record it under.
+    pub fn group(&self, arriving: Arriving<'_>, now: Duration) -> Option<Grouped> {
+        self.retries().map(|mut r| r.arrive(arriving, now))
+    }
+
+    /// An attempt [`Ledger::group`] grouped was answered (or given up on) at `now`.
+    pub fn answered(&self, grouped: &Grouped, now: Duration, seen: Seen, asked: Option<Duration>) {
+        if let Some(mut r) = self.retries() {
+            r.answered(grouped.entry, now, seen, asked);
         }
     }
 
@@ -312,6 +360,9 @@ impl Ledger {
             counts: self.counters.load(),
             stragglers: self.stragglers.load(),
         };
+        if let Some(mut retries) = self.retries() {
+            retries.reset();
+        }
         self.epoch.store(epoch, Ordering::Release);
     }
 }

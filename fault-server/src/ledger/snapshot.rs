@@ -74,6 +74,10 @@ pub struct LedgerSnapshot {
     /// neither ledger: not their arrival, which was the last one's, nor anything they did
     /// after the reset (fault, side effect, key, outcome).
     pub stragglers: u64,
+    /// The judgement of the client's retries, when the server judges (`client-test`, a
+    /// proxy in front of a service).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<super::Judged>,
 }
 
 impl Ledger {
@@ -130,6 +134,7 @@ impl Ledger {
             tracked_keys: inner.keys.len() as u64,
             evicted_keys: inner.evicted_keys,
             stragglers: stragglers.outcomes().map(|(_, n)| n).sum(),
+            judged: self.retries().map(|r| r.snapshot()),
         }
     }
 }

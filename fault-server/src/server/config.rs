@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::ledger::LedgerLimits;
+use crate::ledger::{Judging, LedgerLimits};
 use crate::otel::ServerTracing;
 use crate::script::Script;
 
@@ -116,6 +116,11 @@ pub struct ServerConfig {
     /// Told, in a line, of every script installed over the control API (what replaced
     /// what, and who said so): the standalone binary writes it to stderr.
     pub script_log: Option<ScriptLog>,
+    /// Group every attempt into its logical request by the headers real clients send
+    /// (else a guess) and judge each retry (`ledger::retries`): on for `--judge`,
+    /// `harness client-test` and a proxy in front of a service. Off, a request without an
+    /// `x-request-id` is only counted.
+    pub judging: Option<Judging>,
 }
 
 /// Where the server says that its script changed.
@@ -144,6 +149,7 @@ impl Default for ServerConfig {
             allow_open_control: false,
             tracing: None,
             script_log: None,
+            judging: None,
         }
     }
 }
@@ -175,6 +181,7 @@ impl fmt::Debug for ServerConfig {
             .field("allow_open_control", &self.allow_open_control)
             .field("tracing", &self.tracing.is_some())
             .field("script_log", &self.script_log.is_some())
+            .field("judging", &self.judging)
             .finish()
     }
 }

@@ -32,10 +32,9 @@ use axum::extract::Request;
 use axum::http::header::AsHeaderName;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 use tokio::time::Instant;
 use tokio_util::either::Either;
 
@@ -43,6 +42,7 @@ use super::answer::{
     ANONYMOUS_OK, FaultBody, JSON, OkBody, WithStatus, json, problem, replay, status_response,
     truncated_bytes,
 };
+use super::arrival::{decide, fingerprint, has_service_time, record_arrival};
 use super::body::read_body;
 use super::flight::InFlight;
 use super::kept::{Kept, Text, kept_headers};
@@ -51,17 +51,13 @@ use super::state::{Active, Shared, View};
 use crate::ledger::{
     Disposition, Epoch, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse,
 };
-use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
-use crate::seed::{IdSeed, fnv1a};
+use crate::script::{Decision, Fault, FaultAction, HeaderLookup};
+use crate::wire::DUPLICATE;
 use crate::wire::TRACEPARENT;
-use crate::wire::{DUPLICATE, UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
-
-// Made once: a lookup by `&str` parses and checks the name each time.
-const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
 /// by a name made once or by one as text ([`HeaderLookup`]).
-fn text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
+pub(super) fn text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers
         .get(name)
         .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
@@ -190,62 +186,16 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
     let active = &view.active;
     // One clock read for both clocks: the script's run clock and the ledger's.
     let arrived = Instant::now();
+    if shared.ledger.judges() {
+        // Grouped by the body too, so read first: boxed, off the hot path.
+        return Either::Right(Box::pin(super::judged::handle(
+            view, flight, parts, body, kept, arrived,
+        )));
+    }
     let now = arrived.saturating_duration_since(active.epoch);
-    flight.span(|span| {
-        if let Some(id) = &kept.request_id {
-            span.set("chaos.request_id", id.to_string());
-        }
-        if let Some(attempt) = kept.attempt {
-            span.set("chaos.attempt", i64::from(attempt));
-        }
-        if let Some(policy) = &kept.policy {
-            span.set("chaos.policy", policy.to_string());
-        }
-    });
-    flight.arrived(shared.ledger.record_request(
-        RequestIdentity {
-            request_id: kept.request_id.as_deref(),
-            policy: kept.policy.as_deref(),
-        },
-        shared.ledger_time(arrived),
-    ));
+    record_arrival(shared, &mut flight, &kept, arrived);
 
-    let script = &active.script;
-    let needs_rng = script.phase_count() > 0 || has_service_time(script);
-    let mut rng = if needs_rng {
-        let attempt = kept.attempt;
-        let seed = match &kept.request_id {
-            Some(id) => attempt_seed(
-                IdSeed::new(active.seed, id),
-                attempt.unwrap_or(0),
-                text(headers, &UPSTREAM_ATTEMPTS_NAME),
-            ),
-            None => anonymous_seed(
-                active.seed,
-                shared.anonymous.fetch_add(1, Ordering::Relaxed),
-            ),
-        };
-        Some(ChaCha8Rng::seed_from_u64(seed))
-    } else {
-        None
-    };
-    let decision = match rng.as_mut() {
-        Some(rng) if script.phase_count() > 0 => script.select(
-            &RequestFacts {
-                method: parts.method.as_str(),
-                path: parts.uri.path(),
-                attempt: kept.attempt,
-                headers,
-                sticky_seed: kept
-                    .request_id
-                    .as_deref()
-                    .map(|id| IdSeed::new(active.seed, id).attempt(0)),
-            },
-            now,
-            rng,
-        ),
-        _ => Decision::Serve,
-    };
+    let (rng, decision) = decide(active, shared, &parts, &kept, now);
 
     let serves_now = matches!(decision, Decision::Serve)
         && hyper::body::Body::size_hint(&body).exact() == Some(0)
@@ -269,11 +219,6 @@ fn waits(active: &Active, delay: Duration) -> bool {
     active.capacity.is_some() || !delay.is_zero() || has_service_time(&active.script)
 }
 
-/// Whether the script's server takes time to serve a request (drawn per request).
-fn has_service_time(script: &Script) -> bool {
-    script.capacity().is_some_and(|c| !c.service_time.is_zero())
-}
-
 /// The rest of [`handle`]: the body's read, then the fault or the service.
 async fn finish(
     view: Arc<View>,
@@ -284,16 +229,32 @@ async fn finish(
     rng: Option<ChaCha8Rng>,
     decision: Decision,
 ) -> Response {
+    let body = match read_body(body, view.shared.max_body).await {
+        Ok(body) => body,
+        Err(error) => return bad_body(&mut flight, &error),
+    };
+    proceed(view, flight, parts, body, kept, rng, decision).await
+}
+
+/// A body that could not be read whole: its status (413, 400 or 408) and why.
+pub(super) fn bad_body(flight: &mut InFlight, error: &super::body::BodyError) -> Response {
+    flight.span(|span| span.status(error.status().as_u16()));
+    flight.outcome(Disposition::BadRequest);
+    problem(error.status(), &error.to_string())
+}
+
+/// The rest of [`finish`], with the body read: the fault or the service.
+pub(super) async fn proceed(
+    view: Arc<View>,
+    mut flight: InFlight,
+    parts: Parts,
+    body: Bytes,
+    kept: Kept,
+    rng: Option<ChaCha8Rng>,
+    decision: Decision,
+) -> Response {
     let (shared, active) = (&view.shared, &view.active);
     let script = &active.script;
-    let body = match read_body(body, shared.max_body).await {
-        Ok(body) => body,
-        Err(error) => {
-            flight.span(|span| span.status(error.status().as_u16()));
-            flight.outcome(Disposition::BadRequest);
-            return problem(error.status(), &error.to_string());
-        }
-    };
     let facts = Facts::new(&parts, &body, kept);
 
     let mut delay = Duration::ZERO;
@@ -609,17 +570,6 @@ async fn end_connection(
     }
     // The connection task drops this future together with the connection.
     future::pending().await
-}
-
-/// FNV-1a over method, path and query, and body: identifies "the same request" for
-/// idempotency keys.
-fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
-    fnv1a([
-        method.as_str().as_bytes(),
-        b" ",
-        uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
-        body,
-    ])
 }
 
 /// Runs `work` and says how long it took.

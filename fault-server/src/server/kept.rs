@@ -32,6 +32,14 @@ pub(super) struct Kept {
 #[derive(Debug, Clone)]
 pub(super) struct Text(HeaderValue);
 
+impl Text {
+    /// A logical id the ledger made (a header's value behind a prefix, or a guess's id),
+    /// kept as a request id is. `None` for text no header value can hold.
+    pub(super) fn made(id: String) -> Option<Text> {
+        HeaderValue::try_from(id).ok().map(Text)
+    }
+}
+
 impl Deref for Text {
     type Target = str;
 

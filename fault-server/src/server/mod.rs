@@ -19,12 +19,14 @@
 //! [`start`] hands that dispatch to the accept loop.
 
 mod answer;
+mod arrival;
 mod body;
 mod config;
 mod conn;
 mod control;
 mod flight;
 mod handler;
+mod judged;
 mod kept;
 mod socket;
 mod state;

@@ -219,7 +219,10 @@ impl Shared {
                 wire::ORIGIN_STARTUP,
             ))),
             generation: AtomicU64::new(0),
-            ledger: Ledger::presized(config.ledger),
+            ledger: match config.judging {
+                Some(judging) => Ledger::presized(config.ledger).judging(judging),
+                None => Ledger::presized(config.ledger),
+            },
             metrics: Metrics::default(),
             token: config.token,
             hang_cap: config.hang_cap,

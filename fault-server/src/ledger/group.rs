@@ -1,0 +1,222 @@
+//! Which logical request an attempt belongs to, and which attempt it is, for a client
+//! that was not written for this server.
+//!
+//! Why: the harness names its logical requests (`x-request-id`) and numbers its attempts
+//! (`x-chaos-attempt`), but a client under test (botocore, urllib3, `curl --retry`, a
+//! service's own stub) does neither. Real clients already send most of what is needed:
+//! AWS SDKs an invocation id that stays the same across the attempts of one call and an
+//! attempt counter, Envoy an attempt count, gRPC the number of previous attempts, and a
+//! client with idempotency keys resends its key. What none of them sends is guessed: an
+//! identical request (method, path and query, body) within a window of the last attempt's
+//! answer is taken for its retry, and counted as a guess.
+//!
+//! Pure: header lookups and arithmetic, no state (the window's bookkeeping is the
+//! ledger's, in `retries`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::script::HeaderLookup;
+use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, REQUEST_ID};
+
+/// AWS SDKs: the same for every attempt of one call (a UUID).
+pub const AWS_INVOCATION_ID: &str = "amz-sdk-invocation-id";
+/// AWS SDKs: `attempt=2; max=3` (and a `ttl=` when clock skew is known).
+pub const AWS_REQUEST: &str = "amz-sdk-request";
+/// Envoy: the attempt number of a request it routes (`x-envoy-attempt-count: 2`).
+pub const ENVOY_ATTEMPT_COUNT: &str = "x-envoy-attempt-count";
+/// gRPC (A6): how many attempts of this RPC were sent before this one.
+pub const GRPC_PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
+
+/// How a logical request was told apart: the report says how many were grouped each way,
+/// so a run that had to guess says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupedBy {
+    /// The header the plan named.
+    Header,
+    /// `x-request-id`.
+    RequestId,
+    /// `Idempotency-Key`: a key resent is the same operation retried.
+    IdempotencyKey,
+    /// AWS SDKs' `amz-sdk-invocation-id`.
+    AwsInvocationId,
+    /// Method, path and body, within the window: a guess.
+    Guess,
+}
+
+impl GroupedBy {
+    /// Every way, in the order they are tried.
+    pub const ALL: [GroupedBy; 5] = [
+        GroupedBy::Header,
+        GroupedBy::RequestId,
+        GroupedBy::IdempotencyKey,
+        GroupedBy::AwsInvocationId,
+        GroupedBy::Guess,
+    ];
+
+    /// The name in reports (`request_id`, `guess`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedBy::Header => "header",
+            GroupedBy::RequestId => "request_id",
+            GroupedBy::IdempotencyKey => "idempotency_key",
+            GroupedBy::AwsInvocationId => "aws_invocation_id",
+            GroupedBy::Guess => "guess",
+        }
+    }
+
+    /// The prefix of the logical id made from a header's value, so that values of two
+    /// headers never name the same request (`x-request-id`'s own value stays as it is:
+    /// the harness's ids and the seeds drawn from them do not change).
+    fn prefix(self) -> &'static str {
+        match self {
+            GroupedBy::Header => "header:",
+            GroupedBy::RequestId | GroupedBy::Guess => "",
+            GroupedBy::IdempotencyKey => "idempotency-key:",
+            GroupedBy::AwsInvocationId => "aws:",
+        }
+    }
+}
+
+/// What names an attempt's logical request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim<'a> {
+    /// A header's value: the id is [`Claim::id`].
+    Named(GroupedBy, &'a str),
+    /// Nothing did: the request's fingerprint (method, path and query, body), for the
+    /// window to decide.
+    Unnamed(u64),
+}
+
+impl Claim<'_> {
+    /// The logical id of a named claim: the header's value behind its prefix.
+    pub fn id(&self) -> Option<String> {
+        match self {
+            Claim::Named(by, value) => Some(format!("{}{value}", by.prefix())),
+            Claim::Unnamed(_) => None,
+        }
+    }
+}
+
+/// The logical request an attempt claims to belong to, by the first header that names
+/// one: the plan's own `header` (lower case), `x-request-id`, `Idempotency-Key`,
+/// `amz-sdk-invocation-id`; else its `fingerprint`. An empty value names nothing.
+pub fn claim<'h>(
+    headers: &'h dyn HeaderLookup,
+    header: Option<&str>,
+    fingerprint: impl FnOnce() -> u64,
+) -> Claim<'h> {
+    let named = [
+        (GroupedBy::Header, header),
+        (GroupedBy::RequestId, Some(REQUEST_ID)),
+        (GroupedBy::IdempotencyKey, Some(IDEMPOTENCY_KEY)),
+        (GroupedBy::AwsInvocationId, Some(AWS_INVOCATION_ID)),
+    ];
+    for (by, name) in named {
+        if let Some(value) = name
+            .and_then(|name| headers.header(name))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+        {
+            return Claim::Named(by, value);
+        }
+    }
+    Claim::Unnamed(fingerprint())
+}
+
+/// The attempt number the client says this is, 1-based: `x-chaos-attempt`, AWS SDKs'
+/// `amz-sdk-request: attempt=N`, Envoy's `x-envoy-attempt-count`, gRPC's
+/// `grpc-previous-rpc-attempts` plus one. `None` when no header says (the ledger then
+/// counts the attempts it saw).
+pub fn stated_attempt(headers: &dyn HeaderLookup) -> Option<u32> {
+    let number = |v: &str| v.trim().parse::<u32>().ok().filter(|n| *n >= 1);
+    headers
+        .header(ATTEMPT)
+        .and_then(number)
+        .or_else(|| {
+            headers.header(AWS_REQUEST).and_then(|v| {
+                v.split(';')
+                    .filter_map(|part| part.trim().strip_prefix("attempt="))
+                    .find_map(number)
+            })
+        })
+        .or_else(|| headers.header(ENVOY_ATTEMPT_COUNT).and_then(number))
+        .or_else(|| {
+            headers
+                .header(GRPC_PREVIOUS_ATTEMPTS)
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .map(|n| n.saturating_add(1))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim_of(pairs: &[(&str, &str)], header: Option<&str>) -> Claim<'static> {
+        let owned: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let leaked: &'static Vec<(String, String)> = Box::leak(Box::new(owned));
+        claim(leaked, header, || 42)
+    }
+
+    #[test]
+    fn the_first_header_that_names_a_request_wins() {
+        let all = [
+            ("x-trace", "t1"),
+            ("x-request-id", "r1"),
+            ("idempotency-key", "k1"),
+            ("amz-sdk-invocation-id", "a1"),
+        ];
+        assert_eq!(
+            claim_of(&all, Some("x-trace")),
+            Claim::Named(GroupedBy::Header, "t1")
+        );
+        assert_eq!(
+            claim_of(&all, None),
+            Claim::Named(GroupedBy::RequestId, "r1")
+        );
+        assert_eq!(
+            claim_of(&all[2..], Some("x-trace")),
+            Claim::Named(GroupedBy::IdempotencyKey, "k1")
+        );
+        assert_eq!(
+            claim_of(&all[3..], None),
+            Claim::Named(GroupedBy::AwsInvocationId, "a1")
+        );
+        assert_eq!(
+            claim_of(&[("x-request-id", "  ")], None),
+            Claim::Unnamed(42),
+            "an empty value names nothing"
+        );
+    }
+
+    #[test]
+    fn ids_of_two_headers_never_meet() {
+        let key = claim_of(&[("idempotency-key", "same")], None).id();
+        let aws = claim_of(&[("amz-sdk-invocation-id", "same")], None).id();
+        let id = claim_of(&[("x-request-id", "same")], None).id();
+        assert_eq!(key.as_deref(), Some("idempotency-key:same"));
+        assert_eq!(aws.as_deref(), Some("aws:same"));
+        assert_eq!(id.as_deref(), Some("same"));
+        assert_eq!(Claim::Unnamed(1).id(), None);
+    }
+
+    #[test]
+    fn the_attempt_number_comes_from_what_real_clients_send() {
+        let of = |pairs: &[(&str, &str)]| stated_attempt(&pairs.to_vec());
+        assert_eq!(of(&[("x-chaos-attempt", "3")]), Some(3));
+        assert_eq!(of(&[("amz-sdk-request", "attempt=2; max=3")]), Some(2));
+        assert_eq!(
+            of(&[("amz-sdk-request", "ttl=20250101T000000Z; attempt=4; max=5")]),
+            Some(4)
+        );
+        assert_eq!(of(&[("x-envoy-attempt-count", "2")]), Some(2));
+        assert_eq!(of(&[("grpc-previous-rpc-attempts", "0")]), Some(1));
+        assert_eq!(of(&[("x-chaos-attempt", "0")]), None, "attempts start at 1");
+        assert_eq!(of(&[("amz-sdk-request", "max=3")]), None);
+        assert_eq!(of(&[]), None);
+    }
+}

@@ -1,0 +1,114 @@
+//! What happens as a request arrives, on either path of the handler (the hot one and the
+//! judged one): its count in the ledger and the script's decision.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::Method;
+use axum::http::request::Parts;
+use rand_chacha::ChaCha8Rng;
+use rand_core::SeedableRng;
+use tokio::time::Instant;
+
+use super::flight::InFlight;
+use super::handler::text;
+use super::kept::Kept;
+use super::state::{Active, Shared};
+use crate::ledger::RequestIdentity;
+use crate::script::{Decision, RequestFacts, Script};
+use crate::seed::{IdSeed, fnv1a};
+use crate::wire::{UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
+
+// Made once: a lookup by `&str` parses and checks the name each time.
+const UPSTREAM_ATTEMPTS_NAME: axum::http::HeaderName =
+    axum::http::HeaderName::from_static(UPSTREAM_ATTEMPTS);
+
+/// Counts a request's arrival in the ledger and names it on its span.
+pub(super) fn record_arrival(shared: &Shared, flight: &mut InFlight, kept: &Kept, at: Instant) {
+    flight.span(|span| {
+        if let Some(id) = &kept.request_id {
+            span.set("chaos.request_id", id.to_string());
+        }
+        if let Some(attempt) = kept.attempt {
+            span.set("chaos.attempt", i64::from(attempt));
+        }
+        if let Some(policy) = &kept.policy {
+            span.set("chaos.policy", policy.to_string());
+        }
+    });
+    flight.arrived(shared.ledger.record_request(
+        RequestIdentity {
+            request_id: kept.request_id.as_deref(),
+            policy: kept.policy.as_deref(),
+        },
+        shared.ledger_time(at),
+    ));
+}
+
+/// The script's decision for a request, and the RNG its service time draws from: seeded
+/// from (seed, request id, attempt, the chain above), or from the seed and a counter for a
+/// request without an id.
+pub(super) fn decide(
+    active: &Active,
+    shared: &Shared,
+    parts: &Parts,
+    kept: &Kept,
+    now: Duration,
+) -> (Option<ChaCha8Rng>, Decision) {
+    let headers = &parts.headers;
+    let script = &active.script;
+    let needs_rng = script.phase_count() > 0 || has_service_time(script);
+    let mut rng = if needs_rng {
+        let attempt = kept.attempt;
+        let seed = match &kept.request_id {
+            Some(id) => attempt_seed(
+                IdSeed::new(active.seed, id),
+                attempt.unwrap_or(0),
+                text(headers, &UPSTREAM_ATTEMPTS_NAME),
+            ),
+            None => anonymous_seed(
+                active.seed,
+                shared.anonymous.fetch_add(1, Ordering::Relaxed),
+            ),
+        };
+        Some(ChaCha8Rng::seed_from_u64(seed))
+    } else {
+        None
+    };
+    let decision = match rng.as_mut() {
+        Some(rng) if script.phase_count() > 0 => script.select(
+            &RequestFacts {
+                method: parts.method.as_str(),
+                path: parts.uri.path(),
+                attempt: kept.attempt,
+                headers,
+                sticky_seed: kept
+                    .request_id
+                    .as_deref()
+                    .map(|id| IdSeed::new(active.seed, id).attempt(0)),
+            },
+            now,
+            rng,
+        ),
+        _ => Decision::Serve,
+    };
+
+    (rng, decision)
+}
+
+/// FNV-1a over method, path and query, and body: identifies "the same request" for
+/// idempotency keys.
+pub(super) fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
+    fnv1a([
+        method.as_str().as_bytes(),
+        b" ",
+        uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
+        body,
+    ])
+}
+
+/// Whether the script's server takes time to serve a request (drawn per request).
+pub(super) fn has_service_time(script: &Script) -> bool {
+    script.capacity().is_some_and(|c| !c.service_time.is_zero())
+}

@@ -1,0 +1,130 @@
+//! The handler's path when the ledger judges a client: the body is read first, because a
+//! request no header names is grouped by its method, path and body; the attempt is then
+//! grouped into its logical request (`ledger::group`), and goes on as one the harness
+//! sent, with that id and attempt number (so `attempts: [1, 2]` faults the first two
+//! attempts of every call of any client); when it ends, the ledger is told how it was
+//! answered and what wait the answer asked for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::http::header::RETRY_AFTER;
+use axum::response::Response;
+use tokio::time::Instant;
+
+use super::arrival::{decide, fingerprint, record_arrival};
+use super::body::read_body;
+use super::flight::InFlight;
+use super::handler::{bad_body, proceed};
+use super::kept::{Kept, Text};
+use super::state::View;
+use crate::ledger::group::{self, GroupedBy};
+use crate::ledger::{Arriving, Grouped, Seen};
+use crate::script::{Decision, FaultAction};
+
+/// Microsoft's millisecond form of `Retry-After`, which some clients prefer.
+const RETRY_AFTER_MS: &str = "retry-after-ms";
+
+/// Reads the body, groups the attempt, then serves it as [`super::handler::handle`] would.
+pub(super) async fn handle(
+    view: Arc<View>,
+    mut flight: InFlight,
+    parts: axum::http::request::Parts,
+    body: Body,
+    mut kept: Kept,
+    arrived: Instant,
+) -> Response {
+    let shared = &view.shared;
+    let body = match read_body(body, shared.max_body).await {
+        Ok(body) => body,
+        Err(error) => {
+            record_arrival(shared, &mut flight, &kept, arrived);
+            return bad_body(&mut flight, &error);
+        }
+    };
+    let header = shared.ledger.judged_by().and_then(|j| j.header);
+    let claim = group::claim(&parts.headers, header.as_deref(), || {
+        fingerprint(&parts.method, &parts.uri, &body)
+    });
+    let grouped = shared.ledger.group(
+        Arriving {
+            claim,
+            stated_attempt: group::stated_attempt(&parts.headers),
+            side_effect: crate::wire::has_side_effect(parts.method.as_str()),
+            keyed: kept.key.is_some(),
+        },
+        shared.ledger_time(arrived),
+    );
+    let mut answer = None;
+    if let Some(grouped) = grouped {
+        flight.span(|span| span.set("chaos.grouped_by", grouped.by.name()));
+        if grouped.by != GroupedBy::RequestId {
+            kept.request_id = Text::made(grouped.id.clone());
+        }
+        kept.attempt = Some(grouped.attempt);
+        answer = Some(Answer {
+            view: Arc::clone(&view),
+            grouped,
+            seen: Seen::Timeout,
+            asked: None,
+        });
+    }
+    record_arrival(shared, &mut flight, &kept, arrived);
+    let now = arrived.saturating_duration_since(view.active.epoch);
+    let (rng, decision) = decide(&view.active, shared, &parts, &kept, now);
+    if let (Some(answer), Decision::Fault { fault, .. }) = (&mut answer, &decision) {
+        // These never produce a response: the guard sees them end with their connection.
+        match fault.action {
+            FaultAction::Reset => answer.seen = Seen::Reset,
+            FaultAction::Close => answer.seen = Seen::Close,
+            FaultAction::Truncate(_) => answer.seen = Seen::Truncate,
+            FaultAction::Timeout { .. } | FaultAction::Status(_) | FaultAction::Delay(_) => {}
+        }
+    }
+    let response = proceed(Arc::clone(&view), flight, parts, body, kept, rng, decision).await;
+    if let Some(answer) = &mut answer {
+        answer.seen = Seen::Status(response.status().as_u16());
+        answer.asked = asked_wait(response.headers());
+    }
+    response
+}
+
+/// The wait an answer asks for: `Retry-After` in seconds (an HTTP date is not read), or
+/// `retry-after-ms`.
+pub(super) fn asked_wait(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    text(RETRY_AFTER_MS)
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .or_else(|| {
+            text(RETRY_AFTER.as_str())
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(Duration::from_secs_f64)
+        })
+}
+
+/// Tells the ledger how an attempt ended, when it ends: with a response, or with its
+/// connection (a reset, a close, a held request the client gave up on).
+struct Answer {
+    view: Arc<View>,
+    grouped: Grouped,
+    seen: Seen,
+    asked: Option<Duration>,
+}
+
+impl Drop for Answer {
+    fn drop(&mut self) {
+        let shared = &self.view.shared;
+        shared
+            .ledger
+            .answered(&self.grouped, shared.ledger_now(), self.seen, self.asked);
+    }
+}
