@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""botocore's own retries, unchanged, against the fault-server: CALLS DynamoDB ListTables
-calls, one after another, each printed as one line.
+"""botocore's own retries, unchanged, against the fault-server: CALLS S3 GetObject calls
+(GET /chaos/item-N), one after another, each printed as one line.
 
 What it exercises: botocore's retry handler with `retry_mode='standard'` and nothing else
 set, so every other value is the library's default (botocore/retries/standard.py):
@@ -16,12 +16,14 @@ set, so every other value is the library's default (botocore/retries/standard.py
   the fault-server tells one call's retries from the next call.
 
 `retry_mode` is set because botocore before 1.44 defaults to `legacy` (configprovider.py).
-`--service kms` makes KMS ListKeys calls instead: the same JSON protocol without DynamoDB's
-own retry defaults. The fault-server's 200 body (`{"ok":true,...}`) parses as an empty
-ListTables/ListKeys result; its 503 body has no error code, so botocore retries on the
-status alone.
+S3 GetObject because it is a GET, which a retry cannot run twice, and its body is not
+parsed, so the fault-server's 200 (`{"ok":true,...}`) is a good answer; its 503 body is not
+S3's XML, so botocore retries on the status alone. `--service dynamodb` makes DynamoDB
+ListTables calls instead: the JSON protocol sends every operation, reads included, as a
+POST without an Idempotency-Key, and botocore retries them (the fault-server's 200 body
+parses as an empty ListTables result).
 
-Usage: botocore_standard.py [URL] [--calls N] [--service dynamodb|kms]
+Usage: botocore_standard.py [URL] [--calls N] [--service s3|dynamodb]
 URL defaults to $CHAOS_TARGET_URL. Credentials are dummies unless set in the environment;
 the user's AWS config and credential files are not read (so a local `max_attempts` cannot
 change what is measured). Exits 0 whatever the calls' outcomes.
@@ -31,14 +33,18 @@ import argparse
 import os
 import sys
 
-OPERATIONS = {"dynamodb": "list_tables", "kms": "list_keys"}
+# The call each service makes: S3 GetObject of a key per call, DynamoDB ListTables.
+OPERATIONS = {
+    "s3": lambda client, n: client.get_object(Bucket="chaos", Key=f"item-{n}"),
+    "dynamodb": lambda client, n: client.list_tables(),
+}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url", nargs="?", default=os.environ.get("CHAOS_TARGET_URL"))
     parser.add_argument("--calls", type=int, default=6)
-    parser.add_argument("--service", choices=sorted(OPERATIONS), default="dynamodb")
+    parser.add_argument("--service", choices=sorted(OPERATIONS), default="s3")
     args = parser.parse_args()
     if not args.url:
         parser.error("no URL: pass one or set CHAOS_TARGET_URL")
@@ -63,18 +69,25 @@ def main():
         args.service,
         endpoint_url=args.url,
         region_name="us-east-1",
-        config=Config(retries={"mode": "standard"}, connect_timeout=2, read_timeout=10),
+        config=Config(
+            retries={"mode": "standard"},
+            s3={"addressing_style": "path"},  # the bucket in the path: the URL is an address
+            connect_timeout=2,
+            read_timeout=10,
+        ),
     )
-    call = getattr(client, OPERATIONS[args.service])
     print(
-        f"# botocore {botocore.__version__}, {args.service} {OPERATIONS[args.service]}, "
+        f"# botocore {botocore.__version__}, {args.service}, "
         f"AWS_NEW_RETRIES_2026={os.environ.get('AWS_NEW_RETRIES_2026', 'unset')}",
         file=sys.stderr,
     )
 
     for n in range(1, args.calls + 1):
         try:
-            meta = call()["ResponseMetadata"]
+            response = OPERATIONS[args.service](client, n)
+            if "Body" in response:
+                response["Body"].read()
+            meta = response["ResponseMetadata"]
             outcome = f"ok {meta['HTTPStatusCode']}"
         except ClientError as e:
             meta = e.response["ResponseMetadata"]
