@@ -15,7 +15,9 @@ set, so every other value is the library's default (botocore/retries/standard.py
   and `amz-sdk-request: attempt=N; max=M` (handlers.py, `add_retry_headers`), which is how
   the fault-server tells one call's retries from the next call.
 
-`retry_mode` is set because botocore before 1.44 defaults to `legacy` (configprovider.py).
+`retry_mode` is set because botocore before 1.44 defaults to `legacy` (configprovider.py);
+`--retry-mode legacy` tries that one (botocore/data/_retry.json: 5 attempts, `rand(0, 1) *
+2 ** (attempt - 1)` s).
 S3 GetObject because it is a GET, which a retry cannot run twice, and its body is not
 parsed, so the fault-server's 200 (`{"ok":true,...}`) is a good answer; its 503 body is not
 S3's XML, so botocore retries on the status alone. `--service dynamodb` makes DynamoDB
@@ -23,7 +25,7 @@ ListTables calls instead: the JSON protocol sends every operation, reads include
 POST without an Idempotency-Key, and botocore retries them (the fault-server's 200 body
 parses as an empty ListTables result).
 
-Usage: botocore_standard.py [URL] [--calls N] [--service s3|dynamodb]
+Usage: botocore_standard.py [URL] [--calls N] [--service s3|dynamodb] [--retry-mode legacy]
 URL defaults to $CHAOS_TARGET_URL. Credentials are dummies unless set in the environment;
 the user's AWS config and credential files are not read (so a local `max_attempts` cannot
 change what is measured). Exits 0 whatever the calls' outcomes.
@@ -45,6 +47,7 @@ def main():
     parser.add_argument("url", nargs="?", default=os.environ.get("CHAOS_TARGET_URL"))
     parser.add_argument("--calls", type=int, default=6)
     parser.add_argument("--service", choices=sorted(OPERATIONS), default="s3")
+    parser.add_argument("--retry-mode", choices=["standard", "legacy"], default="standard")
     args = parser.parse_args()
     if not args.url:
         parser.error("no URL: pass one or set CHAOS_TARGET_URL")
@@ -70,14 +73,14 @@ def main():
         endpoint_url=args.url,
         region_name="us-east-1",
         config=Config(
-            retries={"mode": "standard"},
+            retries={"mode": args.retry_mode},
             s3={"addressing_style": "path"},  # the bucket in the path: the URL is an address
             connect_timeout=2,
             read_timeout=10,
         ),
     )
     print(
-        f"# botocore {botocore.__version__}, {args.service}, "
+        f"# botocore {botocore.__version__}, {args.service}, {args.retry_mode} mode, "
         f"AWS_NEW_RETRIES_2026={os.environ.get('AWS_NEW_RETRIES_2026', 'unset')}",
         file=sys.stderr,
     )
