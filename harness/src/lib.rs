@@ -10,6 +10,7 @@ pub use chaos_policy as policy;
 pub mod attempt;
 pub mod baseline;
 pub mod cli;
+pub mod client;
 mod control;
 pub mod engine;
 pub mod hop;

@@ -150,6 +150,8 @@ pub struct RetryAfterHonoured {
 
 /// The wait before one attempt number, measured from the previous attempt's answer to
 /// this attempt's arrival: the client's backoff, plus what its network and scheduling add.
+/// A retry after an answer with `Retry-After` is not counted here (its wait was the
+/// server's to ask; [`RetryAfterHonoured`] judges it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Gaps {
@@ -420,9 +422,13 @@ impl Retries {
         } else if let Some((at, seen, asked)) = entry.answered {
             entry.unanswered = 1;
             let gap = now.saturating_sub(at);
-            let number = arriving.stated_attempt.unwrap_or(attempt);
-            let slot = number.clamp(2, MAX_GAP_ATTEMPT) as usize - 2;
-            let _ = self.gaps[slot].record(micros(gap).max(1));
+            if asked.is_none() {
+                // A wait the server asked for is judged as such, not as the client's
+                // own backoff.
+                let number = arriving.stated_attempt.unwrap_or(attempt);
+                let slot = number.clamp(2, MAX_GAP_ATTEMPT) as usize - 2;
+                let _ = self.gaps[slot].record(micros(gap).max(1));
+            }
             if let Some(asked) = asked {
                 let honoured = &mut self.retry_after;
                 honoured.asked += 1;

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+mod client_test;
 mod gate;
 mod relay;
 mod runtime;
@@ -28,6 +29,7 @@ use crate::plan::{self, NamedPolicy, Plan};
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
+pub use client_test::ClientTestArgs;
 pub use gate::GateArgs;
 pub use relay::RelayArgs;
 use runtime::Interrupts;
@@ -63,6 +65,11 @@ pub enum Command {
     /// The regression gate for any CI: each plan against its baseline
     /// (`--baselines DIR`, `DIR/NAME.json` for `NAME.yaml`); exit with the worst plan's code.
     Gate(GateArgs),
+    /// Run a program of your own against the plan's faults and judge its retries from the
+    /// fault-server's ledger: `harness client-test PLAN -- COMMAND ARGS…` (`{url}` in its
+    /// arguments and CHAOS_TARGET_URL give it the server's URL); the same report and exit
+    /// codes, `mode: client`.
+    ClientTest(ClientTestArgs),
     /// Compare a run with a baseline offline: exit 1 on a regression beyond tolerance.
     Compare {
         /// The baseline (`chaos-baseline/v1`, from `chaos --save-baseline`) or a report.json;
@@ -168,6 +175,7 @@ pub fn execute(cli: Cli) -> u8 {
         }
         Command::Chaos(args) => chaos(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::ClientTest(args) => client_test::client_test(args),
         Command::Compare {
             baseline,
             now,

@@ -8,6 +8,7 @@
 //! to write instead ([`PlanError`]). This is the one place that knows the YAML crate.
 
 mod chain;
+mod client;
 mod error;
 mod gate;
 mod import;
@@ -252,34 +253,11 @@ const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 /// The plan, and the text of the files its policies imported.
 fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     use Seg::Key;
-    let name = plan_name(path, spec.name)?;
-    let (profile, stages_length) = load::profile(&spec.load)?;
-    let duration = match (spec.duration.map(|d| d.get()), stages_length) {
-        (Some(d), None) => d,
-        (None, Some(s)) => s,
-        (Some(d), Some(s)) if d == s => d,
-        (Some(d), Some(s)) => {
-            return Err(found(
-                vec![Key("duration")],
-                format!("`duration` is {d:?} but the stages add up to {s:?}"),
-            )
-            .hint("drop `duration` when `load.stages` are given; they set it"));
-        }
-        (None, None) => {
-            return Err(found(
-                vec![Key("load")],
-                "the plan has no `duration` and no `load.stages`",
-            )
-            .hint("add `duration: 30s` at the top level"));
-        }
-    };
-    if duration.is_zero() {
-        return Err(found(
-            vec![Key("duration")],
-            "`duration` is zero: nothing would be sent",
-        ));
+    if spec.client.is_some() {
+        client::refuse_load_keys(&spec)?;
     }
-    let load = load::resolve(&spec.load, profile, duration)?;
+    let (duration, load) = duration_and_load(&spec)?;
+    let name = plan_name(path, spec.name)?;
     let target = target::resolve(spec.target, spec.allow_remote)?;
     let seed = spec.seed.unwrap_or(DEFAULT_SEED);
     let script = ScriptSpec {
@@ -311,12 +289,23 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     let tiers = tiers(spec.tiers)?;
     tier_faults(&script, &tiers)?;
     let dir = path.parent().unwrap_or(Path::new(""));
-    let policy::Resolved {
-        policies,
-        warnings,
-        sources,
-    } = policy::resolve(spec.policies, &tiers, dir)?;
+    let (policies, warnings, sources, client) = match (spec.client, spec.policies) {
+        (Some(c), _) => {
+            let (named, test, warnings, sources) = client::resolve(c, dir)?;
+            (vec![named], warnings, sources, Some(test))
+        }
+        (None, Some(specs)) => {
+            let r = policy::resolve(specs, &tiers, dir)?;
+            (r.policies, r.warnings, r.sources, None)
+        }
+        (None, None) => {
+            return Err(found(vec![], "the plan has no `policies:`").hint(
+                "add `policies: [ { name: mine, max_attempts: 3, backoff: { exponential: { base: 50ms, cap: 2s } }, jitter: full } ]`",
+            ));
+        }
+    };
     let gates = gate::resolve(spec.gates, &policies, &target)?;
+    client::check_gates(&gates, client.as_ref(), &target)?;
     let mut warnings = warnings;
     warnings.extend(gate::unjudgeable(&gates, fault_window.is_some()));
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
@@ -359,8 +348,56 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
             Into::into,
         ),
         text_hash: 0,
+        client,
     };
     Ok((plan, sources))
+}
+
+/// How long the plan runs, and its load: the schedule's (`load:`, `duration:` or the
+/// stages), or a client test's, whose program is the load.
+fn duration_and_load(spec: &PlanSpec) -> Result<(Duration, model::Load), Found> {
+    use Seg::Key;
+    let Some(load_spec) = &spec.load else {
+        return match (&spec.client, spec.duration) {
+            (Some(_), Some(d)) if !d.get().is_zero() => Ok((d.get(), client::load(d.get()))),
+            (Some(_), _) => Err(found(
+                vec![Key("duration")],
+                "a client test needs a `duration`: the program is stopped after it (and `drain`)",
+            )
+            .hint("add `duration: 30s` at the top level")),
+            (None, _) => Err(found(vec![], "the plan has no `load:`").hint(
+                "add `load: { rate: 100, requests: [ { name: read, path: / } ] }`; or `client:` to judge a program of your own with `harness client-test`",
+            )),
+        };
+    };
+    let (profile, stages_length) = load::profile(load_spec)?;
+    let duration = match (spec.duration.map(|d| d.get()), stages_length) {
+        (Some(d), None) => d,
+        (None, Some(s)) => s,
+        (Some(d), Some(s)) if d == s => d,
+        (Some(d), Some(s)) => {
+            return Err(found(
+                vec![Key("duration")],
+                format!("`duration` is {d:?} but the stages add up to {s:?}"),
+            )
+            .hint("drop `duration` when `load.stages` are given; they set it"));
+        }
+        (None, None) => {
+            return Err(found(
+                vec![Key("load")],
+                "the plan has no `duration` and no `load.stages`",
+            )
+            .hint("add `duration: 30s` at the top level"));
+        }
+    };
+    if duration.is_zero() {
+        return Err(found(
+            vec![Key("duration")],
+            "`duration` is zero: nothing would be sent",
+        ));
+    }
+    let load = load::resolve(load_spec, profile, duration)?;
+    Ok((duration, load))
 }
 
 /// The fault phases a relay tier injects (`tier:`) name a tier of the plan and answer

@@ -48,6 +48,21 @@ pub struct Plan {
     /// FNV-1a of the plan's text and of the files it imports: with the seed, what a
     /// baseline's digest is made of.
     pub text_hash: u64,
+    /// A client test (`client:`): the program under test is the load and the policy; its
+    /// one entry in `policies` carries its name and the policy it is expected to follow.
+    pub client: Option<ClientTest>,
+}
+
+/// What `harness client-test` needs beyond the plan's faults and gates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientTest {
+    /// The report's name for the program (its entry in `policies`).
+    pub name: String,
+    /// The plan says which policy the program should follow (`client.expect`); without
+    /// it, its entry in `policies` is a placeholder nothing judges.
+    pub expected: bool,
+    /// How the fault-server groups and judges the program's attempts.
+    pub judging: fault_server::Judging,
 }
 
 /// A plan's warning, and where the plan says what it is about when one place does.
@@ -310,16 +325,22 @@ pub enum Check {
     ClientServerAgree,
     /// At most one hop of a call chain (the client or a relay tier) sent retries.
     RetriesAtOneTier,
+    /// A client test: every retry after an answer with `Retry-After` waited that long.
+    RetryAfterHonoured,
+    /// A client test: the waits before each retry fall in the expected policy's range.
+    BackoffWithinPreset,
 }
 
 impl Check {
-    pub const ALL: [Check; 6] = [
+    pub const ALL: [Check; 8] = [
         Check::AmplificationWithinBudget,
         Check::NoRetryOfPermanent,
         Check::NoRetryOfNonIdempotent,
         Check::NoDuplicateSideEffects,
         Check::ClientServerAgree,
         Check::RetriesAtOneTier,
+        Check::RetryAfterHonoured,
+        Check::BackoffWithinPreset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -330,6 +351,8 @@ impl Check {
             Check::NoDuplicateSideEffects => "no_duplicate_side_effects",
             Check::ClientServerAgree => "client_server_agree",
             Check::RetriesAtOneTier => "retries_at_one_tier",
+            Check::RetryAfterHonoured => "retry_after_honoured",
+            Check::BackoffWithinPreset => "backoff_within_preset",
         }
     }
 }

@@ -126,7 +126,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
     }
 }
 
-fn percentiles(h: &Histogram<u64>) -> Percentiles {
+pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
     Percentiles {
         p50: quantile_ms(h, 0.50),
         p90: quantile_ms(h, 0.90),
@@ -343,6 +343,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             .unwrap_or_default(),
         leaf_amplification: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
         tiers: tier_reports,
+        client: None,
     };
     report.gates = gates::evaluate(plan, &report);
     report

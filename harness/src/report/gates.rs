@@ -48,6 +48,10 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
         GateKind::Check(Check::NoDuplicateSideEffects) => no_duplicate_side_effects(name, r),
         GateKind::Check(Check::RetriesAtOneTier) => retries_at_one_tier(name, r),
         GateKind::Check(Check::ClientServerAgree) => client_server_agree(name, r),
+        GateKind::Check(Check::RetryAfterHonoured) => super::client::retry_after_honoured(name, r),
+        GateKind::Check(Check::BackoffWithinPreset) => {
+            super::client::backoff_within_preset(name, r)
+        }
         GateKind::Metric { metric, min, max } => metric_within(name, r, *metric, *min, *max),
     }
 }

@@ -383,6 +383,26 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         );
     }
     out.push_str("</table>");
+    if let Some(c) = &p.client {
+        let (facts, table) = super::client::section(c);
+        out.push_str("<h3>The program under test</h3><ul>");
+        for fact in facts {
+            let _ = write!(out, "<li>{}</li>", esc(&fact));
+        }
+        out.push_str("</ul>");
+        if table.len() > 1 {
+            out.push_str("<p>Waits before each attempt (from the previous answer, Retry-After waits aside):</p><table>");
+            for (i, row) in table.iter().enumerate() {
+                let cell = if i == 0 { "th" } else { "td" };
+                out.push_str("<tr>");
+                for c in row {
+                    let _ = write!(out, "<{cell}>{}</{cell}>", esc(c));
+                }
+                out.push_str("</tr>");
+            }
+            out.push_str("</table>");
+        }
+    }
     chain_html(out, p, window, seconds);
     let s = &p.series;
     out.push_str(&chart(

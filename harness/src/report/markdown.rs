@@ -292,6 +292,9 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     }
     let _ = writeln!(out, "{}\n", text(&p.summary));
     gates_table(out, p);
+    if let Some(c) = &p.client {
+        client_section(out, c);
+    }
     chain_table(out, p);
     counts_table(out, p);
     let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
@@ -306,6 +309,30 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
             "{}\n",
             l.sentence("**does not agree with the client**")
         );
+    }
+}
+
+/// A client test's program: what it ran, how the server grouped and judged its retries,
+/// and the waits it chose before each attempt.
+fn client_section(out: &mut String, c: &super::ClientView) {
+    let (facts, table) = super::client::section(c);
+    out.push_str("### The program under test\n\n");
+    for fact in facts {
+        let _ = writeln!(out, "- {}", text(&fact));
+    }
+    out.push('\n');
+    if table.len() > 1 {
+        out.push_str(
+            "Waits before each attempt (from the previous answer, Retry-After waits aside):\n\n",
+        );
+        for (i, row) in table.iter().enumerate() {
+            let cells: Vec<String> = row.iter().map(|c| text(c)).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+            if i == 0 {
+                let _ = writeln!(out, "|{}", " --- |".repeat(row.len()));
+            }
+        }
+        out.push('\n');
     }
 }
 

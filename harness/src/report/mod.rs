@@ -2,7 +2,9 @@
 
 mod build;
 mod chart;
+mod client;
 pub(crate) use chart::{nice_range, short as short_number};
+pub use client::{BackoffRow, ClientView, tolerance_ms};
 mod drift;
 pub mod gates;
 mod html;

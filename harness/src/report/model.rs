@@ -151,6 +151,9 @@ pub struct PolicyReport {
     /// Retries sent in each 50 ms of the fault window, from its start; empty without one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waves_50ms: Vec<u64>,
+    /// A client test's program and the ledger's judgement of its retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<super::client::ClientView>,
 }
 
 /// One relay tier of a policy's chain.

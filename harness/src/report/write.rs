@@ -52,6 +52,11 @@ impl Files {
         files.add("report.md", super::markdown(report));
         files.add("report.html", super::html(report));
         files.add("junit.xml", super::junit(report));
+        // A client test's program output, beside the report that judged it.
+        for client in report.policies.iter().filter_map(|p| p.client.as_ref()) {
+            files.add("program.stdout", client.stdout.clone());
+            files.add("program.stderr", client.stderr.clone());
+        }
         files
     }
 

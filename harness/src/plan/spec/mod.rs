@@ -9,7 +9,7 @@
 use std::fmt;
 
 use fault_server::duration::DurationSpec;
-use fault_server::script::spec::{CapacitySpec, OneOrMany, PhaseSpec};
+use fault_server::script::spec::{CapacitySpec, HeaderNameSpec, OneOrMany, PhaseSpec};
 
 mod policy;
 pub use policy::{
@@ -46,12 +46,20 @@ pub struct PlanSpec {
     /// Allows a target outside loopback. Load and faults are for machines you own.
     #[serde(default)]
     pub allow_remote: bool,
-    pub load: LoadSpec,
+    /// Required, but in a client test (`client:`), where the program is the load.
+    #[serde(default)]
+    pub load: Option<LoadSpec>,
     #[serde(default)]
     pub server: Option<CapacitySpec>,
     #[serde(default)]
     pub faults: Vec<PhaseSpec>,
-    pub policies: Vec<PolicySpec>,
+    /// Required, but in a client test (`client:`), where the program is the policy.
+    #[serde(default)]
+    pub policies: Option<Vec<PolicySpec>>,
+    /// A client test (`harness client-test PLAN -- COMMAND`): the program under test takes
+    /// the place of `load:` and `policies:`.
+    #[serde(default)]
+    pub client: Option<ClientSpec>,
     #[serde(default)]
     pub gates: Vec<GateSpec>,
     /// What a run compared against a baseline may lose before it is a regression.
@@ -63,6 +71,31 @@ pub struct PlanSpec {
     /// The network `harness simulate` models (a live run has a real one).
     #[serde(default)]
     pub network: Option<NetworkSpec>,
+}
+
+/// `client:`: the program `harness client-test` judges.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// The report's name for the program (default `client`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The policy the program is expected to follow (`{ preset: aws-standard }`, with any
+    /// field of a policy over it): its backoff range judges `backoff_within_preset`, its
+    /// budget's bound `amplification_within_budget`.
+    #[serde(default)]
+    pub expect: Option<PolicySpec>,
+    /// A header that names the logical request, tried before the ones clients send on
+    /// their own (`x-request-id`, `Idempotency-Key`, `amz-sdk-invocation-id`).
+    #[serde(default)]
+    pub group_by: Option<HeaderNameSpec>,
+    /// How long after an attempt's answer an identical request (method, path, body) is
+    /// taken for its retry, when no header names the request (default 10s).
+    #[serde(default)]
+    pub window: Option<DurationSpec>,
+    /// How much earlier than `Retry-After` asked a retry may come (default 50ms).
+    #[serde(default)]
+    pub retry_after_tolerance: Option<DurationSpec>,
 }
 
 /// `network: { latency: 100us }`: the one-way latency of each hop, as `harness simulate`

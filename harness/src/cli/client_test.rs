@@ -1,0 +1,124 @@
+//! `harness client-test PLAN -- COMMAND ARGS…`: a program of the user's own against the
+//! plan's faults, judged from the fault-server's ledger (see [`crate::client`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{self, Interrupts};
+use super::{EXIT_CANNOT_RUN, EXIT_INVALID, conclude, plan_and_baseline};
+use crate::client::{self, ClientError, Ended};
+use crate::report;
+
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Example: harness client-test plans/clients/urllib3.yaml -- python3 interop/clients/urllib3_retry.py {url}\n\nThe program reads the fault-server's URL from `{url}` in its arguments or from CHAOS_TARGET_URL; it is stopped at the plan's duration + drain. Its output goes beside the report (program.stdout, program.stderr)."
+)]
+pub struct ClientTestArgs {
+    /// The plan: its `faults:`, `client:` and `gates:` (see plans/README.md).
+    pub plan: PathBuf,
+    /// Override the plan's seed.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// No summary table (the report is still written).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Compare with this baseline too: a regression beyond tolerance fails (exit 1).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Save this run's figures as a baseline (`chaos-baseline/v1`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save_baseline: Option<PathBuf>,
+    /// The program and its arguments, after `--`; `{url}` becomes the fault-server's URL.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+pub(super) fn client_test(args: ClientTestArgs) -> u8 {
+    let abort = CancellationToken::new();
+    let listening = match Interrupts::listen(abort.clone()) {
+        Ok(listening) => listening,
+        Err(e) => {
+            eprintln!("error: cannot listen for Ctrl-C: {e}");
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    let (plan, against) = match plan_and_baseline(&args.plan, args.seed, args.baseline.as_deref()) {
+        Ok(both) => both,
+        Err(code) => return code,
+    };
+    if plan.client.is_none() {
+        eprintln!(
+            "error: {}: {}",
+            args.plan.display(),
+            ClientError::NotAClientTest
+        );
+        eprintln!(
+            "  hint: add `client: {{ name: mine }}` (and drop `load:` and `policies:`), or run this plan with `harness chaos`"
+        );
+        return EXIT_INVALID;
+    }
+    let Some(runtime) = runtime::runtime(None) else {
+        return EXIT_CANNOT_RUN;
+    };
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&interrupted);
+    let tested = runtime.block_on(async {
+        let watch = abort.clone();
+        let watcher = tokio::spawn(async move {
+            watch.cancelled().await;
+            flag.store(true, Ordering::Relaxed);
+        });
+        let tested = client::run(&plan, &args.command, interrupted).await;
+        watcher.abort();
+        tested
+    });
+    drop(listening);
+    let tested = match tested {
+        Ok(tested) => tested,
+        Err(e) => {
+            eprintln!("error: {e}");
+            eprintln!(
+                "  hint: the program is run as given after `--` (a path or a name on PATH); nothing was measured"
+            );
+            return EXIT_CANNOT_RUN;
+        }
+    };
+    let policy = client::policy_report(&plan, &tested);
+    let (_, generated_at) = report::timestamp(SystemTime::now());
+    let ending = report::Ending {
+        aborted: tested.program.ended == Ended::Interrupted,
+        error: None,
+        generated_at,
+    };
+    let mut report = report::build(&plan, vec![policy], ending);
+    report.mode = "client".to_owned();
+    match &tested.program.ended {
+        Ended::Exited(0) => {}
+        Ended::Interrupted => {}
+        ended => report.warnings.push(format!(
+            "the program ended with {}: see program.stderr beside the report",
+            ended.describe()
+        )),
+    }
+    if tested.ledger.logical == 0 {
+        report.warnings.push(format!(
+            "the program sent nothing to the fault-server: does it read the URL from `{{url}}` or {}?",
+            client::program::URL_VARIABLE
+        ));
+    }
+    conclude(
+        report,
+        &plan,
+        against.as_ref(),
+        args.out.as_deref(),
+        args.quiet,
+        args.save_baseline.as_deref(),
+    )
+}

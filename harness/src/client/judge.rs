@@ -1,0 +1,211 @@
+//! The ledger's judgement of a program under test, as a policy's report: the same figures
+//! a run of the harness's own policies has where the server can know them, the rest
+//! empty, and what only a client test measures (`ClientView`: grouping, backoff, waits
+//! for `Retry-After`).
+
+use std::collections::BTreeMap;
+
+use chaos_policy::{Client, Method, Outcome, Request, ResetPhase, RunCounts, Violation};
+use fault_server::Judged;
+use fault_server::ledger::retries::RetryAfter;
+
+use super::Tested;
+use crate::plan::{NamedPolicy, Plan};
+use crate::report::{
+    self, Amplification, BackoffRow, ClientView, LedgerView, OfferedPercentiles, Percentiles,
+    PolicyReport, Violations, gates,
+};
+
+/// The report of the program's run: its one entry of `policies`.
+pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
+    let named = &plan.policies[0];
+    let expected = plan.client.as_ref().is_some_and(|c| c.expected);
+    let l = &tested.ledger;
+    let judged = l.judged.clone().unwrap_or_default();
+    let (retried_permanent, retried_non_idempotent) = violations(&judged.retries);
+    let logical = l.logical;
+    let succeeded = judged.succeeded.min(logical);
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let budget_bound = expected
+        .then(|| {
+            Client::new(named.policy.clone()).budget_bound(RunCounts {
+                logical,
+                duration: plan.duration,
+            })
+        })
+        .flatten();
+    let latency = latency(&judged);
+    let mut report = PolicyReport {
+        name: named.name.clone(),
+        preset: named.preset.map(|p| p.name().to_owned()),
+        summary: if expected {
+            format!(
+                "the program, expected to follow {}",
+                report::describe_policy(&named.policy)
+            )
+        } else {
+            "the program (no expected policy)".to_owned()
+        },
+        resolved: expected.then(|| crate::plan::resolved::named(named)),
+        partial: !matches!(tested.program.ended, super::Ended::Exited(_)),
+        offered: logical,
+        logical,
+        succeeded,
+        failed: logical - succeeded,
+        dropped: 0,
+        unfinished: 0,
+        attempts: l.attempts,
+        retries: l.attempts.saturating_sub(logical),
+        retries_succeeded: 0,
+        cut: 0,
+        success_rate: ratio(succeeded, logical),
+        amplification: Amplification {
+            client: ratio(l.attempts, logical),
+            server: Some(ratio(l.attempts, logical)),
+            peak_1s: 0.0,
+            budget_bound,
+        },
+        give_ups: BTreeMap::new(),
+        violations: Violations {
+            retried_permanent,
+            retried_non_idempotent,
+            duplicate_side_effects: Some(l.duplicate_side_effects),
+        },
+        violation_examples: BTreeMap::from([(
+            "duplicate_side_effects".to_owned(),
+            l.duplicate_examples.clone(),
+        )]),
+        offered_latency_ms: OfferedPercentiles {
+            p50: Some(latency.p50),
+            p90: Some(latency.p90),
+            p99: Some(latency.p99),
+            p999: Some(latency.p999),
+        },
+        latency_ms: latency,
+        attempt_latency_ms: Percentiles::default(),
+        arrival_lag_ms: Percentiles::default(),
+        connection_wait: None,
+        recovery_s: None,
+        outcomes: l.by_outcome.clone(),
+        breaker_trips: 0,
+        ledger: Some(LedgerView {
+            attempts: l.attempts,
+            logical,
+            side_effects: l.side_effects,
+            duplicate_side_effects: l.duplicate_side_effects,
+            idempotent_replays: l.idempotent_replays,
+            client_unsent: 0,
+            client_abandoned: 0,
+            client_reached: logical,
+            // The program's counts are the ledger's: nothing to disagree with.
+            reconciled: true,
+            by_outcome: l.by_outcome.clone(),
+        }),
+        series: Vec::new(),
+        gates: Vec::new(),
+        synchrony: None,
+        leaf_amplification: Some(ratio(l.attempts, logical)),
+        tiers: Vec::new(),
+        waves_50ms: Vec::new(),
+        client: Some(ClientView {
+            command: tested.program.command.clone(),
+            exit: tested.program.ended.describe(),
+            grouped_by: judged.grouped_by.clone(),
+            guessed_attempts: judged.guessed_attempts,
+            window_ms: judged.window_ms,
+            overlapping: judged.overlapping,
+            retries_after: judged.retries.clone(),
+            retry_after: judged.retry_after.clone(),
+            backoff: backoff(&judged, expected.then_some(named)),
+            stdout: tested.program.stdout.clone(),
+            stderr: tested.program.stderr.clone(),
+        }),
+    };
+    report.gates = gates::evaluate(plan, &report);
+    report
+}
+
+/// What a retry after `after` means, in `chaos-policy`'s vocabulary: the one definition
+/// of a retry that breaks an invariant.
+fn outcome(after: &str) -> Outcome {
+    match after {
+        "reset" => Outcome::Reset(ResetPhase::AfterWrite),
+        "close" => Outcome::Closed,
+        "truncate" => Outcome::TruncatedBody,
+        "timeout" => Outcome::AttemptTimeout,
+        status => Outcome::Status(
+            status
+                .strip_prefix("status_")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(200),
+        ),
+    }
+}
+
+/// Retries after a permanent answer, and retried side effects without a key.
+fn violations(retries: &[RetryAfter]) -> (u64, u64) {
+    let (mut permanent, mut non_idempotent) = (0, 0);
+    for r in retries {
+        let request = Request {
+            method: if r.side_effect {
+                Method::parse("POST")
+            } else {
+                Method::parse("GET")
+            },
+            idempotency_key: r.keyed,
+        };
+        for violation in Violation::of_retry(request, outcome(&r.after)) {
+            match violation {
+                Violation::RetriedPermanent => permanent += r.retries,
+                Violation::RetriedNonIdempotent => non_idempotent += r.retries,
+            }
+        }
+    }
+    (permanent, non_idempotent)
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// From a logical request's first attempt to its first 2xx.
+fn latency(judged: &Judged) -> Percentiles {
+    let at = |name: &str| ms(judged.latency_us.get(name).copied().unwrap_or(0));
+    Percentiles {
+        p50: at("p50"),
+        p90: at("p90"),
+        p99: at("p99"),
+        p999: at("p99"),
+        max: at("max"),
+    }
+}
+
+/// The measured waits per attempt number, each against the expected policy's range.
+fn backoff(judged: &Judged, expected: Option<&NamedPolicy>) -> Vec<BackoffRow> {
+    judged
+        .gaps
+        .iter()
+        .map(|g| {
+            let range = expected.map(|named| {
+                let retry = g.attempt.saturating_sub(1).max(1);
+                let (low, high) = named.policy.config().backoff.range(retry, None);
+                let (low, high) = (low.as_secs_f64() * 1e3, high.as_secs_f64() * 1e3);
+                let tolerance = report::tolerance_ms(high);
+                [(low - tolerance).max(0.0), high + tolerance]
+            });
+            let (p10, p90) = (ms(g.p10_us), ms(g.p90_us));
+            BackoffRow {
+                attempt: g.attempt,
+                count: g.count,
+                min_ms: ms(g.min_us),
+                p10_ms: p10,
+                p50_ms: ms(g.p50_us),
+                p90_ms: p90,
+                p99_ms: ms(g.p99_us),
+                max_ms: ms(g.max_us),
+                expected_ms: range,
+                within: range.map(|[low, high]| p10 >= low && p90 <= high),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,258 @@
+//! `harness client-test`: the real binary runs a program nobody here linked into it (this
+//! test's own executable, re-run as a small HTTP client with std sockets) and judges its
+//! retries from the fault-server's ledger.
+
+// The program under test speaks on stdout, as a real client would.
+#![allow(clippy::print_stdout)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+mod common;
+
+const HARNESS: &str = env!("CARGO_BIN_EXE_harness");
+
+/// One request on a fresh connection: the status and `Retry-After`, or `None` when the
+/// connection failed.
+fn call(base: &str, method: &str, path: &str, body: &str) -> Option<(u16, Option<u64>)> {
+    let address = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(address).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let retry_after = answer
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("retry-after:")
+                .map(str::to_owned)
+        })
+        .and_then(|v| v.trim().parse().ok());
+    Some((status, retry_after))
+}
+
+/// The program under test, when this executable is run by `harness client-test`: N
+/// calls one after another, each retried as `CT_*` says, a line printed per call.
+#[test]
+#[ignore = "run by the harness as the program under test"]
+fn program_under_test() {
+    let Ok(base) = std::env::var("CHAOS_TARGET_URL") else {
+        return;
+    };
+    let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let calls: u32 = var("CT_CALLS", "5").parse().expect("CT_CALLS");
+    let method = var("CT_METHOD", "GET");
+    let retry_on: Vec<u16> = var("CT_RETRY_ON", "503")
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let backoff = Duration::from_millis(var("CT_BACKOFF_MS", "100").parse().expect("ms"));
+    for n in 0..calls {
+        let (path, body) = (format!("/orders/{n}"), format!("{{\"order\":{n}}}"));
+        let mut outcome = None;
+        for attempt in 1..=3 {
+            outcome = call(&base, &method, &path, &body);
+            match outcome {
+                Some((status, wait)) if retry_on.contains(&status) && attempt < 3 => {
+                    let wait = wait.map_or(backoff, Duration::from_secs);
+                    std::thread::sleep(wait);
+                }
+                Some(_) => break,
+                None => std::thread::sleep(backoff),
+            }
+        }
+        println!("call {n}: {outcome:?}");
+    }
+}
+
+struct Run {
+    code: i32,
+    report: serde_json::Value,
+    stdout_lines: usize,
+    stderr: String,
+}
+
+fn client_test(plan: &str, env: &[(&str, &str)], dir: &Path) -> Run {
+    let plan_file = dir.join("plan.yaml");
+    std::fs::write(&plan_file, plan).expect("plan written");
+    let out = dir.join("report");
+    let me = std::env::current_exe().expect("this test's executable");
+    let mut command = Command::new(HARNESS);
+    command
+        .arg("client-test")
+        .arg(&plan_file)
+        .arg("--out")
+        .arg(&out)
+        .arg("--quiet")
+        .arg("--")
+        .arg(me)
+        .args([
+            "program_under_test",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--quiet",
+        ]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("harness runs");
+    let report = std::fs::read_to_string(out.join("report.json"))
+        .map(|text| serde_json::from_str(&text).expect("report.json is JSON"))
+        .unwrap_or(serde_json::Value::Null);
+    let program = std::fs::read_to_string(out.join("program.stdout")).unwrap_or_default();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        report,
+        stdout_lines: program.lines().filter(|l| l.starts_with("call ")).count(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn gate<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["policies"][0]["gates"]
+        .as_array()
+        .and_then(|gates| gates.iter().find(|g| g["name"] == name))
+        .unwrap_or_else(|| panic!("gate {name} in {report}"))
+}
+
+#[test]
+fn a_well_behaved_client_passes_and_its_counts_are_the_ledgers() {
+    let dir = common::scratch("client-test-well-behaved");
+    let plan = r#"
+name: well-behaved
+duration: 20s
+drain: 1s
+faults:
+  - { name: first-fails, attempts: [1], respond: [ { status: 503 } ] }
+  - { name: second-asks, attempts: [2], respond: [ { status: 503, retry_after: 1s } ] }
+client:
+  name: small-client
+  expect: { max_attempts: 3, backoff: { fixed: 100ms } }
+gates:
+  - no_retry_of_permanent
+  - no_retry_of_non_idempotent
+  - no_duplicate_side_effects
+  - retry_after_honoured
+  - backoff_within_preset
+  - { metric: success_rate, min: 1 }
+"#;
+    let run = client_test(plan, &[("CT_CALLS", "3")], &dir);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.report);
+    let r = &run.report;
+    assert_eq!(r["mode"], "client");
+    let p = &r["policies"][0];
+    assert_eq!(p["name"], "small-client");
+    assert_eq!(p["logical"], 3, "the calls the program made");
+    assert_eq!(run.stdout_lines, 3);
+    assert_eq!(p["attempts"], 9, "three attempts a call");
+    assert_eq!(p["attempts"], p["ledger"]["attempts"]);
+    let c = &p["client"];
+    assert_eq!(c["grouped_by"]["guess"], 3);
+    assert_eq!(c["retry_after"]["asked"], 3);
+    assert_eq!(c["retry_after"]["honoured"], 3);
+    let backoff = &c["backoff"][0];
+    assert_eq!(
+        (backoff["attempt"].as_u64(), backoff["count"].as_u64()),
+        (Some(2), Some(3))
+    );
+    assert_eq!(backoff["within"], true);
+    assert_eq!(c["exit"], "exit 0");
+    assert!(dir.join("report/program.stderr").exists());
+}
+
+#[test]
+fn a_client_that_retries_a_post_after_400_without_a_key_fails_both_gates() {
+    let dir = common::scratch("client-test-retries-posts");
+    let plan = r#"
+name: retries-posts
+duration: 20s
+drain: 1s
+faults:
+  - { name: rejected, attempts: [1], respond: [ { status: 400 } ] }
+client: { name: bad-client }
+gates:
+  - no_retry_of_permanent
+  - no_retry_of_non_idempotent
+  - no_duplicate_side_effects
+"#;
+    let env = [
+        ("CT_CALLS", "2"),
+        ("CT_METHOD", "POST"),
+        ("CT_RETRY_ON", "400,503"),
+        ("CT_BACKOFF_MS", "20"),
+    ];
+    let run = client_test(plan, &env, &dir);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let r = &run.report;
+    assert_eq!(gate(r, "no_retry_of_permanent")["pass"], false);
+    assert_eq!(gate(r, "no_retry_of_permanent")["measured"], 2.0);
+    assert_eq!(gate(r, "no_retry_of_non_idempotent")["pass"], false);
+    assert_eq!(
+        gate(r, "no_duplicate_side_effects")["pass"],
+        true,
+        "the 400 ran nothing"
+    );
+    assert_eq!(r["policies"][0]["logical"], 2);
+}
+
+#[test]
+fn a_program_that_cannot_start_or_a_plan_without_a_client_is_refused() {
+    let dir = common::scratch("client-test-refused");
+    let plan = dir.join("plan.yaml");
+    std::fs::write(&plan, "duration: 2s\nfaults: []\nclient: {}\n").expect("written");
+    let missing = Command::new(HARNESS)
+        .arg("client-test")
+        .arg(&plan)
+        .args(["--out"])
+        .arg(dir.join("out"))
+        .args(["--", "/no/such/program"])
+        .output()
+        .expect("harness runs");
+    assert_eq!(missing.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        stderr.contains("cannot start `/no/such/program`"),
+        "{stderr}"
+    );
+
+    let load_plan = dir.join("load.yaml");
+    std::fs::write(
+        &load_plan,
+        "duration: 1s\nload: { rate: 1, requests: [ { name: r, path: / } ] }\npolicies: [ { name: a } ]\n",
+    )
+    .expect("written");
+    let not_client = Command::new(HARNESS)
+        .arg("client-test")
+        .arg(&load_plan)
+        .args(["--", "true"])
+        .output()
+        .expect("harness runs");
+    assert_eq!(not_client.status.code(), Some(2));
+
+    std::fs::write(
+        &plan,
+        "duration: 2s\nclient: {}\npolicies: [ { name: a } ]\ngates: [ retry_after_honoured ]\n",
+    )
+    .expect("written");
+    let both = Command::new(HARNESS)
+        .args(["validate"])
+        .arg(&plan)
+        .output()
+        .expect("harness runs");
+    assert_eq!(both.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&both.stderr);
+    assert!(
+        stderr.contains("has no `policies`") && stderr.contains(":3:"),
+        "{stderr}"
+    );
+}
