@@ -29,6 +29,12 @@ serve script="plans/outage.yaml" listen="127.0.0.1:8080":
 test:
     cargo test --locked --workspace
 
+# Real clients (botocore, urllib3, curl, the AWS JS SDK, a bad client) through
+# `harness client-test`, each report checked (interop/run.sh; installs the pinned libraries).
+# `just interop curl bad` runs only the cases whose names contain those words.
+interop *cases:
+    bash interop/run.sh {{cases}}
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run

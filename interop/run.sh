@@ -39,7 +39,7 @@ stamp="$pylib/.requirements"
 if ! cmp -s interop/requirements.txt "$stamp"; then
   say "pip install -r interop/requirements.txt into $pylib"
   rm -rf "$pylib"
-  python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
     --target "$pylib" -r interop/requirements.txt
   cp interop/requirements.txt "$stamp"
 fi
