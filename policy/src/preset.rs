@@ -100,7 +100,8 @@ impl Preset {
             Preset::Tower => "tower TpsBudget::default() and ExponentialBackoffMaker::default()",
             Preset::AwsStandard => "AWS SDKs standard retry mode (botocore standard.py, quota.py)",
             Preset::AwsStandard2026 => {
-                "AWS SDKs updated standard retry behaviour (AWS_NEW_RETRIES_2026, botocore 2.1)"
+                "AWS SDKs updated standard retry behaviour (AWS_NEW_RETRIES_2026, botocore 2.1; the \
+                 default from botocore 1.44)"
             }
             Preset::Polly => "Polly v8 RetryStrategyOptions defaults",
             Preset::Resilience4j => "resilience4j RetryConfig and CircuitBreakerConfig defaults",
@@ -139,11 +140,17 @@ impl Preset {
                  no practical cap (u64::MAX ms): 1 h here. The budget applies the configured \
                  ratio exactly, without tower#857's truncation."
             }
-            Preset::AwsStandard => "Throttling errors are recognised by HTTP 429 only.",
+            Preset::AwsStandard => {
+                "Throttling errors are recognised by HTTP 429 only. This is botocore's standard \
+                 mode up to 1.43 (measured: docs/research/presets.md, section 11); from 1.44 \
+                 botocore, and the JS SDK v3 already, follow aws-standard-2026."
+            }
             Preset::AwsStandard2026 => {
                 "Throttling errors (HTTP 429 here) keep a 1 s base backoff in the SDKs; this \
                  preset uses the 50 ms base for every error. DynamoDB's 25 ms / 4 attempts are \
-                 not modelled."
+                 not modelled. Retry-After is honoured as the JS SDK v3 does; botocore reads \
+                 only x-amz-retry-after (milliseconds) and ignores Retry-After (measured: \
+                 docs/research/presets.md, section 11)."
             }
             Preset::Polly => {
                 "Polly handles every exception by default; this preset assumes a client that \
