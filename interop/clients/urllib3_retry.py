@@ -2,7 +2,7 @@
 """urllib3's `Retry`, unchanged, against the fault-server: CALLS GETs of /items/N, one
 after another, each printed as one line.
 
-The policy is the one urllib3's documentation shows:
+The policy under test, a common one:
 
     Retry(total=3, backoff_factor=0.1, status_forcelist=[503],
           respect_retry_after_header=True)
