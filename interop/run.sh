@@ -36,12 +36,13 @@ command -v curl >/dev/null || apt_install curl
 # --- Python libraries, pinned --------------------------------------------------------
 pylib=interop/.pylib
 stamp="$pylib/.requirements"
-if ! cmp -s interop/requirements.txt "$stamp"; then
+want=$(python3 --version; cat interop/requirements.txt)   # a new Python reinstalls too
+if [[ $want != "$(cat "$stamp" 2>/dev/null)" ]]; then
   say "pip install -r interop/requirements.txt into $pylib"
   rm -rf "$pylib"
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
     --target "$pylib" -r interop/requirements.txt
-  cp interop/requirements.txt "$stamp"
+  echo "$want" > "$stamp"
 fi
 export PYTHONPATH="$PWD/$pylib${PYTHONPATH:+:$PYTHONPATH}"
 python3 -c 'import botocore, urllib3; print("interop: botocore", botocore.__version__, "urllib3", urllib3.__version__)'
