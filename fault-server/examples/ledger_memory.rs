@@ -10,8 +10,9 @@
 use std::io::Write;
 use std::time::Duration;
 
-use fault_server::LedgerLimits;
-use fault_server::ledger::{KeyCheck, Ledger, RequestIdentity, StoredResponse};
+use fault_server::ledger::group::{Claim, GroupedBy};
+use fault_server::ledger::{Arriving, KeyCheck, Ledger, RequestIdentity, Seen, StoredResponse};
+use fault_server::{Judging, LedgerLimits};
 
 /// Resident and peak memory of this process, in bytes.
 fn memory() -> Option<(u64, u64)> {
@@ -46,7 +47,8 @@ fn main() {
         let _ = writeln!(out, "needs /proc/self/status (Linux)");
         return;
     };
-    let ledger = Ledger::new(limits);
+    // Judging, as `client-test` and `fault-server --judge` run it.
+    let ledger = Ledger::new(limits).judging(Judging::default());
     let now = Duration::ZERO;
     let policies: Vec<String> = (0..limits.max_policies * 2)
         .map(|i| value('p', i, len))
@@ -86,6 +88,28 @@ fn main() {
             );
         }
     }
+    let Some((with_keys, _)) = memory() else {
+        return;
+    };
+    // The judge's tables: every logical request a named one and a guessed one, answered
+    // (an entry each, and a fingerprint per guess).
+    for i in 0..limits.max_ids * 2 {
+        let id = value('j', i, len);
+        for claim in [
+            Claim::Named(GroupedBy::Header, &id),
+            Claim::Unnamed(i as u64),
+        ] {
+            let arriving = Arriving {
+                claim,
+                stated_attempt: None,
+                side_effect: false,
+                keyed: false,
+            };
+            if let Some(grouped) = ledger.group(arriving, now) {
+                ledger.answered(&grouped, now, Seen::Status(503), None);
+            }
+        }
+    }
     let snapshot = ledger.snapshot();
     let Some((after, peak)) = memory() else {
         return;
@@ -102,10 +126,12 @@ fn main() {
     );
     let _ = writeln!(
         out,
-        "ledger: {:.0} MB resident ({:.0} MB ids, policies and examples, {:.0} MB keys and stored responses); process peak {:.0} MB, {:.0} MB before",
+        "ledger: {:.0} MB resident ({:.0} MB ids, policies and examples, {:.0} MB keys and stored responses, {:.0} MB the judge's {} logical requests); process peak {:.0} MB, {:.0} MB before",
         mb(after.saturating_sub(before)),
         mb(with_ids.saturating_sub(before)),
-        mb(after.saturating_sub(with_ids)),
+        mb(with_keys.saturating_sub(with_ids)),
+        mb(after.saturating_sub(with_keys)),
+        snapshot.judged.as_ref().map_or(0, |j| j.tracked),
         mb(peak),
         mb(before)
     );

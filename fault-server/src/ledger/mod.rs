@@ -68,7 +68,9 @@ pub const OTHER_POLICIES: &str = "(other)";
 
 /// How much the ledger remembers. With the defaults the ledger's worst case, every cap
 /// full of values `max_value_bytes` long, is 75 MB resident (42 MB with 36-byte UUIDs),
-/// as `examples/ledger_memory.rs` measures.
+/// as `examples/ledger_memory.rs` measures; a ledger that judges ([`Ledger::judging`])
+/// adds 73 MB at most for its `max_ids` logical requests and as many guesses, whatever
+/// the values' length (it keeps their hashes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LedgerLimits {
     /// How long a request id is remembered after it was first seen.

@@ -196,19 +196,47 @@ pub struct Judged {
     pub evicted: u64,
 }
 
-/// A logical request's last attempt.
+/// A logical request's last attempt. Small (40 bytes): the judge keeps up to `max_ids`
+/// of them, times in microseconds since the caller's epoch.
 #[derive(Debug, Clone)]
 struct Entry {
     generation: u64,
-    first: Duration,
-    attempts: u32,
+    first_us: u64,
+    /// When the last answer was given (valid once `answers` is set).
+    answered_us: u64,
+    /// The wait the last answer asked for, in milliseconds; [`NOT_ASKED`] for none.
+    asked_ms: u32,
+    /// What the last answer was.
+    seen: Seen,
+    attempts: u16,
     /// Attempts sent and not yet answered.
-    unanswered: u32,
-    /// When the last answer was given, what it was, and the wait it asked for.
-    answered: Option<(Duration, Seen, Option<Duration>)>,
-    succeeded: bool,
-    side_effect: bool,
-    keyed: bool,
+    unanswered: u8,
+    flags: u8,
+}
+
+/// `asked_ms` of an answer that asked for no wait.
+const NOT_ASKED: u32 = u32::MAX;
+const ANSWERED: u8 = 1;
+const SUCCEEDED: u8 = 2;
+const SIDE_EFFECT: u8 = 4;
+const KEYED: u8 = 8;
+
+impl Entry {
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// The last answer: when, what, and the wait it asked for.
+    fn answer(&self) -> Option<(Duration, Seen, Option<Duration>)> {
+        self.has(ANSWERED).then(|| {
+            (
+                Duration::from_micros(self.answered_us),
+                self.seen,
+                (self.asked_ms != NOT_ASKED)
+                    .then(|| Duration::from_millis(u64::from(self.asked_ms))),
+            )
+        })
+    }
 }
 
 /// The logical request a fingerprint stands for now.
@@ -348,13 +376,14 @@ impl Retries {
                     entry,
                     Entry {
                         generation,
-                        first: now,
+                        first_us: micros(now),
+                        answered_us: 0,
+                        asked_ms: NOT_ASKED,
+                        seen: Seen::Timeout,
                         attempts: 1,
                         unanswered: 1,
-                        answered: None,
-                        succeeded: false,
-                        side_effect: arriving.side_effect,
-                        keyed: arriving.keyed,
+                        flags: if arriving.side_effect { SIDE_EFFECT } else { 0 }
+                            | if arriving.keyed { KEYED } else { 0 },
                     },
                 );
                 self.order.push_back((now, generation, entry));
@@ -380,7 +409,7 @@ impl Retries {
         {
             let within = entry.unanswered > 0
                 || entry
-                    .answered
+                    .answer()
                     .is_some_and(|(at, _, _)| now.saturating_sub(at) <= window);
             if within {
                 return (guess.number, guess.entry);
@@ -408,18 +437,18 @@ impl Retries {
             return 1;
         };
         entry.attempts = entry.attempts.saturating_add(1);
-        let attempt = entry.attempts;
+        let attempt = u32::from(entry.attempts);
         let (side_effect, keyed) = (
-            arriving.side_effect || entry.side_effect,
-            arriving.keyed && entry.keyed,
+            arriving.side_effect || entry.has(SIDE_EFFECT),
+            arriving.keyed && entry.has(KEYED),
         );
         let previous = if entry.unanswered > 0 {
             // The client stopped waiting for an answer it had not had: a timeout, as it
             // saw it, with no gap to measure.
             self.overlapping += 1;
-            entry.unanswered += 1;
+            entry.unanswered = entry.unanswered.saturating_add(1);
             Seen::Timeout
-        } else if let Some((at, seen, asked)) = entry.answered {
+        } else if let Some((at, seen, asked)) = entry.answer() {
             entry.unanswered = 1;
             let gap = now.saturating_sub(at);
             if asked.is_none() {
@@ -469,13 +498,18 @@ impl Retries {
             return;
         };
         e.unanswered = e.unanswered.saturating_sub(1);
-        e.answered = Some((now, seen, asked));
-        if seen.succeeded() && !e.succeeded {
-            e.succeeded = true;
+        e.answered_us = micros(now);
+        e.seen = seen;
+        e.asked_ms = asked.map_or(NOT_ASKED, |a| {
+            u32::try_from(a.as_millis()).unwrap_or(NOT_ASKED - 1)
+        });
+        e.flags |= ANSWERED;
+        if seen.succeeded() && !e.has(SUCCEEDED) {
+            e.flags |= SUCCEEDED;
             self.succeeded += 1;
             let _ = self
                 .latency
-                .record(micros(now.saturating_sub(e.first)).max(1));
+                .record(micros(now).saturating_sub(e.first_us).max(1));
         }
     }
 

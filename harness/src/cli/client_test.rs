@@ -9,8 +9,8 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{self, Interrupts};
-use super::{EXIT_CANNOT_RUN, EXIT_INVALID, conclude, plan_and_baseline};
-use crate::client::{self, ClientError, Ended};
+use super::{EXIT_CANNOT_RUN, conclude, plan_and_baseline};
+use crate::client::{self, Ended};
 use crate::report;
 
 #[derive(Debug, clap::Args)]
@@ -49,21 +49,11 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
-    let (plan, against) = match plan_and_baseline(&args.plan, args.seed, args.baseline.as_deref()) {
-        Ok(both) => both,
-        Err(code) => return code,
-    };
-    if plan.client.is_none() {
-        eprintln!(
-            "error: {}: {}",
-            args.plan.display(),
-            ClientError::NotAClientTest
-        );
-        eprintln!(
-            "  hint: add `client: {{ name: mine }}` (and drop `load:` and `policies:`), or run this plan with `harness chaos`"
-        );
-        return EXIT_INVALID;
-    }
+    let (plan, against) =
+        match plan_and_baseline(&args.plan, args.seed, args.baseline.as_deref(), true) {
+            Ok(both) => both,
+            Err(code) => return code,
+        };
     let Some(runtime) = runtime::runtime(None) else {
         return EXIT_CANNOT_RUN;
     };

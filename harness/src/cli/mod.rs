@@ -274,7 +274,7 @@ fn chaos(args: ChaosArgs) -> u8 {
             "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
         );
     }
-    let (plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref()) {
+    let (plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
         Err(code) => return code,
     };
@@ -360,12 +360,37 @@ fn plan_and_baseline(
     path: &Path,
     seed: Option<u64>,
     baseline_file: Option<&Path>,
+    client_test: bool,
 ) -> Result<(Plan, Option<(baseline::Baseline, String)>), u8> {
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("error: {e}");
         EXIT_INVALID
     };
     let mut plan = plan::load(path).map_err(|e| fail(&e))?;
+    match (plan.client.is_some(), client_test) {
+        (true, false) => {
+            eprintln!(
+                "error: {} is a client test (`client:`): the program under test is its load",
+                path.display()
+            );
+            eprintln!(
+                "  hint: run it with `harness client-test {} -- COMMAND ARGS…`",
+                path.display()
+            );
+            return Err(EXIT_INVALID);
+        }
+        (false, true) => {
+            eprintln!(
+                "error: {}: the plan has no `client:` section: `harness client-test` judges a program against it",
+                path.display()
+            );
+            eprintln!(
+                "  hint: add `client: {{ name: mine }}` (and drop `load:` and `policies:`), or run this plan with `harness chaos`"
+            );
+            return Err(EXIT_INVALID);
+        }
+        _ => {}
+    }
     if let Some(seed) = seed {
         plan.reseed(seed);
     }

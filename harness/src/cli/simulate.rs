@@ -50,7 +50,7 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
             &abort,
         );
     }
-    let (plan, against) = match plan_and_baseline(&path, seed, baseline_file.as_deref()) {
+    let (plan, against) = match plan_and_baseline(&path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
         Err(code) => return code,
     };

@@ -62,7 +62,12 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         amplification: Amplification {
             client: ratio(l.attempts, logical),
             server: Some(ratio(l.attempts, logical)),
-            peak_1s: 0.0,
+            peak_1s: tested
+                .series
+                .iter()
+                .filter(|s| s.offered > 0)
+                .map(|s| s.attempts as f64 / s.offered as f64)
+                .fold(0.0, f64::max),
             budget_bound,
         },
         give_ups: BTreeMap::new(),
@@ -101,7 +106,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
             reconciled: true,
             by_outcome: l.by_outcome.clone(),
         }),
-        series: Vec::new(),
+        series: tested.series.clone(),
         gates: Vec::new(),
         synchrony: None,
         leaf_amplification: Some(ratio(l.attempts, logical)),

@@ -14,10 +14,12 @@ pub mod program;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use fault_server::{LedgerSnapshot, Script, ServerConfig};
 
 use crate::plan::Plan;
+use crate::report::SeriesPoint;
 
 pub use judge::policy_report;
 pub use program::{Ended, Finished};
@@ -40,6 +42,8 @@ pub enum ClientError {
 pub struct Tested {
     pub program: Finished,
     pub ledger: LedgerSnapshot,
+    /// What the ledger counted in each second of the run.
+    pub series: Vec<SeriesPoint>,
 }
 
 /// Runs the program against the plan's faults and reads the ledger when it has ended.
@@ -62,15 +66,68 @@ pub async fn run(
     let url = format!("http://{}", server.addr());
     let line = program::command_line(command, &url);
     let limit = plan.duration + plan.drain;
-    let finished =
-        tokio::task::spawn_blocking(move || program::run(line, &url, limit, &interrupted))
-            .await
-            .map_err(|e| ClientError::Supervisor(e.to_string()));
+    let mut supervisor =
+        tokio::task::spawn_blocking(move || program::run(line, &url, limit, &interrupted));
+    // The ledger read once a second while the program runs: the report's timeline.
+    let mut series = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut last = Totals::default();
+    let finished = loop {
+        tokio::select! {
+            finished = &mut supervisor => {
+                break finished.map_err(|e| ClientError::Supervisor(e.to_string()));
+            }
+            _ = tick.tick() => {
+                let now = Totals::of(&server.ledger());
+                series.push(now.since(&last, series.len() as u64));
+                last = now;
+            }
+        }
+    };
     // Read after the program (and whatever it started) has gone: nothing is in flight.
     let ledger = server.ledger();
+    series.push(Totals::of(&ledger).since(&last, series.len() as u64));
     server.shutdown().await;
     Ok(Tested {
         program: finished??,
         ledger,
+        series,
     })
+}
+
+/// The ledger's running totals, for the per-second series.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    logical: u64,
+    attempts: u64,
+    succeeded: u64,
+}
+
+impl Totals {
+    fn of(l: &LedgerSnapshot) -> Totals {
+        Totals {
+            logical: l.logical,
+            attempts: l.attempts,
+            succeeded: l.judged.as_ref().map_or(0, |j| j.succeeded),
+        }
+    }
+
+    /// The second `t`: what was counted since `before`.
+    fn since(&self, before: &Totals, t: u64) -> SeriesPoint {
+        let logical = self.logical.saturating_sub(before.logical);
+        let attempts = self.attempts.saturating_sub(before.attempts);
+        SeriesPoint {
+            t,
+            offered: logical,
+            dropped: 0,
+            attempts,
+            succeeded: self.succeeded.saturating_sub(before.succeeded),
+            failed: 0,
+            retries: attempts.saturating_sub(logical),
+            budget_tokens: None,
+            breaker_open: false,
+        }
+    }
 }

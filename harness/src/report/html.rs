@@ -445,11 +445,19 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         );
     }
     out.push_str("</table>");
-    let _ = write!(
-        out,
-        "<p>Offered {} arrivals: {} sent, {} dropped at max_in_flight; {} attempts left the process, {} were cut before they were sent.</p>",
-        p.offered, p.logical, p.dropped, p.attempts, p.cut
-    );
+    if p.client.is_some() {
+        let _ = write!(
+            out,
+            "<p>The program made {} calls in {} attempts; {} got a 2xx.</p>",
+            p.logical, p.attempts, p.succeeded
+        );
+    } else {
+        let _ = write!(
+            out,
+            "<p>Offered {} arrivals: {} sent, {} dropped at max_in_flight; {} attempts left the process, {} were cut before they were sent.</p>",
+            p.offered, p.logical, p.dropped, p.attempts, p.cut
+        );
+    }
     if let Some(c) = &p.connection_wait {
         let _ = write!(out, "<p>{}</p>", esc(&c.sentence()));
     }

@@ -249,6 +249,10 @@ impl PolicyReport {
     /// The rows of the latency table every renderer shows: the wait for a connection
     /// only when the plan caps them.
     pub fn latency_rows(&self) -> Vec<(&'static str, &Percentiles)> {
+        if self.client.is_some() {
+            // The program's own clock is not read: only the server's view.
+            return vec![("logical (first attempt to first 2xx)", &self.latency_ms)];
+        }
         let mut rows = vec![
             ("logical (from schedule)", &self.latency_ms),
             ("single attempt", &self.attempt_latency_ms),
