@@ -12,7 +12,8 @@
 # Debian python3 that refuses system-wide installs); the AWS SDK for JavaScript v3 with
 # `npm ci` into interop/node_modules when node and npm are there (skipped, saying so, when
 # not); curl and pip with apt-get when missing and run as root. Reports go to
-# reports/interop/<case>/ (or $INTEROP_OUT).
+# reports/interop/<case>/ (or $INTEROP_OUT). Not here: @grpc/grpc-js, since the
+# fault-server speaks HTTP/1.1 only, not gRPC.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
