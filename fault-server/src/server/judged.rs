@@ -24,8 +24,9 @@ use crate::ledger::group::{self, GroupedBy};
 use crate::ledger::{Arriving, Grouped, Seen};
 use crate::script::{Decision, FaultAction};
 
-/// Microsoft's millisecond form of `Retry-After`, which some clients prefer.
-const RETRY_AFTER_MS: &str = "retry-after-ms";
+/// Millisecond forms of `Retry-After`: Microsoft's, and AWS's (botocore reads only this
+/// one since its 2026 retry behaviour).
+const RETRY_AFTER_MS: [&str; 2] = ["retry-after-ms", "x-amz-retry-after"];
 
 /// Reads the body, groups the attempt, then serves it as [`super::handler::handle`] would.
 pub(super) async fn handle(
@@ -91,17 +92,18 @@ pub(super) async fn handle(
     response
 }
 
-/// The wait an answer asks for: `Retry-After` in seconds (an HTTP date is not read), or
-/// `retry-after-ms`.
+/// The wait an answer asks for: `retry-after-ms` or `x-amz-retry-after` in milliseconds,
+/// else `Retry-After` in seconds (an HTTP date is not read).
 pub(super) fn asked_wait(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name| {
+    let text = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    text(RETRY_AFTER_MS)
-        .and_then(|ms| ms.parse::<u64>().ok())
+    RETRY_AFTER_MS
+        .iter()
+        .find_map(|name| text(name).and_then(|ms| ms.parse::<u64>().ok()))
         .map(Duration::from_millis)
         .or_else(|| {
             text(RETRY_AFTER.as_str())
@@ -126,5 +128,40 @@ impl Drop for Answer {
         shared
             .ledger
             .answered(&self.grouped, shared.ledger_now(), self.seen, self.asked);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn wait(pairs: &[(&'static str, &'static str)]) -> Option<Duration> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        asked_wait(&headers)
+    }
+
+    #[test]
+    fn every_form_of_the_wait_an_answer_asks_for_is_read() {
+        assert_eq!(wait(&[("retry-after", "2")]), Some(Duration::from_secs(2)));
+        assert_eq!(
+            wait(&[("x-amz-retry-after", "1500")]),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            wait(&[("retry-after", "9"), ("retry-after-ms", "250")]),
+            Some(Duration::from_millis(250)),
+            "the precise form first"
+        );
+        assert_eq!(
+            wait(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")]),
+            None
+        );
+        assert_eq!(wait(&[("retry-after", "-1")]), None);
+        assert_eq!(wait(&[]), None);
     }
 }
