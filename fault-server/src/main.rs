@@ -3,13 +3,14 @@
 //! ```text
 //! fault-server --listen 127.0.0.1:8080 --script plans/outage.yaml [--seed N] [--token T]
 //!              [--otlp http://127.0.0.1:4318]
+//!              [--upstream http://127.0.0.1:9000[/base] [--upstream-timeout 30s] [--allow-remote]]
 //! ```
 //!
 //! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
 //! shutdown; 2 the command line or the script is invalid (a non-loopback `--listen`
-//! without `--token`, and an empty or blank `--token` or `FAULT_SERVER_TOKEN`,
-//! included); 3 the server could not start (port taken, address not
-//! available).
+//! without `--token`, an empty or blank `--token` or `FAULT_SERVER_TOKEN`, and an
+//! `--upstream` that is not http:// or, without `--allow-remote`, not on loopback,
+//! included); 3 the server could not start (port taken, address not available).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,8 +28,8 @@ use clap::{CommandFactory, FromArgMatches, Parser};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use fault_server::otel::{self, OtelConfig, ServerTracing, SpanSink, Warn};
 use fault_server::{
-    Script, ScriptLog, ServerConfig, StartError, check_token, format_duration, parse_duration,
-    start,
+    Script, ScriptLog, ServerConfig, StartError, Upstream, check_token, format_duration,
+    parse_duration, start,
 };
 
 /// An HTTP server that executes a scripted fault schedule, models finite capacity and
@@ -66,6 +67,18 @@ struct Args {
     /// neither, no telemetry.
     #[arg(long, value_name = "ENDPOINT")]
     otlp: Option<String>,
+    /// Forward every request the script does not fault to this service
+    /// (http://HOST:PORT[/base-path]) and pass its answer back: a fault proxy in front of
+    /// your own service. Loopback only, unless --allow-remote.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// How long the upstream may take to begin its answer before the client gets a 504.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, requires = "upstream")]
+    upstream_timeout: Duration,
+    /// Allow an --upstream that is not on loopback (load and faults are meant for machines
+    /// you own).
+    #[arg(long, requires = "upstream")]
+    allow_remote: bool,
 }
 
 /// A failure with the exit code it maps to.
@@ -150,8 +163,25 @@ async fn run(args: Args) -> Result<(), Failure> {
             })?
         }
     };
+    let upstream = match &args.upstream {
+        None => None,
+        Some(url) => Some(
+            Upstream::parse(url, args.allow_remote)
+                .map_err(|error| Failure {
+                    code: 2,
+                    message: format!("--upstream: {error}"),
+                })?
+                .with_timeout(args.upstream_timeout),
+        ),
+    };
     let seed = args.seed.or(script.seed()).unwrap_or_else(fresh_seed);
-    let describe = describe(&script);
+    let mut describe = describe(&script);
+    if let Some(upstream) = &upstream {
+        describe.push_str(&format!(
+            ", forwarding to {upstream} (timeout {})",
+            format_duration(upstream.timeout())
+        ));
+    }
     let tracing = tracing(args.otlp.as_deref())?;
     let config = ServerConfig {
         listen: args.listen,
@@ -165,6 +195,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         // An operator must be able to tell from the log that a run replaced the script
         // the server was started with.
         script_log: Some(ScriptLog(Arc::new(say))),
+        upstream,
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {

@@ -12,6 +12,8 @@ use crate::ledger::LedgerLimits;
 use crate::otel::ServerTracing;
 use crate::script::Script;
 
+use super::upstream::Upstream;
+
 /// The default cap on how long a `timeout` fault holds a request: a minute, well above
 /// the attempt timeouts clients use (AWS SDKs and gRPC default to seconds) and low enough
 /// that hung requests cannot pile up for ever.
@@ -116,6 +118,10 @@ pub struct ServerConfig {
     /// Told, in a line, of every script installed over the control API (what replaced
     /// what, and who said so): the standalone binary writes it to stderr.
     pub script_log: Option<ScriptLog>,
+    /// The user's service to forward every request the script does not fault to
+    /// (`--upstream`, a plan's `target: { upstream }`); `None`: the built-in application
+    /// answers.
+    pub upstream: Option<Upstream>,
 }
 
 /// Where the server says that its script changed.
@@ -144,6 +150,7 @@ impl Default for ServerConfig {
             allow_open_control: false,
             tracing: None,
             script_log: None,
+            upstream: None,
         }
     }
 }
@@ -175,6 +182,7 @@ impl fmt::Debug for ServerConfig {
             .field("allow_open_control", &self.allow_open_control)
             .field("tracing", &self.tracing.is_some())
             .field("script_log", &self.script_log.is_some())
+            .field("upstream", &self.upstream)
             .finish()
     }
 }

@@ -14,11 +14,14 @@
 //! control handle), `conn` (the accept loop, given what serves each request), `body`
 //! (reading a request body), `state` (what every request shares), `flight` (a request in
 //! flight), `kept` (the headers the ledger keeps), `answer` (the bodies and headers of
-//! the handler's answers), `handler` (the fault handler), `control` (the control API, its
+//! the handler's answers), `app` (the built-in application: idempotency keys, side
+//! effects), `upstream` (the user's service instead, behind `--upstream`), `handler` (the
+//! fault handler), `control` (the control API, its
 //! router, and the dispatch between it and the fault handler), and this module, whose
 //! [`start`] hands that dispatch to the accept loop.
 
 mod answer;
+mod app;
 mod body;
 mod config;
 mod conn;
@@ -28,6 +31,7 @@ mod handler;
 mod kept;
 mod socket;
 mod state;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -44,6 +48,7 @@ pub use config::{
     MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
+pub use upstream::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
 
 /// Why the server could not start.
 #[derive(Debug, Error)]

@@ -20,7 +20,7 @@
 
 use std::future::Future;
 use std::io::{self, Write};
-use std::net::Shutdown;
+use std::net::{IpAddr, Shutdown};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,9 +48,16 @@ struct ConnInner {
     /// A second descriptor of the connection's socket.
     socket: std::net::TcpStream,
     kill: CancellationToken,
+    /// The client's address (an upstream is told it in `X-Forwarded-For`).
+    peer: Option<IpAddr>,
 }
 
 impl ConnControl {
+    /// The address of the client at the other end, when the OS said.
+    pub(crate) fn peer(&self) -> Option<IpAddr> {
+        self.inner.peer
+    }
+
     /// Ends the connection with a TCP RST: no response, and the client sees
     /// "connection reset by peer".
     pub(crate) fn reset(&self) {
@@ -106,6 +113,7 @@ pub(crate) async fn split_control(
     /// How long to wait for a descriptor, in steps of [`DESCRIPTOR_WAIT_STEP`].
     const DESCRIPTOR_WAIT: u32 = 100;
     const DESCRIPTOR_WAIT_STEP: Duration = Duration::from_millis(10);
+    let peer = stream.peer_addr().ok().map(|addr| addr.ip());
     let std_stream = stream.into_std()?;
     let mut tries = 0;
     let socket = loop {
@@ -122,7 +130,7 @@ pub(crate) async fn split_control(
     Ok((
         stream,
         ConnControl {
-            inner: Arc::new(ConnInner { socket, kill }),
+            inner: Arc::new(ConnInner { socket, kill, peer }),
         },
     ))
 }

@@ -1,0 +1,293 @@
+//! The fault proxy: with `--upstream URL` (a harness plan's `target: { upstream: URL }`),
+//! every request the script does not fault is forwarded to the user's service, and its
+//! answer comes back; the ledger counts attempts, logical requests and side effects in
+//! front of it as it does in front of the built-in application.
+//!
+//! Why a proxy and not only a stand-in: a client's retries are tested against the faults
+//! the script injects, and its service's real answers (its own 5xx, its own latency, its
+//! own idempotency) are what the client meets in production; with both, the ledger shows
+//! what retries did to a real service, its duplicate side effects included.
+//!
+//! What changes with an upstream, and what does not (the handler's order of events is
+//! the same; this module is where the application would serve):
+//! - a faulted request never reaches the upstream, but for a fault with `processed:
+//!   true`, which is forwarded first and then fails (the work is done, the answer lost);
+//! - the request body streams to the upstream as it arrives, and the response body
+//!   streams back as the upstream sends it: neither is buffered, so the server's body
+//!   limit (`max_body`) does not apply to them (the body deadline does); the body of a
+//!   faulted request, which the upstream never sees, is read and dropped;
+//! - `Idempotency-Key` is the service's business: it is forwarded, never replayed here;
+//! - a forwarded POST or PATCH that the upstream answered, whatever its status, is a side
+//!   effect executed (a duplicate when its `x-request-id` executed before, as in front of
+//!   the built-in application); a POST or PATCH is forwarded on a task of its own, so the
+//!   ledger learns that answer even when the client hung up meanwhile;
+//! - the capacity model, when the script has one, admits, queues or rejects in front of
+//!   the upstream and holds the request's slot until the upstream's answer begins;
+//! - the upstream's own failures are counted apart from the injected ones
+//!   ([`Disposition::Upstream`] and its kin: `upstream_<code>`, `upstream_unreachable`,
+//!   `upstream_timeout`, `upstream_failed`).
+//!
+//! The client is hyper-util's pooled keep-alive HTTP/1.1 client, made once per server;
+//! headers are rewritten as a reverse proxy does ([`headers`]).
+
+mod headers;
+mod url;
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, Version};
+use axum::response::Response;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+pub use url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
+
+use super::answer::problem;
+use super::app::{Facts, execute};
+use super::conn::BodyTimedOut;
+use super::flight::InFlight;
+use super::socket::current_connection;
+use super::state::Shared;
+use crate::ledger::Disposition;
+use crate::script::{Decision, FaultAction};
+use crate::wire::DUPLICATE;
+
+/// How long a pooled connection to the upstream may sit idle before it is closed: below
+/// the keep-alive timeouts of the servers a service runs on (Node.js closes an idle
+/// connection after 5 s, nginx after 75 s), so the pool does not hand out a connection
+/// the upstream is closing at that moment.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+
+/// The upstream and the pooled client that reaches it, made once per server.
+pub(crate) struct Proxy {
+    upstream: Upstream,
+    /// `Host` for every forwarded request: the upstream's `host:port`.
+    host: HeaderValue,
+    client: Client<HttpConnector, Body>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Proxy {
+    pub(crate) fn new(upstream: Upstream) -> Proxy {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(upstream.timeout()));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        let host = HeaderValue::from_str(upstream.authority().as_str())
+            .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
+        Proxy {
+            upstream,
+            host,
+            client,
+        }
+    }
+
+    /// The request as the upstream gets it: its URL under the upstream's, HTTP/1.1, and
+    /// its headers rewritten ([`headers::for_upstream`]).
+    fn outgoing(&self, mut parts: Parts, body: Body) -> Request {
+        let path = self.upstream.path(parts.uri.path_and_query());
+        let mut uri = axum::http::uri::Parts::default();
+        uri.scheme = Some(axum::http::uri::Scheme::HTTP);
+        uri.authority = Some(self.upstream.authority().clone());
+        uri.path_and_query = Some(path);
+        if let Ok(uri) = axum::http::Uri::from_parts(uri) {
+            parts.uri = uri;
+        }
+        parts.version = Version::HTTP_11;
+        let client = current_connection().and_then(|c| c.peer());
+        headers::for_upstream(&mut parts.headers, &self.host, client);
+        Request::from_parts(parts, body)
+    }
+}
+
+/// Whether the upstream sees a request the script decided this for: one served or
+/// delayed, or faulted after `processed: true`.
+pub(super) fn sees(decision: &Decision) -> bool {
+    match decision {
+        Decision::Serve => true,
+        Decision::Fault { fault, .. } => {
+            fault.processed || matches!(fault.action, FaultAction::Delay(_))
+        }
+    }
+}
+
+/// The request as the upstream will get it. Made while the request is still tied to its
+/// connection (whose client address goes in `X-Forwarded-For`), before it may be moved
+/// to a task of its own; with no upstream, as it came.
+pub(super) fn outgoing(shared: &Shared, parts: Parts, body: Body) -> Request {
+    match &shared.upstream {
+        Some(proxy) => proxy.outgoing(parts, body),
+        None => Request::from_parts(parts, body),
+    }
+}
+
+/// Forwards a request the script did not fault and answers what the upstream answered,
+/// recording the request's outcome and, for a POST or PATCH the upstream answered, its
+/// side effect. `request` is the [`outgoing`] one.
+pub(super) async fn forward(
+    shared: &Shared,
+    request: Request,
+    facts: &Facts,
+    flight: &mut InFlight,
+) -> Response {
+    let Some(proxy) = &shared.upstream else {
+        // The handler forwards only when the server has an upstream.
+        flight.outcome(Disposition::BadRequest);
+        return problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "no upstream to forward to",
+        );
+    };
+    match exchange(proxy, shared, request, facts, flight).await {
+        Ok(response) => {
+            let (mut parts, body) = response.answer.into_parts();
+            flight.outcome(Disposition::Upstream(parts.status.as_u16()));
+            headers::remove_hop_by_hop(&mut parts.headers);
+            if response.duplicate {
+                // Tells a tracing client that this logical request broke an invariant.
+                parts
+                    .headers
+                    .insert(DUPLICATE, HeaderValue::from_static("1"));
+            }
+            Response::from_parts(parts, Body::new(body))
+        }
+        Err(failure) => {
+            flight.outcome(failure.disposition());
+            problem(failure.status(), &failure.describe(&proxy.upstream))
+        }
+    }
+}
+
+/// Forwards a request whose fault says `processed: true`: the upstream does the work,
+/// and its answer is dropped (the fault answers instead). Its side effect counts as for
+/// any forwarded request; a failure to reach the upstream is not the fault's business and
+/// leaves no trace but the missing side effect.
+pub(super) async fn processed(
+    shared: &Shared,
+    request: Request,
+    facts: &Facts,
+    flight: &mut InFlight,
+) {
+    if let Some(proxy) = &shared.upstream {
+        let _ = exchange(proxy, shared, request, facts, flight).await;
+    }
+}
+
+/// The upstream's answer, and whether its side effect had run before for its
+/// `x-request-id`.
+struct Answered {
+    answer: hyper::Response<hyper::body::Incoming>,
+    duplicate: bool,
+}
+
+/// One request to the upstream, to the start of its answer, within the upstream timeout;
+/// a side effect recorded if the upstream answered a POST or PATCH.
+async fn exchange(
+    proxy: &Proxy,
+    shared: &Shared,
+    request: Request,
+    facts: &Facts,
+    flight: &mut InFlight,
+) -> Result<Answered, Failure> {
+    let answer = tokio::time::timeout(proxy.upstream.timeout(), proxy.client.request(request))
+        .await
+        .map_err(|_| Failure::Timeout)?
+        .map_err(|error| Failure::of(&error))?;
+    let duplicate =
+        facts.has_side_effect() && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
+    Ok(Answered { answer, duplicate })
+}
+
+/// Why a forwarded request got no answer from the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// No connection could be made.
+    Unreachable,
+    /// No answer began within the timeout.
+    Timeout,
+    /// The connection broke, or the answer was not HTTP.
+    Failed,
+    /// The client's own body failed (cut off, malformed, or past the body deadline:
+    /// `timed_out`), so the request could not be sent whole.
+    ClientBody { timed_out: bool },
+}
+
+impl Failure {
+    /// What the client error says, from its source chain.
+    fn of(error: &hyper_util::client::legacy::Error) -> Failure {
+        if error.is_connect() {
+            return Failure::Unreachable;
+        }
+        let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+        let mut client_body = false;
+        while let Some(e) = source {
+            if e.downcast_ref::<BodyTimedOut>().is_some() {
+                return Failure::ClientBody { timed_out: true };
+            }
+            if e.downcast_ref::<hyper::Error>()
+                .is_some_and(hyper::Error::is_user)
+            {
+                client_body = true;
+            }
+            source = e.source();
+        }
+        if client_body {
+            Failure::ClientBody { timed_out: false }
+        } else {
+            Failure::Failed
+        }
+    }
+
+    fn disposition(self) -> Disposition {
+        match self {
+            Failure::Unreachable => Disposition::UpstreamUnreachable,
+            Failure::Timeout => Disposition::UpstreamTimeout,
+            Failure::Failed => Disposition::UpstreamFailed,
+            Failure::ClientBody { .. } => Disposition::BadRequest,
+        }
+    }
+
+    fn status(self) -> StatusCode {
+        match self {
+            Failure::Unreachable | Failure::Failed => StatusCode::BAD_GATEWAY,
+            Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            Failure::ClientBody { timed_out: true } => StatusCode::REQUEST_TIMEOUT,
+            Failure::ClientBody { timed_out: false } => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The problem body's text, naming the upstream.
+    fn describe(self, upstream: &Upstream) -> String {
+        match self {
+            Failure::Unreachable => format!("the upstream {upstream} could not be reached"),
+            Failure::Timeout => format!(
+                "the upstream {upstream} did not answer within {}",
+                crate::duration::format_duration(upstream.timeout())
+            ),
+            Failure::Failed => format!(
+                "the upstream {upstream} closed the connection or answered something other than HTTP"
+            ),
+            Failure::ClientBody { timed_out: true } => {
+                "the request body did not arrive within the body deadline".to_string()
+            }
+            Failure::ClientBody { timed_out: false } => {
+                "the request body is malformed or was cut off".to_string()
+            }
+        }
+    }
+}
