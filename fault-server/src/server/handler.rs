@@ -55,7 +55,7 @@ use crate::ledger::{Disposition, RequestIdentity};
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup, RequestFacts, Script};
 use crate::seed::IdSeed;
 use crate::wire::TRACEPARENT;
-use crate::wire::{UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
+use crate::wire::{UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed, has_side_effect};
 
 // Made once: a lookup by `&str` parses and checks the name each time.
 const UPSTREAM_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(UPSTREAM_ATTEMPTS);
@@ -168,13 +168,16 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
         _ => Decision::Serve,
     };
 
-    let serves_now = matches!(decision, Decision::Serve)
+    let at_once = matches!(decision, Decision::Serve) && !waits(active, Duration::ZERO);
+    if at_once
         && shared.upstream.is_none()
         && hyper::body::Body::size_hint(&body).exact() == Some(0)
-        && !waits(active, Duration::ZERO);
-    if serves_now {
+    {
         let facts = Facts::new(&parts, &Bytes::new(), kept);
         return ready(respond(app_now(shared, &facts, &mut flight), &mut flight));
+    }
+    if at_once && shared.upstream.is_some() && !has_side_effect(parts.method.as_str()) {
+        return Either::Right(upstream::forward_now(view, flight, parts, body, kept));
     }
     Either::Right(Box::pin(finish(
         view, flight, parts, body, kept, rng, decision,

@@ -27,23 +27,24 @@
 //!   ([`Disposition::Upstream`] and its kin: `upstream_<code>`, `upstream_unreachable`,
 //!   `upstream_timeout`, `upstream_failed`).
 //!
-//! The client is hyper-util's pooled keep-alive HTTP/1.1 client, made once per server;
-//! headers are rewritten as a reverse proxy does ([`headers`]).
+//! The client is a pool of keep-alive HTTP/1.1 connections made once per server and
+//! driven by the requests that use them ([`pool`]); headers are rewritten as a reverse
+//! proxy does ([`headers`]).
 
 mod headers;
+mod pool;
 mod url;
 
 use std::error::Error as StdError;
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, Version};
 use axum::response::Response;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub use url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
 
@@ -51,61 +52,46 @@ use super::answer::problem;
 use super::app::{Facts, execute};
 use super::conn::BodyTimedOut;
 use super::flight::InFlight;
+use super::kept::Kept;
 use super::socket::current_connection;
-use super::state::Shared;
+use super::state::{Shared, View};
 use crate::ledger::Disposition;
 use crate::script::{Decision, FaultAction};
 use crate::wire::DUPLICATE;
 
-/// How long a pooled connection to the upstream may sit idle before it is closed: below
-/// the keep-alive timeouts of the servers a service runs on (Node.js closes an idle
-/// connection after 5 s, nginx after 75 s), so the pool does not hand out a connection
-/// the upstream is closing at that moment.
-const POOL_IDLE: Duration = Duration::from_secs(4);
-
-/// The upstream and the pooled client that reaches it, made once per server.
+/// The upstream and the pool of connections that reach it, made once per server.
 pub(crate) struct Proxy {
-    upstream: Upstream,
     /// `Host` for every forwarded request: the upstream's `host:port`.
     host: HeaderValue,
-    client: Client<HttpConnector, Body>,
+    pool: pool::Pool,
 }
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("upstream", &self.upstream)
+            .field("upstream", self.pool.upstream())
             .finish_non_exhaustive()
     }
 }
 
 impl Proxy {
     pub(crate) fn new(upstream: Upstream) -> Proxy {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(upstream.timeout()));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
         let host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
         Proxy {
-            upstream,
             host,
-            client,
+            pool: pool::Pool::new(upstream),
         }
     }
 
-    /// The request as the upstream gets it: its URL under the upstream's, HTTP/1.1, and
-    /// its headers rewritten ([`headers::for_upstream`]).
+    fn upstream(&self) -> &Upstream {
+        self.pool.upstream()
+    }
+
+    /// The request as the upstream gets it: its path under the upstream's base path (in
+    /// origin form), HTTP/1.1, and its headers rewritten ([`headers::for_upstream`]).
     fn outgoing(&self, mut parts: Parts, body: Body) -> Request {
-        let path = self.upstream.path(parts.uri.path_and_query());
-        let mut uri = axum::http::uri::Parts::default();
-        uri.scheme = Some(axum::http::uri::Scheme::HTTP);
-        uri.authority = Some(self.upstream.authority().clone());
-        uri.path_and_query = Some(path);
-        if let Ok(uri) = axum::http::Uri::from_parts(uri) {
+        if let Some(uri) = self.upstream().uri(&parts.uri) {
             parts.uri = uri;
         }
         parts.version = Version::HTTP_11;
@@ -124,6 +110,21 @@ pub(super) fn sees(decision: &Decision) -> bool {
             fault.processed || matches!(fault.action, FaultAction::Delay(_))
         }
     }
+}
+
+/// The proxy's hot path: a request the script serves at once, without a side effect,
+/// forwarded at once in a future of its own ([`super::handler`]'s whole one is several
+/// KiB, moved into place for every request).
+pub(super) fn forward_now(
+    view: Arc<View>,
+    mut flight: InFlight,
+    parts: Parts,
+    body: Body,
+    kept: Kept,
+) -> Pin<Box<dyn Future<Output = Response> + Send>> {
+    let facts = Facts::new(&parts, &Bytes::new(), kept);
+    let request = outgoing(&view.shared, parts, body);
+    Box::pin(async move { forward(&view.shared, request, &facts, &mut flight).await })
 }
 
 /// The request as the upstream will get it. Made while the request is still tied to its
@@ -164,11 +165,11 @@ pub(super) async fn forward(
                     .headers
                     .insert(DUPLICATE, HeaderValue::from_static("1"));
             }
-            Response::from_parts(parts, Body::new(body))
+            Response::from_parts(parts, body)
         }
         Err(failure) => {
             flight.outcome(failure.disposition());
-            problem(failure.status(), &failure.describe(&proxy.upstream))
+            problem(failure.status(), &failure.describe(proxy.upstream()))
         }
     }
 }
@@ -191,7 +192,7 @@ pub(super) async fn processed(
 /// The upstream's answer, and whether its side effect had run before for its
 /// `x-request-id`.
 struct Answered {
-    answer: hyper::Response<hyper::body::Incoming>,
+    answer: Response,
     duplicate: bool,
 }
 
@@ -204,10 +205,7 @@ async fn exchange(
     facts: &Facts,
     flight: &mut InFlight,
 ) -> Result<Answered, Failure> {
-    let answer = tokio::time::timeout(proxy.upstream.timeout(), proxy.client.request(request))
-        .await
-        .map_err(|_| Failure::Timeout)?
-        .map_err(|error| Failure::of(&error))?;
+    let answer = proxy.pool.send(request).await.map_err(Failure::of)?;
     let duplicate =
         facts.has_side_effect() && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
     Ok(Answered { answer, duplicate })
@@ -228,12 +226,15 @@ enum Failure {
 }
 
 impl Failure {
-    /// What the client error says, from its source chain.
-    fn of(error: &hyper_util::client::legacy::Error) -> Failure {
-        if error.is_connect() {
-            return Failure::Unreachable;
-        }
-        let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    /// Why the pool got no answer; a failed exchange's reason from hyper's error and its
+    /// sources.
+    fn of(lost: pool::Lost) -> Failure {
+        let error = match lost {
+            pool::Lost::Connect => return Failure::Unreachable,
+            pool::Lost::Timeout => return Failure::Timeout,
+            pool::Lost::Exchange(error) => error,
+        };
+        let mut source: Option<&(dyn StdError + 'static)> = Some(&error);
         let mut client_body = false;
         while let Some(e) = source {
             if e.downcast_ref::<BodyTimedOut>().is_some() {

@@ -145,6 +145,28 @@ impl Upstream {
         &self.authority
     }
 
+    /// The port to connect to.
+    pub(crate) fn port(&self) -> u16 {
+        self.authority.port_u16().unwrap_or(80)
+    }
+
+    /// The host to connect to, without the brackets of an IPv6 address.
+    pub(crate) fn host(&self) -> &str {
+        self.authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+    }
+
+    /// The URI to send for a request's: `None` when it can go as it came (in origin form,
+    /// and no base path to prefix).
+    pub(crate) fn uri(&self, request: &Uri) -> Option<Uri> {
+        if self.base.is_empty() && request.scheme().is_none() && request.authority().is_none() {
+            return None;
+        }
+        Some(Uri::from(self.path(request.path_and_query())))
+    }
+
     /// The upstream's path for a request's path and query: the base path joined to it.
     pub(crate) fn path(&self, request: Option<&PathAndQuery>) -> PathAndQuery {
         let asked = request.map_or("/", PathAndQuery::as_str);
@@ -206,6 +228,9 @@ mod tests {
             assert_eq!(upstream.to_string(), shown);
             assert_eq!(upstream.base, base);
         }
+        let v6 = parse("http://[::1]:8080").expect("parses");
+        assert_eq!((v6.host(), v6.port()), ("::1", 8080));
+        assert_eq!(parse("http://localhost").expect("parses").port(), 80);
     }
 
     #[test]
