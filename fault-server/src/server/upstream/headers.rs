@@ -1,9 +1,7 @@
 //! The headers a reverse proxy rewrites: the hop-by-hop ones it removes both ways (RFC
 //! 9110 §7.6.1), and the ones it adds on the way up (`Host`, `X-Forwarded-For`, `Via`).
 
-use std::io::Write as _;
-use std::net::IpAddr;
-
+use axum::http::header::Entry;
 use axum::http::header::{
     CONNECTION, EXPECT, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER,
     TRANSFER_ENCODING, UPGRADE, VIA,
@@ -19,8 +17,10 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// pseudonym).
 const VIA_THIS: &str = "1.1 fault-server";
 
+const HOPS: usize = 9;
+
 /// The headers that describe one connection, not the message: never forwarded.
-const HOP_BY_HOP: [HeaderName; 9] = [
+const HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     KEEP_ALIVE,
     PROXY_AUTHENTICATE,
@@ -34,20 +34,39 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 
 /// Removes the hop-by-hop headers: those of [`HOP_BY_HOP`] and every header the
 /// `Connection` header names (`Connection: x-foo` makes `x-foo` one). A message without
-/// any (the usual case) costs one look at each of its header names, no removal.
+/// any costs one look at each of its header names; one whose `Connection` names only
+/// `keep-alive` or `close` (nearly every HTTP/1.1 answer) allocates nothing.
 pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
-        return;
+    let mut found = [false; HOPS];
+    for name in headers.keys() {
+        if let Some(at) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            found[at] = true;
+        }
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named.iter().chain(&HOP_BY_HOP) {
-        headers.remove(name);
+    if found[0] {
+        let mut named: Vec<HeaderName> = Vec::new();
+        for value in headers.get_all(CONNECTION) {
+            for token in value.as_bytes().split(|b| *b == b',') {
+                let token = token.trim_ascii();
+                if token.is_empty()
+                    || token.eq_ignore_ascii_case(b"close")
+                    || token.eq_ignore_ascii_case(b"keep-alive")
+                {
+                    continue;
+                }
+                if let Ok(name) = HeaderName::from_bytes(token) {
+                    named.push(name);
+                }
+            }
+        }
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (hop, found) in HOP_BY_HOP.iter().zip(found) {
+        if found {
+            headers.remove(hop);
+        }
     }
 }
 
@@ -60,41 +79,38 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap) {
 ///   called directly;
 /// - the client's address is appended to `X-Forwarded-For` (nginx's
 ///   `$proxy_add_x_forwarded_for`: one field, comma-separated), and this hop to `Via`.
-pub(super) fn for_upstream(headers: &mut HeaderMap, host: &HeaderValue, client: Option<IpAddr>) {
+pub(super) fn for_upstream(
+    headers: &mut HeaderMap,
+    host: &HeaderValue,
+    client: Option<HeaderValue>,
+) {
     remove_hop_by_hop(headers);
     headers.remove(EXPECT);
     headers.insert(HOST, host.clone());
-    if let Some(ip) = client {
-        append_to_list(headers, X_FORWARDED_FOR, address(ip));
+    if let Some(client) = client {
+        append_to_list(headers, X_FORWARDED_FOR, client);
     }
     append_to_list(headers, VIA, HeaderValue::from_static(VIA_THIS));
-}
-
-/// An address as a header value, written on the stack: one allocation, the value's own.
-fn address(ip: IpAddr) -> HeaderValue {
-    // The longest address (an IPv4-mapped IPv6 one written in full) is 45 bytes.
-    let mut text = [0u8; 64];
-    let mut cursor = std::io::Cursor::new(&mut text[..]);
-    let _ = write!(cursor, "{ip}");
-    let len = usize::try_from(cursor.position()).unwrap_or(0);
-    HeaderValue::from_bytes(&text[..len]).unwrap_or_else(|_| HeaderValue::from_static("unknown"))
 }
 
 /// Appends `item` to a comma-separated list header, merging the fields already there
 /// into one (a service that reads only the first field still sees the whole list).
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, item: HeaderValue) {
-    if !headers.contains_key(&name) {
-        headers.insert(name, item);
-        return;
-    }
+    let mut entry = match headers.entry(name) {
+        Entry::Vacant(vacant) => {
+            vacant.insert(item);
+            return;
+        }
+        Entry::Occupied(entry) => entry,
+    };
     let mut list = Vec::new();
-    for value in headers.get_all(&name) {
+    for value in entry.iter() {
         list.extend_from_slice(value.as_bytes());
         list.extend_from_slice(b", ");
     }
     list.extend_from_slice(item.as_bytes());
     if let Ok(value) = HeaderValue::from_bytes(&list) {
-        headers.insert(name, value);
+        entry.insert(value);
     }
 }
 
@@ -152,9 +168,9 @@ mod tests {
     #[test]
     fn the_upstream_gets_its_host_and_the_forwarding_headers() {
         let host = HeaderValue::from_static("127.0.0.1:9000");
-        let ip: IpAddr = "127.0.0.7".parse().expect("an address");
+        let ip = || Some(HeaderValue::from_static("127.0.0.7"));
         let mut map = headers(&[("host", "proxy:80"), ("expect", "100-continue")]);
-        for_upstream(&mut map, &host, Some(ip));
+        for_upstream(&mut map, &host, ip());
         assert_eq!(map["host"], "127.0.0.1:9000");
         assert_eq!(map["x-forwarded-for"], "127.0.0.7");
         assert_eq!(map["via"], "1.1 fault-server");
@@ -165,7 +181,7 @@ mod tests {
             ("x-forwarded-for", "10.0.0.2"),
             ("via", "1.0 edge"),
         ]);
-        for_upstream(&mut map, &host, Some(ip));
+        for_upstream(&mut map, &host, ip());
         let all: Vec<_> = map.get_all("x-forwarded-for").iter().collect();
         assert_eq!(all, ["10.0.0.1, 10.0.0.2, 127.0.0.7"]);
         assert_eq!(map["via"], "1.0 edge, 1.1 fault-server");

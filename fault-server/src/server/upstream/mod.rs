@@ -53,7 +53,7 @@ use super::app::{Facts, execute};
 use super::conn::BodyTimedOut;
 use super::flight::InFlight;
 use super::kept::Kept;
-use super::socket::current_connection;
+use super::socket::current_peer;
 use super::state::{Shared, View};
 use crate::ledger::Disposition;
 use crate::script::{Decision, FaultAction};
@@ -95,7 +95,7 @@ impl Proxy {
             parts.uri = uri;
         }
         parts.version = Version::HTTP_11;
-        let client = current_connection().and_then(|c| c.peer());
+        let client = current_peer().and_then(|peer| HeaderValue::from_maybe_shared(peer).ok());
         headers::for_upstream(&mut parts.headers, &self.host, client);
         Request::from_parts(parts, body)
     }

@@ -15,7 +15,9 @@
 //! request (a timer made, armed and dropped for each request costs the server 5-12% of
 //! its throughput, as the header timer did in `conn.rs`): each connection has a deadline
 //! that a request arms and the answer disarms, and one sweep over the connections,
-//! several times a timeout, ends those past theirs.
+//! eight times a timeout (at most every quarter second), ends those past theirs. The
+//! sweep keeps the pool's clock too, so a request reads no clock: an answer times out
+//! between the timeout and the timeout plus two sweeps.
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
@@ -62,11 +64,15 @@ struct Inner {
     /// Idle connections and when each went idle, the latest at the back. Boxed, as
     /// everywhere: a connection is moved at every step of a request (taken, lent to the
     /// response body, given back), and hyper's state for one is several hundred bytes.
-    idle: Mutex<VecDeque<(Box<Conn>, Instant)>>,
+    idle: Mutex<VecDeque<(Box<Conn>, u64)>>,
     /// Every open connection's deadline, for the sweep.
     live: Mutex<Vec<Weak<Watch>>>,
-    /// Deadlines are nanoseconds since this instant.
+    /// The pool's times are nanoseconds since this instant.
     epoch: Instant,
+    /// The pool's clock: the time of the last sweep (or new connection).
+    now: AtomicU64,
+    /// How often the sweep runs.
+    every: Duration,
     /// Whether the sweep runs (it starts with the first connection, on the runtime).
     sweeping: AtomicBool,
 }
@@ -183,12 +189,14 @@ impl Pool {
             .map(|ip| SocketAddr::new(ip, upstream.port()));
         Pool {
             inner: Arc::new(Inner {
+                every: (upstream.timeout() / 8).clamp(Duration::from_millis(10), IDLE / 16),
                 upstream,
                 addr,
                 builder: http1::Builder::new(),
                 idle: Mutex::new(VecDeque::new()),
                 live: Mutex::new(Vec::new()),
                 epoch: Instant::now(),
+                now: AtomicU64::new(0),
                 sweeping: AtomicBool::new(false),
             }),
         }
@@ -282,10 +290,11 @@ impl Pool {
     async fn idle(&self) -> Option<Box<Conn>> {
         loop {
             let idle = {
+                let now = self.inner.now();
                 let mut idle = self.inner.idle();
                 match idle.pop_back() {
                     // The latest went idle too long ago, and so did all the others.
-                    Some((_, since)) if since.elapsed() > IDLE => {
+                    Some((_, since)) if now.saturating_sub(since) > nanos(IDLE) => {
                         idle.clear();
                         None
                     }
@@ -309,13 +318,26 @@ enum Exchange {
 }
 
 impl Inner {
-    fn idle(&self) -> MutexGuard<'_, VecDeque<(Box<Conn>, Instant)>> {
+    fn idle(&self) -> MutexGuard<'_, VecDeque<(Box<Conn>, u64)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The deadline of an answer asked for now.
+    /// The pool's clock, at most a sweep behind.
+    fn now(&self) -> u64 {
+        self.now.load(Ordering::Relaxed)
+    }
+
+    /// Reads the clock into the pool's.
+    fn tick(&self) -> u64 {
+        let now = nanos(self.epoch.elapsed());
+        self.now.fetch_max(now, Ordering::Relaxed);
+        now
+    }
+
+    /// The deadline of an answer asked for now: the pool's clock may be a sweep behind,
+    /// and the sweep that ends it up to one after it.
     fn deadline(&self) -> u64 {
-        nanos(self.epoch.elapsed() + self.upstream.timeout())
+        self.now() + nanos(self.upstream.timeout() + self.every)
     }
 
     async fn connect(self: &Arc<Self>) -> Result<Box<Conn>, Lost> {
@@ -330,6 +352,7 @@ impl Inner {
         let stream = stream
             .map_err(|_| Lost::Timeout)?
             .map_err(|_| Lost::Connect)?;
+        self.tick();
         let _ = stream.set_nodelay(true);
         let (send, io) = self
             .builder
@@ -356,15 +379,16 @@ impl Inner {
         if conn.io.is_none() || conn.send.is_closed() {
             return;
         }
+        let now = self.now();
         let mut idle = self.idle();
         if idle.len() < MAX_IDLE {
-            idle.push_back((conn, Instant::now()));
+            idle.push_back((conn, now));
         }
     }
 
     /// Ends the waits past their deadline, and closes the connections idle too long.
     fn sweep(&self) {
-        let now = nanos(self.epoch.elapsed());
+        let now = self.tick();
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -378,7 +402,7 @@ impl Inner {
         let mut idle = self.idle();
         while idle
             .front()
-            .is_some_and(|(_, since)| since.elapsed() > IDLE)
+            .is_some_and(|(_, since)| now.saturating_sub(*since) > nanos(IDLE))
         {
             idle.pop_front();
         }
@@ -389,11 +413,10 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// Sweeps the pool several times a timeout (at least every quarter second), while it
-/// exists.
+/// Sweeps the pool every [`Inner::every`], while it exists.
 async fn sweep(pool: Weak<Inner>) {
     let every = match pool.upgrade() {
-        Some(pool) => (pool.upstream.timeout() / 8).clamp(Duration::from_millis(10), IDLE / 16),
+        Some(pool) => pool.every,
         None => return,
     };
     let mut ticks = tokio::time::interval(every);
