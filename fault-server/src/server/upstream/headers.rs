@@ -20,7 +20,7 @@ const VIA_THIS: &str = "1.1 fault-server";
 const HOPS: usize = 9;
 
 /// The headers that describe one connection, not the message: never forwarded.
-const HOP_BY_HOP: [HeaderName; HOPS] = [
+static HOP_BY_HOP: [HeaderName; HOPS] = [
     CONNECTION,
     KEEP_ALIVE,
     PROXY_AUTHENTICATE,
@@ -39,7 +39,7 @@ const HOP_BY_HOP: [HeaderName; HOPS] = [
 pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     let mut found = [false; HOPS];
     for name in headers.keys() {
-        if let Some(at) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+        if let Some(at) = hop_by_hop(name) {
             found[at] = true;
         }
     }
@@ -68,6 +68,24 @@ pub(super) fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(hop);
         }
     }
+}
+
+/// Where `name` is in [`HOP_BY_HOP`], if it is there: one match on the name's text
+/// (its length first), where comparing it with each of them took a tenth of a
+/// microsecond a message.
+fn hop_by_hop(name: &HeaderName) -> Option<usize> {
+    Some(match name.as_str() {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-authenticate" => 2,
+        "proxy-authorization" => 3,
+        "te" => 4,
+        "trailer" => 5,
+        "transfer-encoding" => 6,
+        "upgrade" => 7,
+        "proxy-connection" => 8,
+        _ => return None,
+    })
 }
 
 /// Rewrites a request's headers for the upstream, as a reverse proxy does:
@@ -155,6 +173,14 @@ mod tests {
         ]);
         remove_hop_by_hop(&mut map);
         assert_eq!(names(&map), ["content-length", "x-kept"]);
+    }
+
+    #[test]
+    fn the_match_finds_each_hop_by_hop_header_where_the_list_has_it() {
+        for (at, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop(name), Some(at), "{name}");
+        }
+        assert_eq!(hop_by_hop(&HeaderName::from_static("x-te")), None);
     }
 
     #[test]

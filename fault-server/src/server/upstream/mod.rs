@@ -114,7 +114,7 @@ pub(super) fn sees(decision: &Decision) -> bool {
 
 /// The proxy's hot path: a request the script serves at once, without a side effect,
 /// forwarded at once in a future of its own ([`super::handler`]'s whole one is several
-/// KiB, moved into place for every request).
+/// KiB, moved into place for every request), the request already on its way.
 pub(super) fn forward_now(
     view: Arc<View>,
     mut flight: InFlight,
@@ -123,8 +123,14 @@ pub(super) fn forward_now(
     kept: Kept,
 ) -> Pin<Box<dyn Future<Output = Response> + Send>> {
     let facts = Facts::new(&parts, &Bytes::new(), kept);
-    let request = outgoing(&view.shared, parts, body);
-    Box::pin(async move { forward(&view.shared, request, &facts, &mut flight).await })
+    let Some(proxy) = &view.shared.upstream else {
+        return Box::pin(std::future::ready(no_upstream(&mut flight)));
+    };
+    let sending = proxy.pool.send(proxy.outgoing(parts, body));
+    Box::pin(async move {
+        let answer = sending.await;
+        answered(&view.shared, answer, &facts, &mut flight)
+    })
 }
 
 /// The request as the upstream will get it. Made while the request is still tied to its
@@ -147,19 +153,37 @@ pub(super) async fn forward(
     flight: &mut InFlight,
 ) -> Response {
     let Some(proxy) = &shared.upstream else {
-        // The handler forwards only when the server has an upstream.
-        flight.outcome(Disposition::BadRequest);
-        return problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "no upstream to forward to",
-        );
+        return no_upstream(flight);
     };
-    match exchange(proxy, shared, request, facts, flight).await {
+    let answer = proxy.pool.send(request).await;
+    answered(shared, answer, facts, flight)
+}
+
+/// What the handler answers if it forwards without an upstream: a bug.
+fn no_upstream(flight: &mut InFlight) -> Response {
+    flight.outcome(Disposition::BadRequest);
+    problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "no upstream to forward to",
+    )
+}
+
+/// The client's response to what came back from the upstream, with the request's outcome
+/// and, for a POST or PATCH the upstream answered, its side effect.
+fn answered(
+    shared: &Shared,
+    answer: pool::Answer,
+    facts: &Facts,
+    flight: &mut InFlight,
+) -> Response {
+    match answer {
         Ok(response) => {
-            let (mut parts, body) = response.answer.into_parts();
+            let duplicate = facts.has_side_effect()
+                && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
+            let (mut parts, body) = response.into_parts();
             flight.outcome(Disposition::Upstream(parts.status.as_u16()));
             headers::remove_hop_by_hop(&mut parts.headers);
-            if response.duplicate {
+            if duplicate {
                 // Tells a tracing client that this logical request broke an invariant.
                 parts
                     .headers
@@ -167,9 +191,14 @@ pub(super) async fn forward(
             }
             Response::from_parts(parts, body)
         }
-        Err(failure) => {
+        Err(lost) => {
+            let failure = Failure::of(lost);
             flight.outcome(failure.disposition());
-            problem(failure.status(), &failure.describe(proxy.upstream()))
+            let detail = match &shared.upstream {
+                Some(proxy) => failure.describe(proxy.upstream()),
+                None => "no upstream to forward to".to_string(),
+            };
+            problem(failure.status(), &detail)
         }
     }
 }
@@ -184,31 +213,12 @@ pub(super) async fn processed(
     facts: &Facts,
     flight: &mut InFlight,
 ) {
-    if let Some(proxy) = &shared.upstream {
-        let _ = exchange(proxy, shared, request, facts, flight).await;
+    if let Some(proxy) = &shared.upstream
+        && proxy.pool.send(request).await.is_ok()
+        && facts.has_side_effect()
+    {
+        execute(shared, facts, flight);
     }
-}
-
-/// The upstream's answer, and whether its side effect had run before for its
-/// `x-request-id`.
-struct Answered {
-    answer: Response,
-    duplicate: bool,
-}
-
-/// One request to the upstream, to the start of its answer, within the upstream timeout;
-/// a side effect recorded if the upstream answered a POST or PATCH.
-async fn exchange(
-    proxy: &Proxy,
-    shared: &Shared,
-    request: Request,
-    facts: &Facts,
-    flight: &mut InFlight,
-) -> Result<Answered, Failure> {
-    let answer = proxy.pool.send(request).await.map_err(Failure::of)?;
-    let duplicate =
-        facts.has_side_effect() && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
-    Ok(Answered { answer, duplicate })
 }
 
 /// Why a forwarded request got no answer from the upstream.

@@ -32,6 +32,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::response::Response;
 use hyper::body::{Body as _, Frame, Incoming, SizeHint};
+use hyper::client::conn::TrySendError;
 use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -206,47 +207,50 @@ impl Pool {
         &self.inner.upstream
     }
 
-    /// Sends `request` and waits for the start of the answer; its body streams from the
-    /// connection as the client reads it. One retry, on a new connection, for a request a
-    /// pooled connection closed under before taking it.
+    /// Sends `request`; the future waits for the start of the answer, whose body then
+    /// streams from the connection as the client reads it. One retry, on a new
+    /// connection, for a request a pooled connection closed under before taking it.
     ///
-    /// What is rare (a new connection, the retry) is boxed: the future of every request
-    /// does not carry its room, and is moved into place whole for each.
-    pub(super) async fn send(&self, request: Request) -> Result<Response, Lost> {
-        let mut conn = match self.idle().await {
-            Some(conn) => conn,
-            None => Box::pin(self.inner.connect()).await?,
-        };
-        let (conn, answer) = match self.exchange(&mut conn, request).await {
-            Err(Exchange::Unsent(request)) => Box::pin(self.afresh(*request)).await?,
-            answer => (conn, answer),
-        };
-        match answer {
-            Ok(response) => {
-                conn.watch.disarm();
-                Ok(response.map(|body| {
-                    Body::new(PooledBody {
-                        body,
-                        conn: Some(conn),
-                        pool: Arc::clone(&self.inner),
-                        ended: false,
-                    })
-                }))
+    /// The usual case (an idle connection takes the request) is a small future that
+    /// polls that connection and the answer, made here; what is rare (a new connection,
+    /// the retry) is boxed. A future of nested `async fn`s several KiB large was copied
+    /// into place at each level, for every request: 0.6 us of memory copies a request.
+    pub(super) fn send(
+        &self,
+        request: Request,
+    ) -> Sending<impl Future<Output = HyperAnswer> + Send + use<>> {
+        let (conn, answer, slow) = match self.idle() {
+            Some(mut conn) => {
+                conn.watch.arm(self.inner.deadline());
+                let answer = conn.send.try_send_request(request);
+                (Some(conn), Some(answer), None)
             }
-            Err(Exchange::TimedOut) => Err(Lost::Timeout),
-            Err(Exchange::Failed(error)) => Err(Lost::Exchange(error)),
-            Err(Exchange::Unsent(_)) => Err(Lost::Connect),
+            None => {
+                let pool = self.clone();
+                let slow: Slow = Box::pin(async move { pool.afresh(request).await });
+                (None, None, Some(slow))
+            }
+        };
+        Sending {
+            pool: Arc::clone(&self.inner),
+            conn,
+            answer,
+            slow,
         }
     }
 
-    /// A request again, on a new connection.
-    async fn afresh(
-        &self,
-        request: Request,
-    ) -> Result<(Box<Conn>, Result<hyper::Response<Incoming>, Exchange>), Lost> {
+    /// A request on a new connection, to the start of its answer.
+    async fn afresh(self, request: Request) -> Result<Response, Lost> {
         let mut conn = self.inner.connect().await?;
-        let answer = self.exchange(&mut conn, request).await;
-        Ok((conn, answer))
+        match self.exchange(&mut conn, request).await {
+            Ok(response) => {
+                conn.watch.disarm();
+                Ok(lend(response, conn, &self.inner))
+            }
+            Err(Exchange::TimedOut) => Err(Lost::Timeout),
+            Err(Exchange::Failed(error)) => Err(Lost::Exchange(error)),
+            Err(Exchange::Unsent) => Err(Lost::Connect),
+        }
     }
 
     /// One request on one connection, to the start of its answer or its deadline.
@@ -270,7 +274,7 @@ impl Pool {
             match answer.as_mut().poll(cx) {
                 Poll::Ready(Ok(response)) => Poll::Ready(Ok(response)),
                 Poll::Ready(Err(mut error)) => Poll::Ready(Err(match error.take_message() {
-                    Some(request) => Exchange::Unsent(Box::new(request)),
+                    Some(_) => Exchange::Unsent,
                     None => Exchange::Failed(error.into_error()),
                 })),
                 Poll::Pending => {
@@ -286,8 +290,11 @@ impl Pool {
         }
     }
 
-    /// An idle connection ready for a request, if there is one.
-    async fn idle(&self) -> Option<Box<Conn>> {
+    /// An idle connection ready for a request, if there is one. Whether it is ready is
+    /// asked without a task to wake (it can take the request now, or it is closed):
+    /// the request's future polls it again with its own.
+    fn idle(&self) -> Option<Box<Conn>> {
+        let mut cx = Context::from_waker(Waker::noop());
         loop {
             let idle = {
                 let now = self.inner.now();
@@ -302,8 +309,95 @@ impl Pool {
                 }
             };
             let mut conn = idle?;
-            if poll_fn(|cx| Poll::Ready(conn.ready(cx))).await {
+            if conn.ready(&mut cx) {
                 return Some(conn);
+            }
+        }
+    }
+}
+
+/// What a request to the upstream comes to: the start of the answer, or why none came.
+pub(super) type Answer = Result<Response, Lost>;
+
+/// hyper's answer on a connection, or its error with the request if it was not sent.
+type HyperAnswer = Result<hyper::Response<Incoming>, TrySendError<Request>>;
+
+/// The slow way of a request: a new connection, or the retry on one.
+type Slow = Pin<Box<dyn Future<Output = Answer> + Send>>;
+
+/// The response, its body lending the connection until it is read.
+fn lend(response: hyper::Response<Incoming>, conn: Box<Conn>, pool: &Arc<Inner>) -> Response {
+    response.map(|body| {
+        Body::new(PooledBody {
+            body,
+            conn: Some(conn),
+            pool: Arc::clone(pool),
+            ended: false,
+        })
+    })
+}
+
+pin_project_lite::pin_project! {
+    /// A request on its way ([`Pool::send`]): on a pooled connection, the connection and
+    /// the answer awaited on it (`A`, hyper's future for it); or the slow way, boxed.
+    pub(super) struct Sending<A> {
+        pool: Arc<Inner>,
+        conn: Option<Box<Conn>>,
+        #[pin]
+        answer: Option<A>,
+        slow: Option<Slow>,
+    }
+}
+
+impl<A: Future<Output = HyperAnswer>> Future for Sending<A> {
+    type Output = Answer;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
+        let mut this = self.project();
+        loop {
+            if let Some(slow) = this.slow.as_mut() {
+                return slow.as_mut().poll(cx);
+            }
+            let (Some(conn), Some(answer)) =
+                (this.conn.as_mut(), this.answer.as_mut().as_pin_mut())
+            else {
+                // Polled again after it ended.
+                return Poll::Ready(Err(Lost::Connect));
+            };
+            if conn.watch.expired() {
+                this.answer.set(None);
+                *this.conn = None;
+                return Poll::Ready(Err(Lost::Timeout));
+            }
+            conn.drive(cx);
+            let error = match answer.poll(cx) {
+                Poll::Pending => {
+                    conn.watch.register(cx.waker());
+                    return Poll::Pending;
+                }
+                Poll::Ready(Ok(response)) => {
+                    this.answer.set(None);
+                    let Some(conn) = this.conn.take() else {
+                        return Poll::Ready(Err(Lost::Connect));
+                    };
+                    conn.watch.disarm();
+                    return Poll::Ready(Ok(lend(response, conn, this.pool)));
+                }
+                Poll::Ready(Err(error)) => error,
+            };
+            this.answer.set(None);
+            let expired = this.conn.take().is_some_and(|conn| conn.watch.expired());
+            let mut error = error;
+            match error.take_message() {
+                // The connection closed before it took the request: the slow way, once.
+                Some(request) if !expired => {
+                    let pool = Pool {
+                        inner: Arc::clone(this.pool),
+                    };
+                    *this.slow = Some(Box::pin(async move { pool.afresh(request).await }));
+                }
+                _ if expired => return Poll::Ready(Err(Lost::Timeout)),
+                _ => return Poll::Ready(Err(Lost::Exchange(error.into_error()))),
             }
         }
     }
@@ -311,8 +405,8 @@ impl Pool {
 
 /// How one exchange ended without an answer.
 enum Exchange {
-    /// The connection closed before it took the request, which comes back unsent.
-    Unsent(Box<Request>),
+    /// The connection closed before it took the request.
+    Unsent,
     TimedOut,
     Failed(hyper::Error),
 }
