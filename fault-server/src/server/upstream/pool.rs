@@ -309,7 +309,14 @@ impl Pool {
                 }
             };
             let mut conn = idle?;
-            if conn.ready(&mut cx) {
+            // Usually the connection said it wants another request as it finished the
+            // last one; else it is driven first (it may be finishing, or closed).
+            let ready = match conn.send.poll_ready(&mut cx) {
+                Poll::Ready(Ok(())) => true,
+                Poll::Ready(Err(_)) => false,
+                Poll::Pending => conn.ready(&mut cx),
+            };
+            if ready {
                 return Some(conn);
             }
         }
@@ -542,10 +549,12 @@ impl hyper::body::Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        // Twice: the body asks the connection for more, and the connection's read of it
-        // is then ready at once, without a wake-up of the task in between.
-        for _ in 0..2 {
-            if let Some(conn) = &mut this.conn
+        // The body first: hyper reads a body with its head when it can, and a small one is
+        // there already. Then the connection, to read more, and the body again, without a
+        // wake-up of the task in between.
+        for round in 0..2 {
+            if round > 0
+                && let Some(conn) = &mut this.conn
                 && !conn.drive(cx)
             {
                 this.conn = None;
