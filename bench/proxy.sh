@@ -12,7 +12,8 @@
 # `Connection ""`, so its connections to the upstream are pooled as the fault-server's
 # are), and the fault-server (release build, `--upstream` to the same port, an empty
 # script). Both proxies get WORKERS workers: nginx `worker_processes`, the fault-server
-# TOKIO_WORKER_THREADS; the upstream gets WORKERS too. Each proxy is measured ROUNDS
+# `--threads` (with 1, one thread, as an nginx worker: tokio's current-thread runtime);
+# the upstream gets WORKERS too. Each proxy is measured ROUNDS
 # times, alternating, after a warm-up; the medians are compared, and every round is
 # printed (a round another process disturbed shows as an outlier).
 #
@@ -125,7 +126,7 @@ PROXY_CONF=$(nginx_conf proxy "listen 127.0.0.1:$NGINX_PORT;
 PIDS+=($!)
 "${PROXY_CPUS[@]}" "$NGINX" -c "$PROXY_CONF" -p "$WORK/proxy" &
 PIDS+=($!)
-TOKIO_WORKER_THREADS=$WORKERS "${PROXY_CPUS[@]}" "$TARGET_DIR/release/fault-server" \
+"${PROXY_CPUS[@]}" "$TARGET_DIR/release/fault-server" --threads "$WORKERS" \
     --listen "127.0.0.1:$FAULT_PORT" --upstream "http://127.0.0.1:$UPSTREAM_PORT" \
     2>"$WORK/fault-server.log" &
 PIDS+=($!)
@@ -174,7 +175,7 @@ med_fault=$(median "${faults[@]}")
 ratio=$(awk -v f="$med_fault" -v n="$med_nginx" 'BEGIN { printf "%.3f", f / n }')
 ledger=$(exec 3<>"/dev/tcp/127.0.0.1/$FAULT_PORT"; printf 'GET /__chaos/ledger HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >&3; cat <&3)
 echo "wrk -t$THREADS -c$CONNECTIONS -d$DURATION, median of $ROUNDS alternating rounds, $(nproc) cores;"
-echo "nginx $("$NGINX" -v 2>&1 | sed 's/.*version: //'), $WORKERS worker process(es) for each nginx, TOKIO_WORKER_THREADS=$WORKERS for the fault-server"
+echo "nginx $("$NGINX" -v 2>&1 | sed 's/.*version: //'), $WORKERS worker process(es) for each nginx, --threads $WORKERS for the fault-server"
 if [ "$PIN" = 1 ]; then
     echo "pinned: the proxies on core $last, wrk and the upstream on cores 0-$((last - 1))"
 else
