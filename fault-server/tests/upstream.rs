@@ -693,3 +693,122 @@ fn the_binary_forwards_to_a_remote_upstream_only_when_allowed() {
         .and_then(|addr| addr.parse().ok())
         .expect("the address it listens on");
 }
+
+/// A service on a raw socket that counts its connections and answers every request on
+/// one with `response`; `close_after`: it closes each connection after one answer,
+/// without saying so (as a server whose keep-alive timeout just ran out does).
+async fn counting_service(
+    response: &'static str,
+    close_after: bool,
+) -> (String, Arc<AtomicU64>, mpsc::UnboundedReceiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    let connections = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&connections);
+    let (heads, received) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let heads = heads.clone();
+            tokio::spawn(async move {
+                while let Some(head) = read_head(&mut stream).await {
+                    let _ = heads.send(head);
+                    if stream.write_all(response.as_bytes()).await.is_err() || close_after {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), connections, received)
+}
+
+#[tokio::test]
+async fn a_chunked_answer_comes_back_whole_and_its_connection_serves_again() {
+    let (url, connections, _heads) = counting_service(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n6\r\n world\r\n0\r\nx-sum: 9\r\n\r\n",
+        false,
+    )
+    .await;
+    let server = proxy("faults: []", &url).await;
+    for _ in 0..3 {
+        let response = client().get(server.url()).send().await.expect("an answer");
+        assert_eq!(response.status().as_u16(), 200);
+        assert!(
+            response
+                .headers()
+                .get("transfer-encoding")
+                .is_none_or(|v| v == "chunked")
+        );
+        assert_eq!(response.text().await.expect("a body"), "hello world");
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        1,
+        "one pooled connection"
+    );
+    assert_eq!(outcomes(&server).get("upstream_200"), Some(&3));
+}
+
+#[tokio::test]
+async fn a_connection_the_upstream_closed_while_idle_is_replaced() {
+    let (url, connections, _heads) =
+        counting_service("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", true).await;
+    let server = proxy("faults: []", &url).await;
+    for _ in 0..3 {
+        let response = client().get(server.url()).send().await.expect("an answer");
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(response.text().await.expect("a body"), "ok");
+        // Time for the close to arrive while the connection is idle.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 3);
+    assert_eq!(outcomes(&server).get("upstream_200"), Some(&3));
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_http_is_a_502_counted_as_upstream_failed() {
+    let (url, _connections, _heads) = counting_service("SMTP ready\r\n\r\n", true).await;
+    let server = proxy("faults: []", &url).await;
+    let response = client().get(server.url()).send().await.expect("an answer");
+    assert_eq!(response.status().as_u16(), 502);
+    assert_eq!(
+        outcomes(&server),
+        BTreeMap::from([("upstream_failed".to_string(), 1)])
+    );
+}
+
+#[tokio::test]
+async fn a_chunked_upload_reaches_the_service_whole() {
+    let service = Service::start().await;
+    let server = proxy("faults: []", &service.url).await;
+    let mut stream = TcpStream::connect(server.addr()).await.expect("connect");
+    stream
+        .write_all(
+            b"POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let head = read_head(&mut stream).await.expect("an answer");
+    assert!(head.starts_with("http/1.1 201"), "{head}");
+    assert!(head.contains("x-length: 7\r\n"), "{head}");
+    assert!(
+        head.contains(&format!("x-fnv: {}\r\n", fnv(b"abcdefg"))),
+        "{head}"
+    );
+    let (_, _, headers) = service.last();
+    assert_eq!(headers["transfer-encoding"], "chunked");
+}
+
+#[tokio::test]
+async fn a_head_request_gets_the_head_alone_and_its_connection_serves_again() {
+    let (url, connections, _heads) =
+        counting_service("HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", false).await;
+    let server = proxy("faults: []", &url).await;
+    for _ in 0..2 {
+        let response = client().head(server.url()).send().await.expect("an answer");
+        assert_eq!(response.status().as_u16(), 200);
+        assert_eq!(response.headers()["content-length"], "12");
+    }
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+}

@@ -31,11 +31,12 @@
 //! driven by the requests that use them ([`pool`]); headers are rewritten as a reverse
 //! proxy does ([`headers`]).
 
+mod exchange;
+mod h1;
 mod headers;
 mod pool;
 mod url;
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,7 +51,6 @@ pub use url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
 
 use super::answer::problem;
 use super::app::{Facts, execute};
-use super::conn::BodyTimedOut;
 use super::flight::InFlight;
 use super::kept::Kept;
 use super::socket::current_peer;
@@ -236,31 +236,13 @@ enum Failure {
 }
 
 impl Failure {
-    /// Why the pool got no answer; a failed exchange's reason from hyper's error and its
-    /// sources.
+    /// Why the pool got no answer.
     fn of(lost: pool::Lost) -> Failure {
-        let error = match lost {
-            pool::Lost::Connect => return Failure::Unreachable,
-            pool::Lost::Timeout => return Failure::Timeout,
-            pool::Lost::Exchange(error) => error,
-        };
-        let mut source: Option<&(dyn StdError + 'static)> = Some(&error);
-        let mut client_body = false;
-        while let Some(e) = source {
-            if e.downcast_ref::<BodyTimedOut>().is_some() {
-                return Failure::ClientBody { timed_out: true };
-            }
-            if e.downcast_ref::<hyper::Error>()
-                .is_some_and(hyper::Error::is_user)
-            {
-                client_body = true;
-            }
-            source = e.source();
-        }
-        if client_body {
-            Failure::ClientBody { timed_out: false }
-        } else {
-            Failure::Failed
+        match lost {
+            pool::Lost::Connect => Failure::Unreachable,
+            pool::Lost::Timeout => Failure::Timeout,
+            pool::Lost::Failed => Failure::Failed,
+            pool::Lost::ClientBody { timed_out } => Failure::ClientBody { timed_out },
         }
     }
 

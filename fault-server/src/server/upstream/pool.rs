@@ -1,15 +1,16 @@
-//! The connections to the upstream: a pool of keep-alive HTTP/1.1 connections (hyper's
-//! `client::conn::http1`), each driven by the request using it, on that request's task.
+//! The connections to the upstream: a pool of keep-alive HTTP/1.1 connections, each used
+//! by one request at a time, on that request's task.
 //!
-//! Why not hyper-util's pooled client: it runs each connection on a task of its own, so a
-//! request crosses tasks four times (sent to the connection's task, written, its answer
-//! read there and sent back, its body fed through a channel), and its pool is a map
-//! keyed by host behind a lock that every request takes twice. Measured against nginx's
-//! `proxy_pass` on the bench machine (docs/benchmarks.md), that cost the proxy about a
-//! fifth of nginx's throughput. Here a request takes a connection from a stack (LIFO:
-//! the one used last is the warmest), polls it together with its own response, and the
-//! response body polls it on: the connection goes back on the stack when the body has
-//! been read to its end, and is closed if the body is dropped before.
+//! Why its own: hyper-util's pooled client runs each connection on a task of its own, so
+//! a request crosses tasks four times (sent to the connection's task, written, its answer
+//! read there and sent back, its body fed through a channel), and its pool is a map keyed
+//! by host behind a lock every request takes twice: against nginx's `proxy_pass` on the
+//! bench machine (docs/benchmarks.md) that cost the proxy about a fifth of nginx's
+//! throughput. Here a request takes a connection from a stack (LIFO: the one used last is
+//! the warmest), writes its head and body and reads the answer's head itself
+//! (`exchange.rs`, with the codec of `h1.rs`), and the response body reads on: the
+//! connection goes back on the stack when the body has been read to its end, and is
+//! closed if the body is dropped before.
 //!
 //! The timeout (the start of the answer within [`Upstream::timeout`]) is not a timer per
 //! request (a timer made, armed and dropped for each request costs the server 5-12% of
@@ -20,24 +21,19 @@
 //! between the timeout and the timeout plus two sweeps.
 
 use std::collections::VecDeque;
-use std::future::{Future, poll_fn};
+use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::response::Response;
-use hyper::body::{Body as _, Frame, Incoming, SizeHint};
-use hyper::client::conn::TrySendError;
-use hyper::client::conn::http1::{self, Connection, SendRequest};
-use hyper_util::rt::TokioIo;
+use bytes::BytesMut;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::exchange::Sending;
 use super::url::Upstream;
 
 /// How long a connection may sit idle in the pool before it is closed: below the
@@ -50,21 +46,23 @@ const IDLE: Duration = Duration::from_secs(4);
 /// their request ends. As many as the harness's own pool keeps to one host.
 const MAX_IDLE: usize = 1024;
 
+/// What a connection reads into at first: a response head and a small body.
+const READ_BUFFER: usize = 8 * 1024;
+
 /// The pool of one upstream. Cheap to share: every response body holds it, to give its
 /// connection back.
 #[derive(Clone)]
 pub(super) struct Pool {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(super) struct Inner {
     upstream: Upstream,
     /// The upstream's address, when its host is one (no resolver on the way).
     addr: Option<SocketAddr>,
-    builder: http1::Builder,
     /// Idle connections and when each went idle, the latest at the back. Boxed, as
     /// everywhere: a connection is moved at every step of a request (taken, lent to the
-    /// response body, given back), and hyper's state for one is several hundred bytes.
+    /// response body, given back).
     idle: Mutex<VecDeque<(Box<Conn>, u64)>>,
     /// Every open connection's deadline, for the sweep.
     live: Mutex<Vec<Weak<Watch>>>,
@@ -78,45 +76,51 @@ struct Inner {
     sweeping: AtomicBool,
 }
 
-/// One connection: the handle to send on, the connection itself (polled by whoever uses
-/// it; `None` once it has ended), and its deadline.
-struct Conn {
-    send: SendRequest<Body>,
-    io: Option<Connection<TokioIo<TcpStream>, Body>>,
-    watch: Arc<Watch>,
+/// One connection: the socket, what was read from it and not yet taken, its deadline.
+pub(super) struct Conn {
+    pub(super) io: TcpStream,
+    pub(super) read: BytesMut,
+    pub(super) watch: Arc<Watch>,
 }
 
 impl Conn {
-    /// Polls the connection: reads and writes what it can. False once it has ended.
-    fn drive(&mut self, cx: &mut Context<'_>) -> bool {
-        if let Some(io) = &mut self.io
-            && Pin::new(io).poll(cx).is_ready()
-        {
-            self.io = None;
+    /// Whether an idle connection is still open and quiet: no readiness since its last
+    /// read (no system call), or a read that would block. Closed (a read of nothing), or
+    /// with bytes nobody asked for, it is not.
+    fn alive(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.io.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => matches!(
+                self.io.try_read_buf(&mut self.read),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock
+            ),
         }
-        self.io.is_some()
     }
 
-    /// Whether the connection can take a request now: driven (it may have closed, or still
-    /// be finishing the last exchange) and asked.
-    fn ready(&mut self, cx: &mut Context<'_>) -> bool {
-        for _ in 0..2 {
-            if !self.drive(cx) {
-                return false;
+    /// Reads what the socket has into the buffer: `Ok(0)` at its end.
+    pub(super) fn poll_read(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.read.capacity() - self.read.len() < 1024 {
+            self.read.reserve(READ_BUFFER.max(self.read.len()));
+        }
+        loop {
+            match self.io.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
             }
-            match self.send.poll_ready(cx) {
-                Poll::Ready(Ok(())) => return true,
-                Poll::Ready(Err(_)) => return false,
-                Poll::Pending => {}
+            match self.io.try_read_buf(&mut self.read) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                done => return Poll::Ready(done),
             }
         }
-        false
     }
 }
 
 /// A connection's deadline, shared with the sweep.
 #[derive(Default)]
-struct Watch {
+pub(super) struct Watch {
     /// Nanoseconds since [`Inner::epoch`]; 0: no request waiting for an answer.
     deadline: AtomicU64,
     expired: AtomicBool,
@@ -125,20 +129,20 @@ struct Watch {
 }
 
 impl Watch {
-    fn arm(&self, deadline: u64) {
+    pub(super) fn arm(&self, deadline: u64) {
         self.expired.store(false, Ordering::Relaxed);
         self.deadline.store(deadline.max(1), Ordering::Release);
     }
 
-    fn disarm(&self) {
+    pub(super) fn disarm(&self) {
         self.deadline.store(0, Ordering::Release);
     }
 
-    fn expired(&self) -> bool {
+    pub(super) fn expired(&self) -> bool {
         self.expired.load(Ordering::Acquire)
     }
 
-    fn register(&self, waker: &Waker) {
+    pub(super) fn register(&self, waker: &Waker) {
         let mut slot = self.waker.lock().unwrap_or_else(PoisonError::into_inner);
         if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
             *slot = Some(waker.clone());
@@ -170,6 +174,9 @@ impl Watch {
     }
 }
 
+/// What a request to the upstream comes to: the start of the answer, or why none came.
+pub(super) type Answer = Result<axum::response::Response, Lost>;
+
 /// Why no answer came back.
 #[derive(Debug)]
 pub(super) enum Lost {
@@ -177,8 +184,11 @@ pub(super) enum Lost {
     Connect,
     /// No answer began within the timeout (connecting included).
     Timeout,
-    /// The exchange failed: hyper's error says how.
-    Exchange(hyper::Error),
+    /// The connection broke, or what came back was not HTTP/1.1.
+    Failed,
+    /// The client's own body failed (cut off, malformed, or past the body deadline:
+    /// `timed_out`), so the request could not be sent whole.
+    ClientBody { timed_out: bool },
 }
 
 impl Pool {
@@ -193,7 +203,6 @@ impl Pool {
                 every: (upstream.timeout() / 8).clamp(Duration::from_millis(10), IDLE / 16),
                 upstream,
                 addr,
-                builder: http1::Builder::new(),
                 idle: Mutex::new(VecDeque::new()),
                 live: Mutex::new(Vec::new()),
                 epoch: Instant::now(),
@@ -207,220 +216,37 @@ impl Pool {
         &self.inner.upstream
     }
 
-    /// Sends `request`; the future waits for the start of the answer, whose body then
-    /// streams from the connection as the client reads it. One retry, on a new
-    /// connection, for a request a pooled connection closed under before taking it.
-    ///
-    /// The usual case (an idle connection takes the request) is a small future that
-    /// polls that connection and the answer, made here; what is rare (a new connection,
-    /// the retry) is boxed. A future of nested `async fn`s several KiB large was copied
-    /// into place at each level, for every request: 0.6 us of memory copies a request.
-    pub(super) fn send(
-        &self,
-        request: Request,
-    ) -> Sending<impl Future<Output = HyperAnswer> + Send + use<>> {
-        let (conn, answer, slow) = match self.idle() {
-            Some(mut conn) => {
-                conn.watch.arm(self.inner.deadline());
-                let answer = conn.send.try_send_request(request);
-                (Some(conn), Some(answer), None)
-            }
-            None => {
-                let pool = self.clone();
-                let slow: Slow = Box::pin(async move { pool.afresh(request).await });
-                (None, None, Some(slow))
-            }
-        };
-        Sending {
-            pool: Arc::clone(&self.inner),
-            conn,
-            answer,
-            slow,
-        }
+    /// Sends `request` (already in the upstream's form): the future waits for the start
+    /// of the answer, whose body then streams from the connection as the client reads it.
+    pub(super) fn send(&self, request: Request) -> Sending {
+        Sending::new(Arc::clone(&self.inner), request)
     }
-
-    /// A request on a new connection, to the start of its answer.
-    async fn afresh(self, request: Request) -> Result<Response, Lost> {
-        let mut conn = self.inner.connect().await?;
-        match self.exchange(&mut conn, request).await {
-            Ok(response) => {
-                conn.watch.disarm();
-                Ok(lend(response, conn, &self.inner))
-            }
-            Err(Exchange::TimedOut) => Err(Lost::Timeout),
-            Err(Exchange::Failed(error)) => Err(Lost::Exchange(error)),
-            Err(Exchange::Unsent) => Err(Lost::Connect),
-        }
-    }
-
-    /// One request on one connection, to the start of its answer or its deadline.
-    async fn exchange(
-        &self,
-        conn: &mut Conn,
-        request: Request,
-    ) -> Result<hyper::Response<Incoming>, Exchange> {
-        let Conn { send, io, watch } = conn;
-        watch.arm(self.inner.deadline());
-        let mut answer = pin!(send.try_send_request(request));
-        let answer = poll_fn(|cx| {
-            if watch.expired() {
-                return Poll::Ready(Err(Exchange::TimedOut));
-            }
-            if let Some(connection) = io
-                && Pin::new(connection).poll(cx).is_ready()
-            {
-                *io = None;
-            }
-            match answer.as_mut().poll(cx) {
-                Poll::Ready(Ok(response)) => Poll::Ready(Ok(response)),
-                Poll::Ready(Err(mut error)) => Poll::Ready(Err(match error.take_message() {
-                    Some(_) => Exchange::Unsent,
-                    None => Exchange::Failed(error.into_error()),
-                })),
-                Poll::Pending => {
-                    watch.register(cx.waker());
-                    Poll::Pending
-                }
-            }
-        })
-        .await;
-        match answer {
-            Err(Exchange::Failed(_)) if watch.expired() => Err(Exchange::TimedOut),
-            other => other,
-        }
-    }
-
-    /// An idle connection ready for a request, if there is one. Whether it is ready is
-    /// asked without a task to wake (it can take the request now, or it is closed):
-    /// the request's future polls it again with its own.
-    fn idle(&self) -> Option<Box<Conn>> {
-        let mut cx = Context::from_waker(Waker::noop());
-        loop {
-            let idle = {
-                let now = self.inner.now();
-                let mut idle = self.inner.idle();
-                match idle.pop_back() {
-                    // The latest went idle too long ago, and so did all the others.
-                    Some((_, since)) if now.saturating_sub(since) > nanos(IDLE) => {
-                        idle.clear();
-                        None
-                    }
-                    other => other.map(|(conn, _)| conn),
-                }
-            };
-            let mut conn = idle?;
-            // Usually the connection said it wants another request as it finished the
-            // last one; else it is driven first (it may be finishing, or closed).
-            let ready = match conn.send.poll_ready(&mut cx) {
-                Poll::Ready(Ok(())) => true,
-                Poll::Ready(Err(_)) => false,
-                Poll::Pending => conn.ready(&mut cx),
-            };
-            if ready {
-                return Some(conn);
-            }
-        }
-    }
-}
-
-/// What a request to the upstream comes to: the start of the answer, or why none came.
-pub(super) type Answer = Result<Response, Lost>;
-
-/// hyper's answer on a connection, or its error with the request if it was not sent.
-type HyperAnswer = Result<hyper::Response<Incoming>, TrySendError<Request>>;
-
-/// The slow way of a request: a new connection, or the retry on one.
-type Slow = Pin<Box<dyn Future<Output = Answer> + Send>>;
-
-/// The response, its body lending the connection until it is read.
-fn lend(response: hyper::Response<Incoming>, conn: Box<Conn>, pool: &Arc<Inner>) -> Response {
-    response.map(|body| {
-        Body::new(PooledBody {
-            body,
-            conn: Some(conn),
-            pool: Arc::clone(pool),
-            ended: false,
-        })
-    })
-}
-
-pin_project_lite::pin_project! {
-    /// A request on its way ([`Pool::send`]): on a pooled connection, the connection and
-    /// the answer awaited on it (`A`, hyper's future for it); or the slow way, boxed.
-    pub(super) struct Sending<A> {
-        pool: Arc<Inner>,
-        conn: Option<Box<Conn>>,
-        #[pin]
-        answer: Option<A>,
-        slow: Option<Slow>,
-    }
-}
-
-impl<A: Future<Output = HyperAnswer>> Future for Sending<A> {
-    type Output = Answer;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Answer> {
-        let mut this = self.project();
-        loop {
-            if let Some(slow) = this.slow.as_mut() {
-                return slow.as_mut().poll(cx);
-            }
-            let (Some(conn), Some(answer)) =
-                (this.conn.as_mut(), this.answer.as_mut().as_pin_mut())
-            else {
-                // Polled again after it ended.
-                return Poll::Ready(Err(Lost::Connect));
-            };
-            if conn.watch.expired() {
-                this.answer.set(None);
-                *this.conn = None;
-                return Poll::Ready(Err(Lost::Timeout));
-            }
-            conn.drive(cx);
-            let error = match answer.poll(cx) {
-                Poll::Pending => {
-                    conn.watch.register(cx.waker());
-                    return Poll::Pending;
-                }
-                Poll::Ready(Ok(response)) => {
-                    this.answer.set(None);
-                    let Some(conn) = this.conn.take() else {
-                        return Poll::Ready(Err(Lost::Connect));
-                    };
-                    conn.watch.disarm();
-                    return Poll::Ready(Ok(lend(response, conn, this.pool)));
-                }
-                Poll::Ready(Err(error)) => error,
-            };
-            this.answer.set(None);
-            let expired = this.conn.take().is_some_and(|conn| conn.watch.expired());
-            let mut error = error;
-            match error.take_message() {
-                // The connection closed before it took the request: the slow way, once.
-                Some(request) if !expired => {
-                    let pool = Pool {
-                        inner: Arc::clone(this.pool),
-                    };
-                    *this.slow = Some(Box::pin(async move { pool.afresh(request).await }));
-                }
-                _ if expired => return Poll::Ready(Err(Lost::Timeout)),
-                _ => return Poll::Ready(Err(Lost::Exchange(error.into_error()))),
-            }
-        }
-    }
-}
-
-/// How one exchange ended without an answer.
-enum Exchange {
-    /// The connection closed before it took the request.
-    Unsent,
-    TimedOut,
-    Failed(hyper::Error),
 }
 
 impl Inner {
     fn idle(&self) -> MutexGuard<'_, VecDeque<(Box<Conn>, u64)>> {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An idle connection that is still open, if there is one.
+    pub(super) fn take_idle(&self) -> Option<Box<Conn>> {
+        loop {
+            let now = self.now();
+            let mut conn = {
+                let mut idle = self.idle();
+                match idle.pop_back() {
+                    // The latest went idle too long ago, and so did all the others.
+                    Some((_, since)) if now.saturating_sub(since) > nanos(IDLE) => {
+                        idle.clear();
+                        return None;
+                    }
+                    other => other?.0,
+                }
+            };
+            if conn.alive() {
+                return Some(conn);
+            }
+        }
     }
 
     /// The pool's clock, at most a sweep behind.
@@ -437,11 +263,12 @@ impl Inner {
 
     /// The deadline of an answer asked for now: the pool's clock may be a sweep behind,
     /// and the sweep that ends it up to one after it.
-    fn deadline(&self) -> u64 {
+    pub(super) fn deadline(&self) -> u64 {
         self.now() + nanos(self.upstream.timeout() + self.every)
     }
 
-    async fn connect(self: &Arc<Self>) -> Result<Box<Conn>, Lost> {
+    /// A new connection, within the timeout.
+    pub(super) async fn connect(self: Arc<Self>) -> Result<Box<Conn>, Lost> {
         let timeout = self.upstream.timeout();
         let stream = match self.addr {
             Some(addr) => tokio::time::timeout(timeout, TcpStream::connect(addr)).await,
@@ -455,29 +282,25 @@ impl Inner {
             .map_err(|_| Lost::Connect)?;
         self.tick();
         let _ = stream.set_nodelay(true);
-        let (send, io) = self
-            .builder
-            .handshake(TokioIo::new(stream))
-            .await
-            .map_err(Lost::Exchange)?;
         let watch = Arc::new(Watch::default());
         self.live
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(Arc::downgrade(&watch));
         if !self.sweeping.swap(true, Ordering::Relaxed) {
-            tokio::spawn(sweep(Arc::downgrade(self)));
+            tokio::spawn(sweep(Arc::downgrade(&self)));
         }
         Ok(Box::new(Conn {
-            send,
-            io: Some(io),
+            io: stream,
+            read: BytesMut::with_capacity(READ_BUFFER),
             watch,
         }))
     }
 
-    /// Takes a connection back whose answer was read to its end, if it can serve again.
-    fn checkin(&self, conn: Box<Conn>) {
-        if conn.io.is_none() || conn.send.is_closed() {
+    /// Takes back a connection whose answer was read to its end and that may serve
+    /// again (nothing left over in its buffer).
+    pub(super) fn checkin(&self, conn: Box<Conn>) {
+        if !conn.read.is_empty() {
             return;
         }
         let now = self.now();
@@ -527,74 +350,6 @@ async fn sweep(pool: Weak<Inner>) {
         match pool.upgrade() {
             Some(pool) => pool.sweep(),
             None => return,
-        }
-    }
-}
-
-/// The upstream's response body, driving its connection as it is read, and giving the
-/// connection back to the pool at its end.
-struct PooledBody {
-    body: Incoming,
-    conn: Option<Box<Conn>>,
-    pool: Arc<Inner>,
-    ended: bool,
-}
-
-impl hyper::body::Body for PooledBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let this = &mut *self;
-        // The body first: hyper reads a body with its head when it can, and a small one is
-        // there already. Then the connection, to read more, and the body again, without a
-        // wake-up of the task in between.
-        for round in 0..2 {
-            if round > 0
-                && let Some(conn) = &mut this.conn
-                && !conn.drive(cx)
-            {
-                this.conn = None;
-            }
-            match Pin::new(&mut this.body).poll_frame(cx) {
-                Poll::Ready(None) => {
-                    this.ended = true;
-                    this.release();
-                    return Poll::Ready(None);
-                }
-                Poll::Ready(frame) => return Poll::Ready(frame),
-                Poll::Pending => {}
-            }
-        }
-        Poll::Pending
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl PooledBody {
-    fn release(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.pool.checkin(conn);
-        }
-    }
-}
-
-impl Drop for PooledBody {
-    /// A body read to its end (or empty, never read: a 204's, a HEAD's) gives its
-    /// connection back; one dropped halfway closes it, its answer unread.
-    fn drop(&mut self) {
-        if self.ended || self.body.is_end_stream() {
-            self.release();
         }
     }
 }
