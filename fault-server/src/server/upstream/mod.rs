@@ -27,9 +27,10 @@
 //!   ([`Disposition::Upstream`] and its kin: `upstream_<code>`, `upstream_unreachable`,
 //!   `upstream_timeout`, `upstream_failed`).
 //!
-//! The client is a pool of keep-alive HTTP/1.1 connections made once per server and
-//! driven by the requests that use them ([`pool`]); headers are rewritten as a reverse
-//! proxy does ([`headers`]).
+//! The client is a pool of keep-alive HTTP/1.1 connections made once per server
+//! ([`pool`]), each used by one request at a time on that request's task ([`exchange`]),
+//! speaking HTTP/1.1 through a codec without IO ([`h1`]); headers are rewritten as a
+//! reverse proxy does ([`headers`]).
 
 mod exchange;
 mod h1;
