@@ -812,3 +812,23 @@ async fn a_head_request_gets_the_head_alone_and_its_connection_serves_again() {
     }
     assert_eq!(connections.load(Ordering::SeqCst), 1);
 }
+
+/// A chunked answer that says a Content-Length too (RFC 9112 forbids it, some servers
+/// send it): the chunks frame the body, and the length does not reach the client.
+#[tokio::test]
+async fn a_content_length_beside_chunked_is_dropped() {
+    let (url, _connections, _heads) = counting_service(
+        "HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        false,
+    )
+    .await;
+    let server = proxy("faults: []", &url).await;
+    let response = client().get(server.url()).send().await.expect("an answer");
+    assert!(
+        response
+            .headers()
+            .get("content-length")
+            .is_none_or(|v| v == "2")
+    );
+    assert_eq!(response.text().await.expect("a body"), "ok");
+}

@@ -75,9 +75,14 @@ pub(super) struct Sending {
 
 impl Sending {
     pub(super) fn new(pool: Arc<Inner>, request: Request) -> Sending {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let empty = body.is_end_stream();
-        let chunked = !empty && !parts.headers.contains_key(CONTENT_LENGTH);
+        // A body of no known length (the client's was chunked) goes chunked, and any
+        // Content-Length it came with (beside its Transfer-Encoding) does not go.
+        let chunked = !empty && body.size_hint().exact().is_none();
+        if chunked {
+            parts.headers.remove(CONTENT_LENGTH);
+        }
         let mut head = Vec::with_capacity(256);
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         h1::encode_head(&mut head, &parts.method, target, &parts.headers, chunked);
@@ -289,11 +294,15 @@ fn timed_out(error: &axum::Error) -> bool {
 fn respond(head: Head, conn: Box<Conn>, finished: bool, pool: &Arc<Inner>) -> Response {
     let Head {
         status,
-        headers,
+        mut headers,
         body,
         keep_alive,
-        ..
     } = head;
+    if matches!(body, Decoder::Chunked(_)) {
+        // Sent beside Transfer-Encoding, it does not say the length (RFC 9112 6.3):
+        // the client gets the body framed anew.
+        headers.remove(CONTENT_LENGTH);
+    }
     let mut response = Response::new(Body::new(UpstreamBody {
         conn: Some(conn),
         decoder: body,
