@@ -47,6 +47,11 @@ bench:
 bench-server:
     bash bench/server.sh
 
+# The fault proxy (fault-server --upstream) against nginx's proxy_pass to the same upstream,
+# with wrk (installs nginx and wrk if missing; PIN=1 WORKERS=2 ROUNDS=... pass through).
+bench-proxy:
+    bash bench/proxy.sh
+
 # Criterion benchmark of the policy core's decision path.
 bench-policy:
     cargo bench -p chaos-policy --bench session

@@ -51,6 +51,6 @@ pub use script::{
 };
 pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
-    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, ServerHandle, StartError, TokenError,
-    check_token, start,
+    DEFAULT_UPSTREAM_TIMEOUT, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, ServerHandle,
+    StartError, TokenError, Upstream, UpstreamError, check_token, start,
 };

@@ -188,11 +188,13 @@ fn requests_by_outcome(out: &mut String, outcomes: Vec<(Disposition, u64)>) {
         out,
         "fault_server_requests_total",
         "counter",
-        "Requests handled outside the control API, by outcome (code: the status sent, when one was).",
+        "Requests handled outside the control API, by outcome (code: the status sent, when one was: an injected one for outcome status, the upstream's for outcome upstream).",
     );
     for (outcome, n) in outcomes {
         let (label, code) = match outcome {
-            Disposition::Status(code) => ("status", Some(code)),
+            Disposition::Status(code) | Disposition::Upstream(code) => {
+                (outcome.fixed_label(), Some(code))
+            }
             other => (other.fixed_label(), None),
         };
         match code {

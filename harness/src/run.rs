@@ -225,11 +225,16 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
         Script::from_spec(plan.script.clone()).map_err(|e| RunError::Embedded(e.to_string()))?;
     let mut decision = None;
     let server = match &plan.target {
-        Target::Embedded => {
+        Target::Embedded | Target::Proxy { .. } => {
+            if let Some(upstream) = plan.target.upstream() {
+                // A service that is not there fails the run now, not as 502s in it.
+                connect(&upstream.to_string()).await?;
+            }
             let config = ServerConfig {
                 script: script.clone(),
                 seed: plan.seed,
                 tracing: options.telemetry.as_ref().map(|t| t.server_tracing()),
+                upstream: plan.target.upstream().cloned(),
                 ..ServerConfig::default()
             };
             Server::Embedded(

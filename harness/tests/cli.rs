@@ -142,6 +142,24 @@ fn plan_errors_name_the_place_and_suggest_a_fix() {
         )
     );
     insta::assert_snapshot!(
+        "remote_upstream_refused",
+        validate_error(
+            "upstream",
+            &format!(
+                "{BASE}target: {{ upstream: \"http://10.1.2.3:9000\" }}\npolicies: [ {{ name: a }} ]\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "upstream_and_url",
+        validate_error(
+            "both",
+            &format!(
+                "{BASE}target: {{ url: \"http://127.0.0.1:8080\", upstream: \"http://127.0.0.1:9000\" }}\npolicies: [ {{ name: a }} ]\n"
+            )
+        )
+    );
+    insta::assert_snapshot!(
         "reserved_header",
         validate_error(
             "header",

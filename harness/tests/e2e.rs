@@ -454,3 +454,81 @@ gates: [ { metric: success_rate, min: 0.99 } ]
         "{detail}"
     );
 }
+
+/// `target: { upstream }`: the embedded fault-server in front of a service of the test's
+/// own. What the script faults never reaches the service, what it does not is answered by
+/// the service, and the report's attempts are the ledger's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_target_puts_the_embedded_fault_server_in_front_of_a_service() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use axum::Router;
+    use axum::routing::any;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let served = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&served);
+    let app = Router::new().route(
+        "/api/orders",
+        any(move || {
+            count.fetch_add(1, Ordering::SeqCst);
+            async { (axum::http::StatusCode::CREATED, "made") }
+        }),
+    );
+    let service = tokio::spawn(async move { axum::serve(listener, app).await });
+    let report = run(&format!(
+        r#"
+name: proxied
+seed: 5
+duration: 1s
+drain: 1s
+target: {{ upstream: "http://{addr}/api" }}
+load:
+  rate: 100
+  arrivals: uniform
+  requests: [ {{ name: order, method: POST, path: /orders }}, {{ name: list, path: /orders }} ]
+faults:
+  - {{ name: flaky, probability: 0.3, respond: {{ status: 503 }} }}
+policies: [ {{ name: retry, max_attempts: 3, backoff: {{ fixed: 5ms }}, retry_on: [ 503 ] }} ]
+gates: [ client_server_agree ]
+"#
+    ))
+    .await;
+    service.abort();
+    assert_eq!(
+        report.plan.target,
+        format!("embedded, in front of http://{addr}/api")
+    );
+    let p = policy(&report, "retry");
+    let ledger = p
+        .ledger
+        .as_ref()
+        .expect("the embedded fault-server's ledger");
+    assert_eq!(p.attempts, ledger.attempts, "{:?}", ledger.by_outcome);
+    let injected = ledger.by_outcome.get("status_503").copied().unwrap_or(0);
+    let forwarded = ledger.by_outcome.get("upstream_201").copied().unwrap_or(0);
+    assert!(injected > 0 && forwarded > 0, "{:?}", ledger.by_outcome);
+    assert_eq!(
+        injected + forwarded,
+        ledger.attempts,
+        "{:?}",
+        ledger.by_outcome
+    );
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        forwarded,
+        "faulted requests reached the service"
+    );
+    assert!(
+        ledger.side_effects > 0 && ledger.side_effects < forwarded,
+        "only the POSTs the service answered are side effects"
+    );
+    assert!(
+        p.retries > 0,
+        "the GETs that got an injected 503 were retried"
+    );
+    assert!(gate(p, "client_server_agree"), "{:?}", p.gates);
+}

@@ -36,6 +36,18 @@ pub enum Disposition {
     BadHeader,
     /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,
+    /// Forwarded to the upstream (`--upstream`), which answered with this status: the
+    /// upstream's own statuses, counted apart from the injected ones ([`Disposition::Status`]).
+    Upstream(u16),
+    /// Not forwarded: the upstream could not be connected to (refused, unreachable, its
+    /// name not resolved); answered 502.
+    UpstreamUnreachable,
+    /// Forwarded, and the upstream's answer did not begin within the upstream timeout
+    /// (`--upstream-timeout`); answered 504.
+    UpstreamTimeout,
+    /// Forwarded, and the upstream's connection failed before a whole response head came
+    /// back (closed, reset, a malformed response); answered 502.
+    UpstreamFailed,
     /// Dropped before it ended: its connection went away while the request was still
     /// tied to it (before serving detaches from the connection), or the server stopped
     /// while it was in progress. A client that leaves during serving does not end its
@@ -43,7 +55,7 @@ pub enum Disposition {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Disposition; 12] = [
+const FIXED_OUTCOMES: [Disposition; 15] = [
     Disposition::Served,
     Disposition::Replayed,
     Disposition::KeyInFlight,
@@ -55,19 +67,28 @@ const FIXED_OUTCOMES: [Disposition; 12] = [
     Disposition::Timeout,
     Disposition::BadHeader,
     Disposition::BadRequest,
+    Disposition::UpstreamUnreachable,
+    Disposition::UpstreamTimeout,
+    Disposition::UpstreamFailed,
     Disposition::Abandoned,
 ];
 
+/// The statuses counted by code: 100 to 599 (an injected status is at least 200).
+const CODES: std::ops::RangeInclusive<u16> = 100..=599;
+
 impl Disposition {
-    /// The label used in the ledger and in metrics: `served`, `status_503`, `reset`, …
+    /// The label used in the ledger and in metrics: `served`, `status_503`, `reset`,
+    /// `upstream_200`, `upstream_unreachable`, …
     pub fn label(self) -> String {
         match self {
             Disposition::Status(code) => format!("status_{code}"),
+            Disposition::Upstream(code) => format!("upstream_{code}"),
             other => other.fixed_label().to_string(),
         }
     }
 
-    /// The label without the status code (`status` for every status fault).
+    /// The label without the status code (`status` for every status fault, `upstream`
+    /// for every answer of the upstream).
     pub(crate) fn fixed_label(self) -> &'static str {
         match self {
             Disposition::Served => "served",
@@ -82,6 +103,10 @@ impl Disposition {
             Disposition::Timeout => FaultKind::Timeout.name(),
             Disposition::BadHeader => "bad_header",
             Disposition::BadRequest => "bad_request",
+            Disposition::Upstream(_) => "upstream",
+            Disposition::UpstreamUnreachable => "upstream_unreachable",
+            Disposition::UpstreamTimeout => "upstream_timeout",
+            Disposition::UpstreamFailed => "upstream_failed",
             Disposition::Abandoned => "abandoned",
         }
     }
@@ -95,8 +120,10 @@ impl Disposition {
 #[derive(Debug)]
 pub(crate) struct OutcomeCounters {
     fixed: [AtomicU64; FIXED_OUTCOMES.len()],
-    /// Status faults by code, index `code - 200` for codes 200..=599.
+    /// Status faults by code, index `code - 100` for codes 100..=599.
     status: Box<[AtomicU64]>,
+    /// The upstream's answers by code, indexed as `status`.
+    upstream: Box<[AtomicU64]>,
     faults: [AtomicU64; FaultKind::ALL.len()],
 }
 
@@ -104,7 +131,8 @@ impl Default for OutcomeCounters {
     fn default() -> Self {
         OutcomeCounters {
             fixed: Default::default(),
-            status: (200..=599).map(|_| AtomicU64::new(0)).collect(),
+            status: CODES.map(|_| AtomicU64::new(0)).collect(),
+            upstream: CODES.map(|_| AtomicU64::new(0)).collect(),
             faults: Default::default(),
         }
     }
@@ -113,9 +141,12 @@ impl Default for OutcomeCounters {
 impl OutcomeCounters {
     pub(crate) fn add(&self, outcome: Disposition) {
         let counter = match outcome {
-            Disposition::Status(code) => (200..=599)
+            Disposition::Status(code) => CODES
                 .contains(&code)
-                .then(|| &self.status[usize::from(code - 200)]),
+                .then(|| &self.status[usize::from(code - CODES.start())]),
+            Disposition::Upstream(code) => CODES
+                .contains(&code)
+                .then(|| &self.upstream[usize::from(code - CODES.start())]),
             other => other.fixed_index().map(|i| &self.fixed[i]),
         };
         if let Some(counter) = counter {
@@ -133,6 +164,7 @@ impl OutcomeCounters {
         Counts {
             fixed: self.fixed.iter().map(load).collect(),
             status: self.status.iter().map(load).collect(),
+            upstream: self.upstream.iter().map(load).collect(),
             faults: self.faults.iter().map(load).collect(),
         }
     }
@@ -147,6 +179,7 @@ impl OutcomeCounters {
 pub(super) struct Counts {
     fixed: Vec<u64>,
     status: Vec<u64>,
+    upstream: Vec<u64>,
     faults: Vec<u64>,
 }
 
@@ -161,6 +194,7 @@ impl Counts {
         Counts {
             fixed: minus(&self.fixed, &baseline.fixed),
             status: minus(&self.status, &baseline.status),
+            upstream: minus(&self.upstream, &baseline.upstream),
             faults: minus(&self.faults, &baseline.faults),
         }
     }
@@ -171,9 +205,14 @@ impl Counts {
             .copied()
             .zip(self.fixed.iter().copied())
             .chain(
-                (200u16..)
+                CODES
                     .map(Disposition::Status)
                     .zip(self.status.iter().copied()),
+            )
+            .chain(
+                CODES
+                    .map(Disposition::Upstream)
+                    .zip(self.upstream.iter().copied()),
             )
             .filter(|(_, n)| *n > 0)
     }

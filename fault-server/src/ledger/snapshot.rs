@@ -54,6 +54,18 @@ pub struct LedgerSnapshot {
     /// Requests by how they ended: `served`, `replayed`, `rejected`, `status_503`,
     /// `reset`, `close`, `truncate`, `timeout`, `key_in_flight`, `key_mismatch`,
     /// `bad_header`, `bad_request`, `abandoned`.
+    ///
+    /// With an upstream (`fault-server --upstream`), what the upstream did is counted
+    /// apart from the faults the script injected: `upstream_<code>` for a request
+    /// forwarded and answered by the upstream, one label per status it answered
+    /// (`upstream_200`, `upstream_503`: its own 5xx are never `status_503`, which is an
+    /// injected one); `upstream_unreachable` for one that could not be forwarded (the
+    /// connection to the upstream failed: 502), `upstream_timeout` for one whose answer
+    /// did not begin within the upstream timeout (504), and `upstream_failed` for one
+    /// whose upstream connection broke before a response head came back (502). The
+    /// requests the upstream received are the `upstream_*` outcomes but
+    /// `upstream_unreachable` (a timed-out or failed one may or may not have reached it),
+    /// plus the faults with `processed: true`, which are forwarded before they fail.
     pub by_outcome: BTreeMap<String, u64>,
     /// Faults injected by kind (`status`, `delay`, `timeout`, `reset`, `close`,
     /// `truncate`); a delay is followed by another outcome.

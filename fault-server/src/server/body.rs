@@ -62,6 +62,19 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Bod
     Ok(Bytes::from(bytes))
 }
 
+/// Reads a whole body and drops it as it comes, whatever its length: the body of a
+/// faulted request in front of an upstream, which never sees it. The body deadline
+/// bounds how long this takes.
+pub(crate) async fn discard_body(mut body: Body) -> Result<(), BodyError> {
+    if body.is_end_stream() {
+        return Ok(());
+    }
+    while let Some(frame) = future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        frame.map_err(body_error)?;
+    }
+    Ok(())
+}
+
 /// What a failed body frame means: the accept loop's deadline, or a malformed body.
 fn body_error(error: axum::Error) -> BodyError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);

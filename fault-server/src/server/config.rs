@@ -12,6 +12,8 @@ use crate::ledger::{Judging, LedgerLimits};
 use crate::otel::ServerTracing;
 use crate::script::Script;
 
+use super::upstream::Upstream;
+
 /// The default cap on how long a `timeout` fault holds a request: a minute, well above
 /// the attempt timeouts clients use (AWS SDKs and gRPC default to seconds) and low enough
 /// that hung requests cannot pile up for ever.
@@ -121,6 +123,10 @@ pub struct ServerConfig {
     /// `harness client-test` and a proxy in front of a service. Off, a request without an
     /// `x-request-id` is only counted.
     pub judging: Option<Judging>,
+    /// The user's service to forward every request the script does not fault to
+    /// (`--upstream`, a plan's `target: { upstream }`); `None`: the built-in application
+    /// answers.
+    pub upstream: Option<Upstream>,
 }
 
 /// Where the server says that its script changed.
@@ -150,6 +156,7 @@ impl Default for ServerConfig {
             tracing: None,
             script_log: None,
             judging: None,
+            upstream: None,
         }
     }
 }
@@ -182,6 +189,7 @@ impl fmt::Debug for ServerConfig {
             .field("tracing", &self.tracing.is_some())
             .field("script_log", &self.script_log.is_some())
             .field("judging", &self.judging)
+            .field("upstream", &self.upstream)
             .finish()
     }
 }

@@ -85,7 +85,9 @@ impl Drop for InFlight {
 fn annotate(span: &mut ServerSpan, outcome: Disposition) {
     match outcome {
         Disposition::Served => span.status(200),
-        Disposition::Status(status) => span.status(status),
+        Disposition::Status(status) | Disposition::Upstream(status) => span.status(status),
+        Disposition::UpstreamUnreachable | Disposition::UpstreamFailed => span.status(502),
+        Disposition::UpstreamTimeout => span.status(504),
         Disposition::KeyInFlight => span.status(409),
         Disposition::KeyMismatch => span.status(422),
         Disposition::Reset => span.error("reset"),

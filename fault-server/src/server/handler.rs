@@ -19,12 +19,15 @@
 //!    capacity model admits, queues or rejects; an admitted request checks its
 //!    `Idempotency-Key` (a replay answers the stored response at once), holds its slot
 //!    for the `delay` (if a delay fault fired) plus the service time, executes its side
-//!    effect (POST, PATCH) and answers 200.
+//!    effect (POST, PATCH) and answers 200 ([`super::app`]).
+//!
+//! With an upstream, the user's service is the application of step 4 (and does the work
+//! of a `processed: true` fault in step 3): [`super::upstream`] forwards the request, its
+//! body streaming, and answers what the service answered.
 
 use std::future::{self, Future};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -32,28 +35,24 @@ use axum::extract::Request;
 use axum::http::header::AsHeaderName;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
 use tokio_util::either::Either;
 
-use super::answer::{
-    ANONYMOUS_OK, FaultBody, JSON, OkBody, WithStatus, json, problem, replay, status_response,
-    truncated_bytes,
-};
-use super::arrival::{decide, fingerprint, has_service_time, record_arrival};
-use super::body::read_body;
+use super::answer::{FaultBody, JSON, WithStatus, problem, status_response, truncated_bytes};
+use super::app::{Facts, app, app_now, respond};
+use super::arrival::{decide, has_service_time, record_arrival};
+use super::body::{discard_body, read_body};
 use super::flight::InFlight;
-use super::kept::{Kept, Text, kept_headers};
+use super::kept::{Kept, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
-use crate::ledger::{
-    Disposition, Epoch, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse,
-};
+use super::upstream;
+use crate::ledger::{Disposition, RequestIdentity};
 use crate::script::{Decision, Fault, FaultAction, HeaderLookup};
-use crate::wire::DUPLICATE;
-use crate::wire::TRACEPARENT;
+use crate::wire::{TRACEPARENT, has_side_effect};
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
 /// by a name made once or by one as text ([`HeaderLookup`]).
@@ -67,86 +66,6 @@ pub(super) fn text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str>
 impl HeaderLookup for HeaderMap {
     fn header(&self, name: &str) -> Option<&str> {
         text(self, name)
-    }
-}
-
-/// Releases an idempotency key if its request is abandoned before executing.
-struct ClaimGuard<'a> {
-    shared: &'a Shared,
-    claim: Option<KeyClaim>,
-}
-
-impl Drop for ClaimGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(claim) = self.claim.take() {
-            self.shared.ledger.release_key(claim);
-        }
-    }
-}
-
-/// What the application did with a request.
-enum AppResult {
-    /// Executed (a side effect for POST/PATCH, nothing for the others).
-    Done(Response),
-    /// Answered from an idempotency key.
-    Replayed(Arc<StoredResponse>),
-    KeyInFlight,
-    KeyMismatch,
-}
-
-/// What an `Idempotency-Key` already used answers instead of executing.
-enum KeyAnswer {
-    Replayed(Arc<StoredResponse>),
-    InFlight,
-    Mismatch,
-}
-
-impl From<KeyAnswer> for AppResult {
-    fn from(answer: KeyAnswer) -> AppResult {
-        match answer {
-            KeyAnswer::Replayed(stored) => AppResult::Replayed(stored),
-            KeyAnswer::InFlight => AppResult::KeyInFlight,
-            KeyAnswer::Mismatch => AppResult::KeyMismatch,
-        }
-    }
-}
-
-/// The facts of one request the handler needs after its body is read.
-struct Facts {
-    method: Method,
-    request_id: Option<Text>,
-    attempt: Option<u32>,
-    policy: Option<Text>,
-    key: Option<Text>,
-    /// Identifies "the same request" for idempotency keys (computed only with a key).
-    fingerprint: u64,
-}
-
-impl Facts {
-    fn new(parts: &Parts, body: &Bytes, kept: Kept) -> Facts {
-        Facts {
-            fingerprint: if kept.key.is_some() {
-                fingerprint(&parts.method, &parts.uri, body)
-            } else {
-                0
-            },
-            method: parts.method.clone(),
-            request_id: kept.request_id,
-            attempt: kept.attempt,
-            policy: kept.policy,
-            key: kept.key,
-        }
-    }
-
-    fn identity(&self) -> RequestIdentity<'_> {
-        RequestIdentity {
-            request_id: self.request_id.as_deref(),
-            policy: self.policy.as_deref(),
-        }
-    }
-
-    fn has_side_effect(&self) -> bool {
-        crate::wire::has_side_effect(self.method.as_str())
     }
 }
 
@@ -194,15 +113,18 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
     }
     let now = arrived.saturating_duration_since(active.epoch);
     record_arrival(shared, &mut flight, &kept, arrived);
-
     let (rng, decision) = decide(active, shared, &parts, &kept, now);
 
-    let serves_now = matches!(decision, Decision::Serve)
+    let at_once = matches!(decision, Decision::Serve) && !waits(active, Duration::ZERO);
+    if at_once
+        && shared.upstream.is_none()
         && hyper::body::Body::size_hint(&body).exact() == Some(0)
-        && !waits(active, Duration::ZERO);
-    if serves_now {
+    {
         let facts = Facts::new(&parts, &Bytes::new(), kept);
         return ready(respond(app_now(shared, &facts, &mut flight), &mut flight));
+    }
+    if at_once && shared.upstream.is_some() && !has_side_effect(parts.method.as_str()) {
+        return Either::Right(upstream::forward_now(view, flight, parts, body, kept));
     }
     Either::Right(Box::pin(finish(
         view, flight, parts, body, kept, rng, decision,
@@ -219,7 +141,9 @@ fn waits(active: &Active, delay: Duration) -> bool {
     active.capacity.is_some() || !delay.is_zero() || has_service_time(&active.script)
 }
 
-/// The rest of [`handle`]: the body's read, then the fault or the service.
+/// The rest of [`handle`]: the body's read, then the fault or the service. With an
+/// upstream, the body of a request the upstream will see is not read here but streamed
+/// to it, and that of a faulted one is read and dropped.
 async fn finish(
     view: Arc<View>,
     mut flight: InFlight,
@@ -229,11 +153,17 @@ async fn finish(
     rng: Option<ChaCha8Rng>,
     decision: Decision,
 ) -> Response {
-    let body = match read_body(body, view.shared.max_body).await {
+    let shared = &view.shared;
+    let (whole, stream) = match &shared.upstream {
+        Some(_) if upstream::sees(&decision) => (Ok(Bytes::new()), Some(body)),
+        Some(_) => (discard_body(body).await.map(|()| Bytes::new()), None),
+        None => (read_body(body, shared.max_body).await, None),
+    };
+    let body = match whole {
         Ok(body) => body,
         Err(error) => return bad_body(&mut flight, &error),
     };
-    proceed(view, flight, parts, body, kept, rng, decision).await
+    proceed(view, flight, parts, body, stream, kept, rng, decision).await
 }
 
 /// A body that could not be read whole: its status (413, 400 or 408) and why.
@@ -243,12 +173,15 @@ pub(super) fn bad_body(flight: &mut InFlight, error: &super::body::BodyError) ->
     problem(error.status(), &error.to_string())
 }
 
-/// The rest of [`finish`], with the body read: the fault or the service.
+/// The rest of [`finish`], with the body read (`body`) or, for the upstream to see,
+/// still to stream (`stream`): the fault or the service.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn proceed(
     view: Arc<View>,
     mut flight: InFlight,
     parts: Parts,
     body: Bytes,
+    mut stream: Option<Body>,
     kept: Kept,
     rng: Option<ChaCha8Rng>,
     decision: Decision,
@@ -273,7 +206,13 @@ pub(super) async fn proceed(
             if fault.processed {
                 // The work is done, then the answer is lost: the retry that follows is
                 // the double-charge scenario (unless an Idempotency-Key saves it).
-                let _ = app_now(shared, &facts, &mut flight);
+                match stream.take() {
+                    Some(body) => {
+                        let request = upstream::outgoing(shared, parts, body);
+                        upstream::processed(shared, request, &facts, &mut flight).await;
+                    }
+                    None => drop(app_now(shared, &facts, &mut flight)),
+                }
             }
             if let FaultAction::Status(response) = &fault.action {
                 flight.outcome(Disposition::Status(response.status));
@@ -298,11 +237,18 @@ pub(super) async fn proceed(
     // timed out. That wasted work is what lets a retry storm outlive its trigger.
     // Without a capacity model, a delay or a service time, serving completes in one poll
     // and cannot be abandoned halfway: it runs inline, which keeps the faultless hot path
-    // free of a task spawn.
-    if !waits(active, delay) {
-        return respond(app_now(shared, &facts, &mut flight), &mut flight);
+    // free of a task spawn. So does forwarding a request without a side effect (a client
+    // that leaves ends it, as nginx's does); one with a side effect is detached, so the
+    // ledger learns whether the upstream executed it.
+    let forward = stream.map(|body| upstream::outgoing(shared, parts, body));
+    let detached = waits(active, delay) || (forward.is_some() && facts.has_side_effect());
+    if !detached {
+        return match forward {
+            Some(request) => upstream::forward(shared, request, &facts, &mut flight).await,
+            None => respond(app_now(shared, &facts, &mut flight), &mut flight),
+        };
     }
-    let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng));
+    let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng, forward));
     match work.await {
         Ok(response) => response,
         Err(_) => problem(
@@ -312,14 +258,16 @@ pub(super) async fn proceed(
     }
 }
 
-/// Admission through the capacity model, then the application. A `delay` fault is spent
-/// inside the slot: the server is slow, so a slow request holds its worker.
+/// Admission through the capacity model, then the application (or the upstream, when
+/// `forward` is the request to send it). A `delay` fault is spent inside the slot: the
+/// server is slow, so a slow request holds its worker.
 async fn serve(
     view: Arc<View>,
     facts: Facts,
     mut flight: InFlight,
     delay: Duration,
     mut rng: Option<ChaCha8Rng>,
+    forward: Option<Request>,
 ) -> Response {
     let (shared, active) = (&view.shared, &view.active);
     let script = &active.script;
@@ -354,170 +302,15 @@ async fn serve(
         (Some(limits), Some(rng)) => limits.service_time.sample(rng),
         _ => Duration::ZERO,
     };
+    if let Some(request) = forward {
+        let wait = delay + service_time;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        return upstream::forward(shared, request, &facts, &mut flight).await;
+    }
     let done = app(shared, &facts, delay + service_time, &mut flight).await;
     respond(done, &mut flight)
-}
-
-/// The response to what the application did, with its outcome.
-fn respond(done: AppResult, flight: &mut InFlight) -> Response {
-    match done {
-        AppResult::Done(response) => {
-            flight.outcome(Disposition::Served);
-            response
-        }
-        AppResult::Replayed(stored) => {
-            flight.span(|span| {
-                span.set("chaos.side_effect", "replayed");
-                span.status(stored.status);
-            });
-            flight.outcome(Disposition::Replayed);
-            replay(&stored)
-        }
-        AppResult::KeyInFlight => {
-            flight.outcome(Disposition::KeyInFlight);
-            problem(
-                StatusCode::CONFLICT,
-                "a request with this Idempotency-Key is still being processed",
-            )
-        }
-        AppResult::KeyMismatch => {
-            flight.outcome(Disposition::KeyMismatch);
-            problem(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "this Idempotency-Key was used with a different request",
-            )
-        }
-    }
-}
-
-/// The application: idempotency-key check, service time, side effect, response.
-async fn app(
-    shared: &Shared,
-    facts: &Facts,
-    service_time: Duration,
-    flight: &mut InFlight,
-) -> AppResult {
-    let guard = match claim_key(shared, facts, flight.epoch()) {
-        Ok(guard) => guard,
-        Err(answered) => return answered.into(),
-    };
-    if !service_time.is_zero() {
-        tokio::time::sleep(service_time).await;
-    }
-    execute_and_answer(guard, facts, flight)
-}
-
-/// The application without a service time: all of it at once, nothing to wait for.
-fn app_now(shared: &Shared, facts: &Facts, flight: &mut InFlight) -> AppResult {
-    match claim_key(shared, facts, flight.epoch()) {
-        Ok(guard) => execute_and_answer(guard, facts, flight),
-        Err(answered) => answered.into(),
-    }
-}
-
-/// Checks a side effect's `Idempotency-Key`: a claim on a fresh key (released if the
-/// request is abandoned before it executes), or the answer for a key already used.
-fn claim_key<'a>(
-    shared: &'a Shared,
-    facts: &Facts,
-    epoch: Epoch,
-) -> Result<ClaimGuard<'a>, KeyAnswer> {
-    let mut guard = ClaimGuard {
-        shared,
-        claim: None,
-    };
-    if facts.has_side_effect()
-        && let Some(key) = &facts.key
-    {
-        match shared.ledger.begin_keyed_in(
-            epoch,
-            key,
-            facts.fingerprint,
-            facts.identity(),
-            shared.ledger_now(),
-        ) {
-            KeyCheck::Fresh(claim) => guard.claim = Some(claim),
-            KeyCheck::Replay(stored) => {
-                shared
-                    .metrics
-                    .idempotent_replays
-                    .fetch_add(1, Ordering::Relaxed);
-                return Err(KeyAnswer::Replayed(stored));
-            }
-            KeyCheck::InFlight => return Err(KeyAnswer::InFlight),
-            KeyCheck::Mismatch => return Err(KeyAnswer::Mismatch),
-        }
-    }
-    Ok(guard)
-}
-
-/// Executes the side effect (POST, PATCH) and answers 200, completing the key's claim.
-fn execute_and_answer(
-    mut guard: ClaimGuard<'_>,
-    facts: &Facts,
-    flight: &mut InFlight,
-) -> AppResult {
-    let shared = guard.shared;
-    let effect = if facts.has_side_effect() {
-        execute(shared, facts, flight.epoch())
-    } else {
-        None
-    };
-    if let Some(effect) = &effect {
-        flight.span(|span| {
-            span.set(
-                "chaos.side_effect",
-                if effect.duplicate { "duplicate" } else { "ran" },
-            );
-            span.set("chaos.side_effect.number", effect.number as i64);
-            if effect.duplicate {
-                // A side effect run twice: the trace users need, whatever the ratio.
-                span.force();
-            }
-        });
-    }
-    if effect.is_none() && facts.request_id.is_none() && facts.attempt.is_none() {
-        return AppResult::Done(json(Body::from(ANONYMOUS_OK)));
-    }
-    let body = OkBody {
-        ok: true,
-        id: facts.request_id.as_deref(),
-        attempt: facts.attempt,
-        effect: effect.map(|e| e.number),
-    }
-    .to_json();
-    if let Some(claim) = guard.claim.take() {
-        shared.ledger.complete_key(
-            claim,
-            StoredResponse {
-                status: 200,
-                body: body.clone(),
-            },
-        );
-    }
-    let mut response = json(Body::from(body));
-    if effect.is_some_and(|e| e.duplicate) {
-        // Tells a tracing client that this logical request broke an invariant here.
-        response
-            .headers_mut()
-            .insert(DUPLICATE, HeaderValue::from_static("1"));
-    }
-    AppResult::Done(response)
-}
-
-/// Executes the side effect; the ledger's receipt, unless the request is a straggler
-/// (arrived before a reset since), which only the metrics count.
-fn execute(shared: &Shared, facts: &Facts, epoch: Epoch) -> Option<Execution> {
-    let now = shared.ledger_now();
-    let execution = shared.ledger.execute_in(epoch, facts.identity(), now);
-    shared.metrics.side_effects.fetch_add(1, Ordering::Relaxed);
-    if execution.is_some_and(|e| e.duplicate) {
-        shared
-            .metrics
-            .duplicate_side_effects
-            .fetch_add(1, Ordering::Relaxed);
-    }
-    execution
 }
 
 /// Executes a fault that ends the connection: reset, close, truncate, timeout.

@@ -84,7 +84,20 @@ pub(super) async fn handle(
             FaultAction::Timeout { .. } | FaultAction::Status(_) | FaultAction::Delay(_) => {}
         }
     }
-    let response = proceed(Arc::clone(&view), flight, parts, body, kept, rng, decision).await;
+    // In front of an upstream, the body read for the grouping streams on to it.
+    let stream = (shared.upstream.is_some() && super::upstream::sees(&decision))
+        .then(|| Body::from(body.clone()));
+    let response = proceed(
+        Arc::clone(&view),
+        flight,
+        parts,
+        body,
+        stream,
+        kept,
+        rng,
+        decision,
+    )
+    .await;
     if let Some(answer) = &mut answer {
         answer.seen = Seen::Status(response.status().as_u16());
         answer.asked = asked_wait(response.headers());

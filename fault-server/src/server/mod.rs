@@ -14,11 +14,14 @@
 //! control handle), `conn` (the accept loop, given what serves each request), `body`
 //! (reading a request body), `state` (what every request shares), `flight` (a request in
 //! flight), `kept` (the headers the ledger keeps), `answer` (the bodies and headers of
-//! the handler's answers), `handler` (the fault handler), `control` (the control API, its
+//! the handler's answers), `app` (the built-in application: idempotency keys, side
+//! effects), `upstream` (the user's service instead, behind `--upstream`), `handler` (the
+//! fault handler), `control` (the control API, its
 //! router, and the dispatch between it and the fault handler), and this module, whose
 //! [`start`] hands that dispatch to the accept loop.
 
 mod answer;
+mod app;
 mod arrival;
 mod body;
 mod config;
@@ -30,6 +33,7 @@ mod judged;
 mod kept;
 mod socket;
 mod state;
+mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -46,6 +50,7 @@ pub use config::{
     MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
+pub use upstream::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
 
 /// Why the server could not start.
 #[derive(Debug, Error)]
@@ -115,7 +120,15 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let shutdown_grace = config.shutdown_grace;
     let limits = conn::Limits {
         max_connections: config.max_connections.unwrap_or_else(|| {
-            crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget)
+            let budget =
+                crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget);
+            // In front of an upstream, a connection may hold one to it too: three
+            // descriptors, not two.
+            if config.upstream.is_some() {
+                budget / 3 * 2
+            } else {
+                budget
+            }
         }),
         over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,

@@ -24,6 +24,7 @@ use std::net::Shutdown;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +38,15 @@ pub(crate) fn current_connection() -> Option<ConnControl> {
     CONNECTION.try_with(Clone::clone).ok()
 }
 
+/// The address of the client of the request being handled, as text, when it runs inside
+/// [`scope`] and the OS said.
+pub(crate) fn current_peer() -> Option<Bytes> {
+    CONNECTION
+        .try_with(|connection| connection.inner.peer.clone())
+        .ok()
+        .flatten()
+}
+
 /// Control of one connection, shared with the handlers of its requests.
 #[derive(Debug, Clone)]
 pub(crate) struct ConnControl {
@@ -48,6 +58,9 @@ struct ConnInner {
     /// A second descriptor of the connection's socket.
     socket: std::net::TcpStream,
     kill: CancellationToken,
+    /// The client's address as text, written once (an upstream is told it in
+    /// `X-Forwarded-For`; a clone of `Bytes` is a count, not a copy).
+    peer: Option<Bytes>,
 }
 
 impl ConnControl {
@@ -106,6 +119,10 @@ pub(crate) async fn split_control(
     /// How long to wait for a descriptor, in steps of [`DESCRIPTOR_WAIT_STEP`].
     const DESCRIPTOR_WAIT: u32 = 100;
     const DESCRIPTOR_WAIT_STEP: Duration = Duration::from_millis(10);
+    let peer = stream
+        .peer_addr()
+        .ok()
+        .map(|addr| Bytes::from(addr.ip().to_string()));
     let std_stream = stream.into_std()?;
     let mut tries = 0;
     let socket = loop {
@@ -122,7 +139,7 @@ pub(crate) async fn split_control(
     Ok((
         stream,
         ConnControl {
-            inner: Arc::new(ConnInner { socket, kill }),
+            inner: Arc::new(ConnInner { socket, kill, peer }),
         },
     ))
 }

@@ -206,6 +206,8 @@ pub(crate) struct Shared {
     pub(crate) tracing: Option<Arc<ServerTracing>>,
     /// Told of every script installed over the control API.
     pub(crate) script_log: Option<super::config::ScriptLog>,
+    /// The user's service and the client that reaches it, with `--upstream`.
+    pub(crate) upstream: Option<super::upstream::Proxy>,
 }
 
 impl Shared {
@@ -233,6 +235,7 @@ impl Shared {
             script_parse: Semaphore::new(1),
             tracing: config.tracing,
             script_log: config.script_log,
+            upstream: config.upstream.map(super::upstream::Proxy::new),
         };
         shared.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
         shared

@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::plan::{Plan, Target};
+use crate::plan::Plan;
 
 /// Attempts a second that one worker thread sends with room to spare. On the bench
 /// machine (docs/benchmarks.md) one worker held arrival lag p99 near 1 ms up to 35,000
@@ -18,7 +18,7 @@ const PER_WORKER: f64 = 15_000.0;
 /// worker sends with room to spare; else `None`, one per core. An embedded fault-server
 /// and relay tiers run on the same runtime, so they keep every core.
 pub(super) fn workers(plan: &Plan) -> Option<usize> {
-    if matches!(plan.target, Target::Embedded) || !plan.tiers.is_empty() {
+    if plan.target.is_embedded() || !plan.tiers.is_empty() {
         return None;
     }
     let peak_rate = plan

@@ -122,11 +122,27 @@ pub enum Target {
     },
     /// Any HTTP service: no faults, no ledger, client-side accounting only.
     BlackBox { url: String },
+    /// A fault-server started in-process on 127.0.0.1:0 in front of the user's service:
+    /// what the script does not fault is forwarded to `upstream`.
+    Proxy { upstream: fault_server::Upstream },
 }
 
 impl Target {
     pub fn has_ledger(&self) -> bool {
         !matches!(self, Target::BlackBox { .. })
+    }
+
+    /// Whether the fault-server runs in this process (and on its runtime).
+    pub fn is_embedded(&self) -> bool {
+        matches!(self, Target::Embedded | Target::Proxy { .. })
+    }
+
+    /// The service behind the embedded fault-server, if there is one.
+    pub fn upstream(&self) -> Option<&fault_server::Upstream> {
+        match self {
+            Target::Proxy { upstream } => Some(upstream),
+            _ => None,
+        }
     }
 }
 

@@ -1,7 +1,10 @@
-//! The `target` section: the embedded fault-server, a running one, or a black box; and the
-//! rule that load goes only to machines you own.
+//! The `target` section: the embedded fault-server (alone, or in front of the user's
+//! service), a running one, or a black box; and the rule that load goes only to machines
+//! you own.
 
 use std::net::IpAddr;
+
+use fault_server::{Upstream, UpstreamError};
 
 use super::error::{Found, found};
 use super::locate::Seg;
@@ -10,8 +13,10 @@ use super::spec::TargetSpec;
 
 pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Target, Found> {
     let at = || vec![Seg::Key("target")];
-    let Some(TargetSpec::Url(spec)) = spec else {
-        return Ok(Target::Embedded);
+    let spec = match spec {
+        None | Some(TargetSpec::Embedded) => return Ok(Target::Embedded),
+        Some(TargetSpec::Upstream(url)) => return upstream(&url, allow_remote),
+        Some(TargetSpec::Url(spec)) => spec,
     };
     let url = reqwest::Url::parse(&spec.url).map_err(|e| {
         found(at(), format!("target url `{}` is not a URL: {e}", spec.url))
@@ -53,6 +58,23 @@ pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Ta
     } else {
         Target::BlackBox { url }
     })
+}
+
+/// `target: { upstream: URL }`: the embedded fault-server in front of the user's service,
+/// on loopback unless the plan says `allow_remote: true`.
+fn upstream(url: &str, allow_remote: bool) -> Result<Target, Found> {
+    let at = || vec![Seg::Key("target")];
+    let upstream = Upstream::parse(url, allow_remote).map_err(|error| match error {
+        UpstreamError::Remote { .. } => found(
+            at(),
+            format!(
+                "target upstream `{url}` is not on loopback: load and faults go only to machines you own"
+            ),
+        )
+        .hint("use 127.0.0.1 or localhost; a plan that really means it says `allow_remote: true`"),
+        other => found(at(), format!("target upstream: {other}")),
+    })?;
+    Ok(Target::Proxy { upstream })
 }
 
 /// `localhost`, 127.0.0.0/8 or [::1].

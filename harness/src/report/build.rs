@@ -105,6 +105,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
             duration_s: plan.duration.as_secs_f64(),
             target: match &plan.target {
                 Target::Embedded => "embedded".to_owned(),
+                Target::Proxy { upstream } => format!("embedded, in front of {upstream}"),
                 Target::FaultServer { url, .. } | Target::BlackBox { url } => url.clone(),
             },
             ledger: plan.target.has_ledger(),

@@ -125,11 +125,13 @@ pub struct BaselineSpec {
     pub tolerance: crate::baseline::Tolerance,
 }
 
-/// `embedded`, or `{ url, fault_server, token }`.
+/// `embedded`, `{ url, fault_server, token, script }`, or `{ upstream }`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
     Embedded,
     Url(UrlTargetSpec),
+    /// The embedded fault-server in front of a service of the user's own.
+    Upstream(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -169,7 +171,9 @@ impl<'de> Deserialize<'de> for TargetSpec {
         impl<'de> Visitor<'de> for V {
             type Value = TargetSpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("`embedded` or a map like `{ url: \"http://127.0.0.1:8080\" }`")
+                f.write_str(
+                    "`embedded`, or a map like `{ url: \"http://127.0.0.1:8080\" }` or `{ upstream: \"http://127.0.0.1:9000\" }`",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
                 if v == "embedded" {
@@ -181,10 +185,53 @@ impl<'de> Deserialize<'de> for TargetSpec {
                 }
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
-                UrlTargetSpec::deserialize(MapAccessDeserializer::new(map)).map(TargetSpec::Url)
+                TargetMap::deserialize(MapAccessDeserializer::new(map))?
+                    .spec()
+                    .map_err(de::Error::custom)
             }
         }
         deserializer.deserialize_any(V)
+    }
+}
+
+/// A target written as a map: `url` and what goes with it, or `upstream` alone.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetMap {
+    #[serde(default)]
+    url: Option<String>,
+    /// The embedded fault-server forwards what it does not fault to this service.
+    #[serde(default)]
+    upstream: Option<String>,
+    #[serde(default)]
+    fault_server: Option<bool>,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default)]
+    script: Option<ScriptConsent>,
+}
+
+impl TargetMap {
+    fn spec(self) -> Result<TargetSpec, &'static str> {
+        let running = self.fault_server.is_some() || self.token.is_some() || self.script.is_some();
+        match (self.url, self.upstream) {
+            (Some(url), None) => Ok(TargetSpec::Url(UrlTargetSpec {
+                url,
+                fault_server: self.fault_server.unwrap_or(true),
+                token: self.token,
+                script: self.script,
+            })),
+            (None, Some(upstream)) if !running => Ok(TargetSpec::Upstream(upstream)),
+            (None, Some(_)) => Err(
+                "`upstream:` puts the embedded fault-server in front of your service; `fault_server`, `token` and `script` are said of a running one at `url:`",
+            ),
+            (Some(_), Some(_)) => Err(
+                "`url:` and `upstream:` do not go together: `url` runs against a server already running, `upstream` starts the embedded fault-server in front of your service (a running fault-server is given one with `fault-server --upstream`)",
+            ),
+            (None, None) => Err(
+                "missing field `url` (a running server) or `upstream` (your service, behind the embedded fault-server)",
+            ),
+        }
     }
 }
 
