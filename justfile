@@ -35,6 +35,11 @@ test:
 interop *cases:
     bash interop/run.sh {{cases}}
 
+# The fault proxy in front of nginx: nginx's access log holds exactly the forwarded attempts
+# (interop/nginx.sh; installs nginx with apt-get if missing).
+interop-proxy:
+    bash interop/nginx.sh
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run
