@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::{self, Interrupts};
-use super::{EXIT_CANNOT_RUN, conclude, plan_and_baseline};
+use super::{EXIT_CANNOT_RUN, ReportArgs, conclude, plan_and_baseline};
 use crate::client::{self, Ended};
 use crate::report;
 
@@ -20,21 +20,8 @@ use crate::report;
 pub struct ClientTestArgs {
     /// The plan: its `faults:`, `client:` and `gates:` (see plans/README.md).
     pub plan: PathBuf,
-    /// Override the plan's seed.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Write the report into this directory instead of reports/<plan>/<timestamp>/.
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// No summary table (the report is still written).
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Compare with this baseline too: a regression beyond tolerance fails (exit 1).
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-    /// Save this run's figures as a baseline (`chaos-baseline/v1`) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub save_baseline: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// The program and its arguments, after `--`; `{url}` becomes the fault-server's URL.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -49,11 +36,15 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
-    let (plan, against) =
-        match plan_and_baseline(&args.plan, args.seed, args.baseline.as_deref(), true) {
-            Ok(both) => both,
-            Err(code) => return code,
-        };
+    let (plan, against) = match plan_and_baseline(
+        &args.plan,
+        args.report.seed,
+        args.report.baseline.as_deref(),
+        true,
+    ) {
+        Ok(both) => both,
+        Err(code) => return code,
+    };
     let Some(runtime) = runtime::runtime(None) else {
         return EXIT_CANNOT_RUN;
     };
@@ -107,8 +98,8 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
         report,
         &plan,
         against.as_ref(),
-        args.out.as_deref(),
-        args.quiet,
-        args.save_baseline.as_deref(),
+        args.report.out.as_deref(),
+        args.report.quiet,
+        args.report.save_baseline.as_deref(),
     )
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     ChaosArgs, EXIT_CANNOT_RUN, EXIT_GATE_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_PASS,
-    PlanArgs,
+    PlanArgs, ReportArgs,
 };
 
 #[derive(Debug, clap::Args)]
@@ -84,11 +84,13 @@ pub(super) fn gate(args: GateArgs) -> u8 {
                 run: PlanArgs {
                     plan: plan.clone(),
                     policies: Vec::new(),
-                    seed: None,
-                    out: Some(dir.clone()),
-                    quiet: true,
-                    baseline: (!save).then(|| baseline.clone()),
-                    save_baseline: save.then(|| baseline.clone()),
+                    report: ReportArgs {
+                        seed: None,
+                        out: Some(dir.clone()),
+                        quiet: true,
+                        baseline: (!save).then(|| baseline.clone()),
+                        save_baseline: save.then(|| baseline.clone()),
+                    },
                 },
                 otlp: None,
                 threads: None,

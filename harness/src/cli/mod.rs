@@ -100,8 +100,8 @@ pub enum Command {
     PlanSchema,
 }
 
-/// What `chaos` and `simulate` both take: the plan, which of its policies, the seed, and
-/// where the report and the baselines go.
+/// What `chaos` and `simulate` both take: the plan, which of its policies, and what every
+/// run takes ([`ReportArgs`]).
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
     /// The plan file (see plans/README.md).
@@ -109,6 +109,14 @@ pub struct PlanArgs {
     /// Run only this policy (repeat for several).
     #[arg(long = "policy", value_name = "NAME")]
     pub policies: Vec<String>,
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// What every run takes (`chaos`, `simulate`, `client-test`): the seed, where the report
+/// goes, and the baselines it is compared with or saved as.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
     /// Override the plan's seed.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -249,11 +257,14 @@ fn chaos(args: ChaosArgs) -> u8 {
     let PlanArgs {
         plan: path,
         policies,
-        seed,
-        out,
-        quiet,
-        baseline: baseline_file,
-        save_baseline,
+        report:
+            ReportArgs {
+                seed,
+                out,
+                quiet,
+                baseline: baseline_file,
+                save_baseline,
+            },
     } = run;
     let (path, out) = (path.as_path(), out.as_deref());
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report

@@ -5,7 +5,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::Interrupts;
-use super::{EXIT_CANNOT_RUN, EXIT_INVALID, PlanArgs, conclude, plan_and_baseline};
+use super::{EXIT_CANNOT_RUN, EXIT_INVALID, PlanArgs, ReportArgs, conclude, plan_and_baseline};
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
@@ -23,11 +23,14 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
     let PlanArgs {
         plan: path,
         policies,
-        seed,
-        out,
-        quiet,
-        baseline: baseline_file,
-        save_baseline,
+        report:
+            ReportArgs {
+                seed,
+                out,
+                quiet,
+                baseline: baseline_file,
+                save_baseline,
+            },
     } = run;
     // Before the plan is read, as `chaos` does: an interrupt however early ends the run
     // (or the sweep) with what ran written, marked aborted.
