@@ -202,7 +202,8 @@ pub struct Ledger {
     id_keys: RandomState,
     /// The judge of a client's retries, when the server groups and judges attempts
     /// ([`Ledger::judging`]).
-    retries: Option<Mutex<Retries>>,
+    /// How it judges (read on every judged request, so outside the lock) and the judge.
+    retries: Option<(Judging, Mutex<Retries>)>,
 }
 
 impl Default for Ledger {
@@ -231,11 +232,8 @@ impl Ledger {
     /// This ledger, grouping every attempt into its logical request (by the headers real
     /// clients send, else by a guess) and judging each retry ([`retries`]).
     pub fn judging(mut self, judging: Judging) -> Ledger {
-        self.retries = Some(Mutex::new(Retries::new(
-            judging,
-            self.limits.max_ids,
-            self.limits.id_ttl,
-        )));
+        let retries = Retries::new(judging.clone(), self.limits.max_ids, self.limits.id_ttl);
+        self.retries = Some((judging, Mutex::new(retries)));
         self
     }
 
@@ -245,14 +243,14 @@ impl Ledger {
     }
 
     /// How it judges, when it does.
-    pub fn judged_by(&self) -> Option<Judging> {
-        self.retries().map(|r| r.judging().clone())
+    pub fn judged_by(&self) -> Option<&Judging> {
+        self.retries.as_ref().map(|(judging, _)| judging)
     }
 
     fn retries(&self) -> Option<MutexGuard<'_, Retries>> {
         self.retries
             .as_ref()
-            .map(|r| r.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+            .map(|(_, r)| r.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// Groups an attempt into its logical request (`None` when the ledger does not

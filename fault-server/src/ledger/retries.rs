@@ -58,8 +58,9 @@ impl Default for Judging {
     }
 }
 
-/// How an attempt was answered, as its client saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How an attempt was answered, as its client saw it. Ordered as declared (statuses by
+/// code first): the order of a snapshot's `retries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Seen {
     /// A status line (a fault's, the capacity model's, the service's or the upstream's).
     Status(u16),
@@ -280,18 +281,6 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-impl Ord for Seen {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.label().cmp(&other.label())
-    }
-}
-
-impl PartialOrd for Seen {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
 impl Retries {
     pub(super) fn new(judging: Judging, max: usize, ttl: Duration) -> Retries {
         Retries {
@@ -317,10 +306,6 @@ impl Retries {
             gaps: (2..=MAX_GAP_ATTEMPT).map(|_| histogram()).collect(),
             evicted: 0,
         }
-    }
-
-    pub(super) fn judging(&self) -> &Judging {
-        &self.judging
     }
 
     /// Forgets everything, keeping the configuration.

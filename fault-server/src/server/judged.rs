@@ -45,8 +45,8 @@ pub(super) async fn handle(
             return bad_body(&mut flight, &error);
         }
     };
-    let header = shared.ledger.judged_by().and_then(|j| j.header);
-    let claim = group::claim(&parts.headers, header.as_deref(), || {
+    let header = shared.ledger.judged_by().and_then(|j| j.header.as_deref());
+    let claim = group::claim(&parts.headers, header, || {
         fingerprint(&parts.method, &parts.uri, &body)
     });
     let grouped = shared.ledger.group(
