@@ -45,15 +45,6 @@ pub enum GroupedBy {
 }
 
 impl GroupedBy {
-    /// Every way, in the order they are tried.
-    pub const ALL: [GroupedBy; 5] = [
-        GroupedBy::Header,
-        GroupedBy::RequestId,
-        GroupedBy::IdempotencyKey,
-        GroupedBy::AwsInvocationId,
-        GroupedBy::Guess,
-    ];
-
     /// The name in reports (`request_id`, `guess`, ...).
     pub fn name(self) -> &'static str {
         match self {
