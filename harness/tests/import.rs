@@ -144,7 +144,7 @@ fn validate_explain_writes_every_field_and_reads_back_as_the_same_policies() {
         "    max_attempts: 5\n",
         "    attempt_timeout: 1s\n",
         "    deadline: 2s\n",
-        "    retry_on: [gateway-error, 429, connect-failure, reset]\n",
+        "    retry_on: [unavailable, gateway-error, 429, connect-failure, reset, refused-stream]\n",
         "    backoff: { exponential: { base: 100ms, multiplier: 2, cap: 1s }, jitter: { proportional: 0.2 } }\n",
         "    honor_retry_after: true\n    retry_after_max: 1m\n",
         "    budget: { kind: grpc, max_tokens: 10, token_ratio: 0.1 }\n",
@@ -263,7 +263,14 @@ fn a_sweep_sets_one_field_of_an_imported_budget() {
         assert_eq!(resolved["deadline"], "2s");
         assert_eq!(
             resolved["retry_on"],
-            serde_json::json!(["gateway-error", 429, "connect-failure", "reset"])
+            serde_json::json!([
+                "unavailable",
+                "gateway-error",
+                429,
+                "connect-failure",
+                "reset",
+                "refused-stream"
+            ])
         );
     }
 }

@@ -50,11 +50,13 @@ pub use budget::{
     RunCounts, TokenBucket, TtlWindow,
 };
 pub use error::ConfigError;
-pub use outcome::{Class, Outcome, ResetPhase, RetryCondition, RetryOn, Violation};
+pub use outcome::{
+    Class, Outcome, ResetPhase, RetryCondition, RetryOn, Unprocessed, Violation, grpc,
+};
 pub use policy::{Policy, PolicyConfig, RetryAfter};
 pub use preset::Preset;
 pub use random::unit_f64;
 pub use request::{Attempt, Method, Request};
 pub use session::{
-    Action, Client, GiveUp, MIN_ATTEMPT_TIME, RetryAfterUse, Session, Verdict, Wait,
+    Action, Client, GiveUp, Hints, MIN_ATTEMPT_TIME, RetryAfterUse, Session, Verdict, Wait,
 };

@@ -39,6 +39,97 @@ pub enum Outcome {
     AttemptTimeout,
     /// The status line and headers arrived, then the body was cut short.
     TruncatedBody,
+    /// A gRPC call ended with this status code (`grpc-status`; 0 is OK). A gRPC shell
+    /// reads it from the trailers, or maps an HTTP status sent without one
+    /// ([`grpc::code_of_http_status`]).
+    Grpc(u8),
+    /// HTTP/2 proves the server never processed the stream: it was refused
+    /// (`RST_STREAM` `REFUSED_STREAM`) or lay above a GOAWAY's last-stream-id.
+    Unprocessed(Unprocessed),
+}
+
+/// How HTTP/2 proved a stream unprocessed (RFC 9113 §8.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unprocessed {
+    /// `RST_STREAM` with `REFUSED_STREAM`.
+    RefusedStream,
+    /// The stream's id was above the last-stream-id of a GOAWAY.
+    GoAway,
+}
+
+/// The gRPC status codes (`google/rpc/code.proto`), by name and number.
+pub mod grpc {
+    /// Every code's name as `code.proto` spells it, indexed by its number.
+    pub const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    pub const OK: u8 = 0;
+    pub const DEADLINE_EXCEEDED: u8 = 4;
+    pub const RESOURCE_EXHAUSTED: u8 = 8;
+    pub const UNAVAILABLE: u8 = 14;
+
+    /// A code by name in any case, with `_` or `-` (`UNAVAILABLE`, `resource-exhausted`,
+    /// as Envoy's `retry_on` spells them).
+    pub fn code_by_name(name: &str) -> Option<u8> {
+        let name = name.trim().to_ascii_uppercase().replace('-', "_");
+        NAMES.iter().position(|n| *n == name).map(|i| i as u8)
+    }
+
+    /// The snake_case name reports use (`unavailable`); `unknown_code` past 16.
+    pub fn snake_name(code: u8) -> &'static str {
+        const SNAKE: [&str; 17] = [
+            "ok",
+            "cancelled",
+            "unknown",
+            "invalid_argument",
+            "deadline_exceeded",
+            "not_found",
+            "already_exists",
+            "permission_denied",
+            "resource_exhausted",
+            "failed_precondition",
+            "aborted",
+            "out_of_range",
+            "unimplemented",
+            "internal",
+            "unavailable",
+            "data_loss",
+            "unauthenticated",
+        ];
+        SNAKE
+            .get(usize::from(code))
+            .copied()
+            .unwrap_or("unknown_code")
+    }
+
+    /// What a gRPC client reads from an HTTP answer that carries no `grpc-status` (grpc
+    /// `doc/http-grpc-status-mapping.md`): an intermediary's 503 is UNAVAILABLE.
+    pub fn code_of_http_status(status: u16) -> u8 {
+        match status {
+            400 => 13,
+            401 => 16,
+            403 => 7,
+            404 => 12,
+            429 | 502 | 503 | 504 => UNAVAILABLE,
+            _ => 2,
+        }
+    }
 }
 
 /// The design's classification of an outcome.
@@ -62,12 +153,21 @@ impl Outcome {
                 408 | 429 | 502 | 503 | 504 => Class::Transient,
                 _ => Class::Permanent,
             },
+            // The analogues of 504, 429 and 503.
+            Outcome::Grpc(code) => match code {
+                grpc::OK => Class::Success,
+                grpc::DEADLINE_EXCEEDED | grpc::RESOURCE_EXHAUSTED | grpc::UNAVAILABLE => {
+                    Class::Transient
+                }
+                _ => Class::Permanent,
+            },
             Outcome::ConnectRefused
             | Outcome::ConnectTimeout
             | Outcome::Reset(_)
             | Outcome::Closed
             | Outcome::AttemptTimeout
-            | Outcome::TruncatedBody => Class::Transient,
+            | Outcome::TruncatedBody
+            | Outcome::Unprocessed(_) => Class::Transient,
         }
     }
 
@@ -78,13 +178,28 @@ impl Outcome {
     /// The failure proves the server never saw the request, so even a non-idempotent
     /// request may be sent again.
     pub fn proves_unsent(self) -> bool {
-        matches!(self, Outcome::ConnectRefused | Outcome::ConnectTimeout)
+        matches!(
+            self,
+            Outcome::ConnectRefused | Outcome::ConnectTimeout | Outcome::Unprocessed(_)
+        )
+    }
+
+    /// HTTP/2 proved the server never processed it: A6's transparent retry, once per
+    /// logical request, free of the budget and of `max_attempts`.
+    pub fn is_unprocessed(self) -> bool {
+        matches!(self, Outcome::Unprocessed(_))
     }
 
     /// Retrying after this outcome is a violation whatever a policy says: a 4xx other than
     /// 408 and 429, or a 501. (A 500 is ambiguous and not flagged.)
+    /// For gRPC, the codes those map to: INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+    /// PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED.
     pub fn forbids_retry(self) -> bool {
-        matches!(self, Outcome::Status(code) if (code / 100 == 4 && code != 408 && code != 429) || code == 501)
+        match self {
+            Outcome::Status(code) => (code / 100 == 4 && code != 408 && code != 429) || code == 501,
+            Outcome::Grpc(code) => matches!(code, 3 | 5 | 6 | 7 | 9 | 11 | 12 | 16),
+            _ => false,
+        }
     }
 
     /// Counts as a failure of the server for a circuit breaker: transient outcomes and 5xx.
@@ -92,6 +207,10 @@ impl Outcome {
     pub fn is_server_failure(self) -> bool {
         match self {
             Outcome::Status(code) => code >= 500 || self.class() == Class::Transient,
+            // UNKNOWN, INTERNAL, DATA_LOSS: the 500s.
+            Outcome::Grpc(code) => matches!(code, 2 | 13 | 15) || self.class() == Class::Transient,
+            // The server refused work it had not started: a sign of load, not of failure.
+            Outcome::Unprocessed(_) => false,
             other => other.class() == Class::Transient,
         }
     }
@@ -106,6 +225,9 @@ impl Outcome {
             Outcome::Closed => "closed",
             Outcome::AttemptTimeout => "attempt_timeout",
             Outcome::TruncatedBody => "truncated_body",
+            Outcome::Grpc(_) => "grpc",
+            Outcome::Unprocessed(Unprocessed::RefusedStream) => "refused_stream",
+            Outcome::Unprocessed(Unprocessed::GoAway) => "goaway_unprocessed",
         }
     }
 }
@@ -114,6 +236,7 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Status(code) => write!(f, "{code}"),
+            Outcome::Grpc(code) => write!(f, "grpc_{}", grpc::snake_name(*code)),
             other => f.write_str(other.kind()),
         }
     }
@@ -138,6 +261,11 @@ pub enum RetryCondition {
     Reset,
     /// The attempt timed out after sending.
     Timeout,
+    /// This gRPC status code (`unavailable`, `resource-exhausted`, ...).
+    Grpc(u8),
+    /// HTTP/2 proved the stream unprocessed (Envoy's `refused-stream`; a stream above a
+    /// GOAWAY's last-stream-id too).
+    RefusedStream,
 }
 
 impl RetryCondition {
@@ -154,11 +282,14 @@ impl RetryCondition {
                 Outcome::Reset(_) | Outcome::Closed | Outcome::TruncatedBody
             ),
             RetryCondition::Timeout => outcome == Outcome::AttemptTimeout,
+            RetryCondition::Grpc(code) => outcome == Outcome::Grpc(code),
+            RetryCondition::RefusedStream => outcome.is_unprocessed(),
         }
     }
 
     /// Parses one `retry_on` entry: `any`, `transient`, `5xx`, `gateway-error`,
-    /// `connect-failure`, `reset`, `timeout`, or a status code such as `500`.
+    /// `connect-failure`, `reset`, `timeout`, `refused-stream`, a gRPC status code by name
+    /// (`unavailable`, `RESOURCE_EXHAUSTED`), or an HTTP status code such as `500`.
     pub fn parse(text: &str) -> Option<RetryCondition> {
         let condition = match text.trim().to_ascii_lowercase().replace('_', "-").as_str() {
             "any" => RetryCondition::Any,
@@ -168,8 +299,10 @@ impl RetryCondition {
             "connect-failure" => RetryCondition::ConnectFailure,
             "reset" => RetryCondition::Reset,
             "timeout" => RetryCondition::Timeout,
-            code => match code.parse::<u16>() {
-                Ok(code @ 100..=599) => RetryCondition::Status(code),
+            "refused-stream" => RetryCondition::RefusedStream,
+            name => match (grpc::code_by_name(name), name.parse::<u16>()) {
+                (Some(code), _) if code != grpc::OK => RetryCondition::Grpc(code),
+                (_, Ok(code @ 100..=599)) => RetryCondition::Status(code),
                 _ => return None,
             },
         };

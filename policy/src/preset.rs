@@ -179,12 +179,16 @@ impl Preset {
                 // min(initialBackoff*multiplier^(n-1), maxBackoff) * random(0.8, 1.2);
                 // example initialBackoff .1s, multiplier 2, maxBackoff 1s.
                 backoff: exponential(ms(100), 2.0, secs(1), Jitter::Proportional(0.2)),
-                // A6 example retryableStatusCodes: ["UNAVAILABLE"].
+                // A6 example retryableStatusCodes: ["UNAVAILABLE"]: the code itself, and
+                // what a gRPC client reads as UNAVAILABLE without a `grpc-status` (an
+                // intermediary's 429/502/503/504, a transport failure, a refused stream).
                 retry_on: RetryOn::new([
+                    C::Grpc(crate::grpc::UNAVAILABLE),
                     C::GatewayError,
                     C::Status(429),
                     C::ConnectFailure,
                     C::Reset,
+                    C::RefusedStream,
                 ]),
                 // A6: grpc-retry-pushback-ms replaces the backoff.
                 retry_after: RetryAfter::Honor { max: secs(60) },

@@ -179,6 +179,21 @@ pub struct Session {
     last: Option<Outcome>,
     /// The last wait decided.
     wait: Option<Wait>,
+    /// Attempts resent transparently (A6): they count in `sent`, not against
+    /// `max_attempts`.
+    transparent: u32,
+}
+
+/// What an answer said beyond its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hints {
+    /// The server's `Retry-After` or gRPC pushback (`grpc-retry-pushback-ms`), parsed.
+    pub retry_after: Option<Duration>,
+    /// The tier behind gave up (`x-chaos-no-retry`); heeded with `honor_no_retry`.
+    pub no_retry: bool,
+    /// The server said not to retry: a negative or malformed gRPC pushback (A6). Heeded by
+    /// a policy that reads the server's hints (`retry_after` other than `ignore`).
+    pub stop: bool,
 }
 
 impl Session {
@@ -311,6 +326,7 @@ impl Client {
             permit: None,
             last: None,
             wait: None,
+            transparent: 0,
         };
         if let Some(budget) = &mut self.budget {
             budget.on_request(now);
@@ -344,6 +360,29 @@ impl Client {
         no_retry: bool,
         rng: &mut R,
     ) -> Action {
+        let hints = Hints {
+            retry_after,
+            no_retry,
+            stop: false,
+        };
+        self.on_hinted(session, now, outcome, hints, rng)
+    }
+
+    /// [`Client::on_answer`] with every hint an answer can carry, the gRPC pushback's
+    /// "do not retry" among them.
+    pub fn on_hinted<R: Rng + ?Sized>(
+        &mut self,
+        session: &mut Session,
+        now: Duration,
+        outcome: Outcome,
+        hints: Hints,
+        rng: &mut R,
+    ) -> Action {
+        let Hints {
+            retry_after,
+            no_retry,
+            stop,
+        } = hints;
         debug_assert_eq!(
             session.phase,
             Phase::Sent,
@@ -353,6 +392,16 @@ impl Client {
             return Action::Done(self.verdict(session, GiveUp::MaxAttempts));
         }
         let now = self.tick(now);
+        if outcome.is_unprocessed() && session.transparent == 0 {
+            // A6's transparent retry: the server never processed the stream, so it is sent
+            // again at once, once, whatever the method; the budget and the breaker never
+            // hear of it, and what paid for the attempt pays for its resend.
+            session.transparent += 1;
+            session.last = Some(outcome);
+            session.pending = session.in_flight.take();
+            session.phase = Phase::Waiting { until: now };
+            return Action::Wait { until: now };
+        }
         let config = self.policy.config();
         let retryable = config.retry_on.matches(outcome);
         if let Some(budget) = &mut self.budget {
@@ -372,17 +421,21 @@ impl Client {
         if no_retry && config.honor_no_retry {
             return self.finish(session, now, Some(GiveUp::NoRetry));
         }
+        if stop && config.retry_after != RetryAfter::Ignore {
+            return self.finish(session, now, Some(GiveUp::NoRetry));
+        }
         if !session.request.is_idempotent()
             && !outcome.proves_unsent()
             && !config.retry_non_idempotent
         {
             return self.finish(session, now, Some(GiveUp::NonIdempotent));
         }
-        if session.attempt.get() >= config.max_attempts {
+        let counted = session.attempt.get() - session.transparent;
+        if counted >= config.max_attempts {
             return self.finish(session, now, Some(GiveUp::MaxAttempts));
         }
 
-        let retry = session.attempt.get();
+        let retry = counted;
         let range = config.backoff.range(retry, session.previous_delay);
         let backoff = config.backoff.delay(retry, session.previous_delay, rng);
         session.previous_delay = Some(backoff);
@@ -440,7 +493,8 @@ impl Client {
             Some(deadline) => Some(deadline - now),
             None => None,
         };
-        if let Some(breaker) = &mut self.breaker {
+        // A transparent resend keeps the leave its first try had.
+        if let Some(breaker) = self.breaker.as_mut().filter(|_| session.permit.is_none()) {
             match breaker.try_admit(now) {
                 Some(permit) => session.permit = Some(permit),
                 None => return self.finish(session, now, Some(GiveUp::BreakerOpen)),

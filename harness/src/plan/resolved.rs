@@ -179,6 +179,8 @@ fn condition(c: &RetryCondition) -> Value {
         RetryCondition::ConnectFailure => "connect-failure",
         RetryCondition::Reset => "reset",
         RetryCondition::Timeout => "timeout",
+        RetryCondition::RefusedStream => "refused-stream",
+        RetryCondition::Grpc(code) => chaos_policy::grpc::snake_name(*code),
         RetryCondition::Status(code) => return Value::Int(u64::from(*code)),
     })
 }
@@ -492,7 +494,7 @@ honor_no_retry: true   # gives up on an answer marked x-chaos-no-retry: the tier
         for line in [
             "attempt_timeout: 1s\n",
             "deadline: 2s\n",
-            "retry_on: [gateway-error, 429, connect-failure, reset]\n",
+            "retry_on: [unavailable, gateway-error, 429, connect-failure, reset, refused-stream]\n",
             "backoff: { exponential: { base: 100ms, multiplier: 2, cap: 1s }, jitter: { proportional: 0.2 } }\n",
             "honor_retry_after: true\nretry_after_max: 1m\n",
             "budget: { kind: grpc, max_tokens: 10, token_ratio: 0.1 }\n",

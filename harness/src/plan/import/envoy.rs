@@ -541,7 +541,14 @@ circuit_breakers:
         assert_eq!(c.backoff.base_and_cap(), (ms(25), ms(250)));
         assert_eq!(
             c.retry_on,
-            RetryOn::new([C::GatewayError, C::Status(429), C::ConnectFailure, C::Reset])
+            RetryOn::new([
+                C::GatewayError,
+                C::Grpc(14),
+                C::Status(429),
+                C::ConnectFailure,
+                C::Reset,
+                C::RefusedStream
+            ])
         );
         assert_eq!(
             c.budget,

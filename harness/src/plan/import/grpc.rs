@@ -28,34 +28,46 @@ const PUSHBACK_MAX: Duration = Duration::from_secs(60);
 /// A6 as amended: the capped backoff times `random(0.8, 1.2)`.
 const JITTER_SPREAD: f64 = 0.2;
 
-/// Each gRPC status code and the HTTP outcomes that stand for it here. A status is the HTTP
-/// code `google/rpc/code.proto` maps it to ("HTTP Mapping: 503 Service Unavailable", ...);
+/// Each gRPC status code: the code itself, as a gRPC target answers it, then the HTTP
+/// outcomes that stand for it against an HTTP target. A status's stand-in is the HTTP code
+/// `google/rpc/code.proto` maps it to ("HTTP Mapping: 503 Service Unavailable", ...);
 /// UNAVAILABLE also covers what a gRPC client reads as UNAVAILABLE from an intermediary that
-/// sends no `grpc-status` (grpc `doc/http-grpc-status-mapping.md`: 429, 502, 503, 504) and
-/// transport failures, as the `grpc` preset does; DEADLINE_EXCEEDED also covers an attempt
-/// that timed out.
+/// sends no `grpc-status` (grpc `doc/http-grpc-status-mapping.md`: 429, 502, 503, 504),
+/// transport failures and a refused stream, as the `grpc` preset does; DEADLINE_EXCEEDED
+/// also covers an attempt that timed out.
 const CODES: [(&str, u8, &[C]); 17] = [
     ("OK", 0, &[]),
-    ("CANCELLED", 1, &[C::Status(499)]),
-    ("UNKNOWN", 2, &[C::Status(500)]),
-    ("INVALID_ARGUMENT", 3, &[C::Status(400)]),
-    ("DEADLINE_EXCEEDED", 4, &[C::Timeout, C::Status(504)]),
-    ("NOT_FOUND", 5, &[C::Status(404)]),
-    ("ALREADY_EXISTS", 6, &[C::Status(409)]),
-    ("PERMISSION_DENIED", 7, &[C::Status(403)]),
-    ("RESOURCE_EXHAUSTED", 8, &[C::Status(429)]),
-    ("FAILED_PRECONDITION", 9, &[C::Status(400)]),
-    ("ABORTED", 10, &[C::Status(409)]),
-    ("OUT_OF_RANGE", 11, &[C::Status(400)]),
-    ("UNIMPLEMENTED", 12, &[C::Status(501)]),
-    ("INTERNAL", 13, &[C::Status(500)]),
+    ("CANCELLED", 1, &[C::Grpc(1), C::Status(499)]),
+    ("UNKNOWN", 2, &[C::Grpc(2), C::Status(500)]),
+    ("INVALID_ARGUMENT", 3, &[C::Grpc(3), C::Status(400)]),
+    (
+        "DEADLINE_EXCEEDED",
+        4,
+        &[C::Grpc(4), C::Timeout, C::Status(504)],
+    ),
+    ("NOT_FOUND", 5, &[C::Grpc(5), C::Status(404)]),
+    ("ALREADY_EXISTS", 6, &[C::Grpc(6), C::Status(409)]),
+    ("PERMISSION_DENIED", 7, &[C::Grpc(7), C::Status(403)]),
+    ("RESOURCE_EXHAUSTED", 8, &[C::Grpc(8), C::Status(429)]),
+    ("FAILED_PRECONDITION", 9, &[C::Grpc(9), C::Status(400)]),
+    ("ABORTED", 10, &[C::Grpc(10), C::Status(409)]),
+    ("OUT_OF_RANGE", 11, &[C::Grpc(11), C::Status(400)]),
+    ("UNIMPLEMENTED", 12, &[C::Grpc(12), C::Status(501)]),
+    ("INTERNAL", 13, &[C::Grpc(13), C::Status(500)]),
     (
         "UNAVAILABLE",
         14,
-        &[C::GatewayError, C::Status(429), C::ConnectFailure, C::Reset],
+        &[
+            C::Grpc(14),
+            C::GatewayError,
+            C::Status(429),
+            C::ConnectFailure,
+            C::Reset,
+            C::RefusedStream,
+        ],
     ),
-    ("DATA_LOSS", 15, &[C::Status(500)]),
-    ("UNAUTHENTICATED", 16, &[C::Status(401)]),
+    ("DATA_LOSS", 15, &[C::Grpc(15), C::Status(500)]),
+    ("UNAUTHENTICATED", 16, &[C::Grpc(16), C::Status(401)]),
 ];
 
 /// The outcomes a retryable status code retries: by name in any case, with `-` or `_`
@@ -412,7 +424,15 @@ mod tests {
         assert_eq!(c.backoff.range(9, None), (ms(800), ms(1200)));
         assert_eq!(
             c.retry_on,
-            RetryOn::new([C::GatewayError, C::Status(429), C::ConnectFailure, C::Reset])
+            RetryOn::new([
+                C::Grpc(14),
+                C::GatewayError,
+                C::Status(429),
+                C::ConnectFailure,
+                C::Reset,
+                C::RefusedStream,
+                C::Grpc(8),
+            ])
         );
         assert_eq!(
             c.budget,
@@ -433,10 +453,13 @@ mod tests {
         assert_eq!(
             service_wide.retry_on,
             RetryOn::new([
+                C::Grpc(14),
                 C::GatewayError,
                 C::Status(429),
                 C::ConnectFailure,
                 C::Reset,
+                C::RefusedStream,
+                C::Grpc(4),
                 C::Timeout,
                 C::Status(504)
             ])
@@ -453,21 +476,45 @@ mod tests {
         let cases = [
             (
                 json!("UNAVAILABLE"),
-                Some(&[C::GatewayError, C::Status(429), C::ConnectFailure, C::Reset][..]),
+                Some(
+                    &[
+                        C::Grpc(14),
+                        C::GatewayError,
+                        C::Status(429),
+                        C::ConnectFailure,
+                        C::Reset,
+                        C::RefusedStream,
+                    ][..],
+                ),
             ),
             (
                 json!(14),
-                Some(&[C::GatewayError, C::Status(429), C::ConnectFailure, C::Reset][..]),
+                Some(
+                    &[
+                        C::Grpc(14),
+                        C::GatewayError,
+                        C::Status(429),
+                        C::ConnectFailure,
+                        C::Reset,
+                        C::RefusedStream,
+                    ][..],
+                ),
             ),
-            (json!("resource-exhausted"), Some(&[C::Status(429)][..])),
+            (
+                json!("resource-exhausted"),
+                Some(&[C::Grpc(8), C::Status(429)][..]),
+            ),
             (
                 json!("DEADLINE_EXCEEDED"),
-                Some(&[C::Timeout, C::Status(504)][..]),
+                Some(&[C::Grpc(4), C::Timeout, C::Status(504)][..]),
             ),
-            (json!("internal"), Some(&[C::Status(500)][..])),
-            (json!("ABORTED"), Some(&[C::Status(409)][..])),
-            (json!("CANCELLED"), Some(&[C::Status(499)][..])),
-            (json!("UNIMPLEMENTED"), Some(&[C::Status(501)][..])),
+            (json!("internal"), Some(&[C::Grpc(13), C::Status(500)][..])),
+            (json!("ABORTED"), Some(&[C::Grpc(10), C::Status(409)][..])),
+            (json!("CANCELLED"), Some(&[C::Grpc(1), C::Status(499)][..])),
+            (
+                json!("UNIMPLEMENTED"),
+                Some(&[C::Grpc(12), C::Status(501)][..]),
+            ),
             (json!("OK"), None),
             (json!(0), None),
             (json!(17), None),
