@@ -35,6 +35,13 @@ test:
 interop *cases:
     bash interop/run.sh {{cases}}
 
+# Exact retry counts: a real client and the harness's model of it through one total outage
+# on one fault-server must make as many attempts (botocore standard vs aws-standard and
+# aws-standard-2026; grpcio with a service config vs the config imported, K + 4 by gRFC A6).
+# interop/counts.sh; installs the pinned libraries. `just interop-counts grpc` runs one case.
+interop-counts *cases:
+    bash interop/counts.sh {{cases}}
+
 # The fault proxy in front of nginx: nginx's access log holds exactly the forwarded attempts
 # (interop/nginx.sh; installs nginx with apt-get if missing).
 interop-proxy:

@@ -12,40 +12,17 @@
 # Debian python3 that refuses system-wide installs); the AWS SDK for JavaScript v3 with
 # `npm ci` into interop/node_modules when node and npm are there (skipped, saying so, when
 # not); curl and pip with apt-get when missing and run as root. Reports go to
-# reports/interop/<case>/ (or $INTEROP_OUT). Not here: @grpc/grpc-js, since the
-# fault-server speaks HTTP/1.1 only, not gRPC.
+# reports/interop/<case>/ (or $INTEROP_OUT). Not here: grpcio, whose exact counts
+# interop/grpc.sh checks (interop/counts.sh), and @grpc/grpc-js.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 
-say() { echo "interop: $*"; }
-apt_install() {
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    say "installing $* with apt-get"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-  else
-    say "$* missing, and no apt-get as root to install it" >&2
-    exit 1
-  fi
-}
+source interop/lib.sh
 
-# --- tools -------------------------------------------------------------------------
-command -v python3 >/dev/null || apt_install python3
-python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+# --- tools and the Python libraries, pinned (interop/lib.sh) -------------------------
+interop_python
 command -v curl >/dev/null || apt_install curl
-
-# --- Python libraries, pinned --------------------------------------------------------
-pylib=interop/.pylib
-stamp="$pylib/.requirements"
-want=$(python3 --version; cat interop/requirements.txt)   # a new Python reinstalls too
-if [[ $want != "$(cat "$stamp" 2>/dev/null)" ]]; then
-  say "pip install -r interop/requirements.txt into $pylib"
-  rm -rf "$pylib"
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
-    --target "$pylib" -r interop/requirements.txt
-  echo "$want" > "$stamp"
-fi
-export PYTHONPATH="$PWD/$pylib${PYTHONPATH:+:$PYTHONPATH}"
 python3 -c 'import botocore, urllib3; print("interop: botocore", botocore.__version__, "urllib3", urllib3.__version__)'
 
 # --- Node packages, pinned (optional) ------------------------------------------------
