@@ -50,7 +50,8 @@ pub use script::{
     Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
 };
 pub use server::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
-    DEFAULT_UPSTREAM_TIMEOUT, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, ServerHandle,
-    StartError, TokenError, Upstream, UpstreamError, check_token, start,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_SHUTDOWN_GRACE, DEFAULT_UPSTREAM_TIMEOUT, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog,
+    ServerConfig, ServerHandle, StartError, TokenError, Upstream, UpstreamError, check_token,
+    start,
 };

@@ -4,8 +4,11 @@
 //! fault-server --listen 127.0.0.1:8080 --script plans/outage.yaml [--seed N] [--token T]
 //!              [--otlp http://127.0.0.1:4318]
 //!              [--upstream http://127.0.0.1:9000[/base] [--upstream-timeout 30s] [--allow-remote]]
-//!              [--threads N]
+//!              [--threads N] [--max-concurrent-streams N]
 //! ```
+//!
+//! One port speaks HTTP/1.1 and HTTP/2 with prior knowledge (h2c, as gRPC clients and
+//! `curl --http2-prior-knowledge` do), told apart by the connection's first bytes.
 //!
 //! Exit codes (those of the harness): 0 stopped by Ctrl-C or SIGTERM after a graceful
 //! shutdown; 2 the command line or the script is invalid (a non-loopback `--listen`
@@ -97,6 +100,11 @@ struct Args {
     /// the work-stealing machinery that one thread does not need.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// SETTINGS_MAX_CONCURRENT_STREAMS of an HTTP/2 connection: a client's streams past it
+    /// wait at the client.
+    #[arg(long, value_name = "N", default_value_t = fault_server::DEFAULT_MAX_CONCURRENT_STREAMS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_concurrent_streams: u32,
 }
 
 /// A failure with the exit code it maps to.
@@ -227,6 +235,7 @@ async fn run(args: Args) -> Result<(), Failure> {
             ..Judging::default()
         }),
         upstream,
+        max_concurrent_streams: args.max_concurrent_streams,
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(|error| match &error {

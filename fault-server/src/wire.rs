@@ -261,3 +261,103 @@ mod tests {
         }
     }
 }
+
+/// gRPC over HTTP/2 (grpc `doc/PROTOCOL-HTTP2.md`): the names a unary call and its answer
+/// carry, and the status codes (`google/rpc/code.proto`). The retry core keeps its own
+/// copy of the code table (`chaos_policy::grpc`): it may depend on no crate of ours.
+pub mod grpc {
+    /// The content type that makes a request a gRPC call (`application/grpc+proto` too).
+    pub const CONTENT_TYPE: &str = "application/grpc";
+    /// The call's status, in the trailers (or the headers of a Trailers-Only answer).
+    pub const STATUS: &str = "grpc-status";
+    /// The status's message, percent-encoded.
+    pub const MESSAGE: &str = "grpc-message";
+    /// gRFC A6's server pushback: wait this many milliseconds before a retry; a negative or
+    /// malformed value means "do not retry".
+    pub const PUSHBACK: &str = "grpc-retry-pushback-ms";
+    /// gRFC A6: how many attempts of this call came before this one.
+    pub const PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
+
+    /// Each code's name as `code.proto` spells it, indexed by its number.
+    pub const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+
+    /// Whether a request's `content-type` makes it a gRPC call.
+    pub fn is_grpc(content_type: &[u8]) -> bool {
+        content_type
+            .get(..CONTENT_TYPE.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(CONTENT_TYPE.as_bytes()))
+            && matches!(
+                content_type.get(CONTENT_TYPE.len()),
+                None | Some(b'+' | b';')
+            )
+    }
+
+    /// A code by name in any case, with `_` or `-`, or by number.
+    pub fn code_by_name(name: &str) -> Option<u8> {
+        let name = name.trim().to_ascii_uppercase().replace('-', "_");
+        match name.parse::<u8>() {
+            Ok(n) if usize::from(n) < NAMES.len() => Some(n),
+            Ok(_) => None,
+            Err(_) => NAMES.iter().position(|n| *n == name).map(|i| i as u8),
+        }
+    }
+
+    /// The ledger's and the metrics' name of a code: `unavailable`.
+    pub fn label(code: u8) -> String {
+        NAMES
+            .get(usize::from(code))
+            .map_or_else(|| format!("code_{code}"), |n| n.to_ascii_lowercase())
+    }
+
+    /// The code a gRPC client makes of an HTTP answer without `grpc-status` (grpc
+    /// `doc/http-grpc-status-mapping.md`): what a gRPC call answered by an HTTP error
+    /// (over capacity, a bad body) is told.
+    pub fn code_of_http_status(status: u16) -> u8 {
+        match status {
+            200 => 0,
+            400 => 13,
+            401 => 16,
+            403 => 7,
+            404 => 12,
+            429 | 502 | 503 | 504 => 14,
+            _ => 2,
+        }
+    }
+
+    /// The HTTP status `code.proto` maps a code to ("HTTP Mapping: 503 Service
+    /// Unavailable"): what a gRPC fault answers a client that is not speaking gRPC.
+    pub fn http_status(code: u8) -> u16 {
+        match code {
+            0 => 200,
+            1 => 499,
+            3 | 9 | 11 => 400,
+            4 => 504,
+            5 => 404,
+            6 | 10 => 409,
+            7 => 403,
+            8 => 429,
+            12 => 501,
+            14 => 503,
+            16 => 401,
+            _ => 500,
+        }
+    }
+}

@@ -23,6 +23,8 @@ pub enum Disposition {
     Rejected,
     /// A `status` fault with this code.
     Status(u16),
+    /// A gRPC fault answered to a gRPC call, Trailers-Only, with this `grpc-status`.
+    Grpc(u8),
     /// A `reset` fault.
     Reset,
     /// A `close` fault.
@@ -73,6 +75,9 @@ const FIXED_OUTCOMES: [Disposition; 15] = [
     Disposition::Abandoned,
 ];
 
+/// The gRPC codes counted, 0 to 16.
+const GRPC_CODES: usize = crate::wire::grpc::NAMES.len();
+
 /// The statuses counted by code: 100 to 599 (an injected status is at least 200).
 const CODES: std::ops::RangeInclusive<u16> = 100..=599;
 
@@ -83,6 +88,7 @@ impl Disposition {
         match self {
             Disposition::Status(code) => format!("status_{code}"),
             Disposition::Upstream(code) => format!("upstream_{code}"),
+            Disposition::Grpc(code) => format!("grpc_{}", crate::wire::grpc::label(code)),
             other => other.fixed_label().to_string(),
         }
     }
@@ -97,6 +103,7 @@ impl Disposition {
             Disposition::KeyMismatch => "key_mismatch",
             Disposition::Rejected => "rejected",
             Disposition::Status(_) => FaultKind::Status.name(),
+            Disposition::Grpc(_) => "grpc",
             Disposition::Reset => FaultKind::Reset.name(),
             Disposition::Close => FaultKind::Close.name(),
             Disposition::Truncate => FaultKind::Truncate.name(),
@@ -124,6 +131,8 @@ pub(crate) struct OutcomeCounters {
     status: Box<[AtomicU64]>,
     /// The upstream's answers by code, indexed as `status`.
     upstream: Box<[AtomicU64]>,
+    /// gRPC faults by code.
+    grpc: [AtomicU64; GRPC_CODES],
     faults: [AtomicU64; FaultKind::ALL.len()],
 }
 
@@ -133,6 +142,7 @@ impl Default for OutcomeCounters {
             fixed: Default::default(),
             status: CODES.map(|_| AtomicU64::new(0)).collect(),
             upstream: CODES.map(|_| AtomicU64::new(0)).collect(),
+            grpc: Default::default(),
             faults: Default::default(),
         }
     }
@@ -147,6 +157,7 @@ impl OutcomeCounters {
             Disposition::Upstream(code) => CODES
                 .contains(&code)
                 .then(|| &self.upstream[usize::from(code - CODES.start())]),
+            Disposition::Grpc(code) => self.grpc.get(usize::from(code)),
             other => other.fixed_index().map(|i| &self.fixed[i]),
         };
         if let Some(counter) = counter {
@@ -165,6 +176,7 @@ impl OutcomeCounters {
             fixed: self.fixed.iter().map(load).collect(),
             status: self.status.iter().map(load).collect(),
             upstream: self.upstream.iter().map(load).collect(),
+            grpc: self.grpc.iter().map(load).collect(),
             faults: self.faults.iter().map(load).collect(),
         }
     }
@@ -180,6 +192,7 @@ pub(super) struct Counts {
     fixed: Vec<u64>,
     status: Vec<u64>,
     upstream: Vec<u64>,
+    grpc: Vec<u64>,
     faults: Vec<u64>,
 }
 
@@ -195,6 +208,7 @@ impl Counts {
             fixed: minus(&self.fixed, &baseline.fixed),
             status: minus(&self.status, &baseline.status),
             upstream: minus(&self.upstream, &baseline.upstream),
+            grpc: minus(&self.grpc, &baseline.grpc),
             faults: minus(&self.faults, &baseline.faults),
         }
     }
@@ -213,6 +227,11 @@ impl Counts {
                 CODES
                     .map(Disposition::Upstream)
                     .zip(self.upstream.iter().copied()),
+            )
+            .chain(
+                (0..GRPC_CODES as u8)
+                    .map(Disposition::Grpc)
+                    .zip(self.grpc.iter().copied()),
             )
             .filter(|(_, n)| *n > 0)
     }

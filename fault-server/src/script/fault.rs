@@ -90,6 +90,26 @@ pub struct FaultResponse {
     pub body: Option<String>,
     /// Extra headers (lower-case names).
     pub headers: Vec<(String, String)>,
+    /// A gRPC fault (`grpc: unavailable`): a gRPC call gets this status as a
+    /// Trailers-Only answer; any other request `status`, the code's HTTP mapping.
+    pub grpc: Option<GrpcStatus>,
+}
+
+/// The status a gRPC fault answers a gRPC call with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrpcStatus {
+    /// The code, 1..=16.
+    pub code: u8,
+    pub pushback: Option<Pushback>,
+}
+
+/// gRFC A6's `grpc-retry-pushback-ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushback {
+    /// Retry no sooner than this.
+    After(Duration),
+    /// A negative pushback: do not retry.
+    Stop,
 }
 
 impl FaultResponse {

@@ -35,11 +35,12 @@ use std::time::Duration;
 use crate::capacity::CapacityLimits;
 pub use errors::ScriptError;
 pub use facts::{HeaderLookup, NoHeaders, RequestFacts};
-pub use fault::{Decision, Fault, FaultAction, FaultKind, FaultResponse};
+pub use fault::{Decision, Fault, FaultAction, FaultKind, FaultResponse, GrpcStatus, Pushback};
 use resolve::Phase;
 pub use spec::{
-    AttemptNumber, CapacitySpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany, PathSpec,
-    PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
+    AttemptNumber, CapacitySpec, GrpcCodeSpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany,
+    PathSpec, PhaseSpec, Probability, PushbackSpec, RespondSpec, ScriptSpec, StatusCodeSpec,
+    Weight,
 };
 
 /// The largest script accepted, in bytes: the harness's limit on a plan file

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use super::Script;
 use super::errors::ScriptError;
-use super::fault::{FaultAction, FaultKind, FaultResponse};
+use super::fault::{FaultAction, FaultKind, FaultResponse, GrpcStatus, Pushback};
 use super::pattern::Pattern;
 use super::spec::{
-    CapacitySpec, PhaseSpec, Probability, RespondSpec, ScriptSpec, StatusCodeSpec, Weight,
+    CapacitySpec, PhaseSpec, Probability, PushbackSpec, RespondSpec, ScriptSpec, StatusCodeSpec,
+    Weight,
 };
 use crate::capacity::{CapacityLimits, DEFAULT_REJECT_STATUS};
 use crate::dist::Distribution;
@@ -245,16 +246,16 @@ fn resolve_entry(at: EntryAt<'_>, spec: &RespondSpec) -> Result<Entry, ScriptErr
 
 /// The entry's kind: `fault:`, or a status fault when only `status:` is given.
 fn entry_kind(at: EntryAt<'_>, spec: &RespondSpec) -> Result<FaultKind, ScriptError> {
-    match (spec.fault, spec.status) {
+    match (spec.fault, spec.status.is_some() || spec.grpc.is_some()) {
         (Some(kind), _) => Ok(kind),
-        (None, Some(_)) => Ok(FaultKind::Status),
-        (None, None) => {
+        (None, true) => Ok(FaultKind::Status),
+        (None, false) => {
             let kinds: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
             Err(ScriptError::invalid(
                 at.label,
                 format!("respond[{}]", at.i),
                 format!(
-                    "needs `status: CODE` or `fault: KIND` ({})",
+                    "needs `status: CODE`, `grpc: CODE` or `fault: KIND` ({})",
                     kinds.join(", ")
                 ),
             ))
@@ -281,6 +282,16 @@ fn refuse_other_kinds_keys(
             spec.retry_after.is_some() && kind != FaultKind::Status,
             "retry_after",
             "status",
+        ),
+        (
+            spec.grpc.is_some() && kind != FaultKind::Status,
+            "grpc",
+            "status",
+        ),
+        (
+            spec.pushback.is_some() && spec.grpc.is_none(),
+            "pushback",
+            "grpc",
         ),
         (
             spec.body.is_some() && !status_like,
@@ -347,9 +358,17 @@ fn fault_response(
     default_status: Option<u16>,
     headers: Vec<(String, String)>,
 ) -> Result<Arc<FaultResponse>, ScriptError> {
+    let grpc = spec.grpc.map(|code| GrpcStatus {
+        code: code.get(),
+        pushback: spec.pushback.map(|p| match p {
+            PushbackSpec::After(d) => Pushback::After(d.get()),
+            PushbackSpec::Stop => Pushback::Stop,
+        }),
+    });
     let status = spec
         .status
         .map(StatusCodeSpec::get)
+        .or(grpc.map(|g| crate::wire::grpc::http_status(g.code)))
         .or(default_status)
         .ok_or_else(|| at.invalid("status", "is required for a status fault"))?;
     Ok(Arc::new(FaultResponse {
@@ -357,6 +376,7 @@ fn fault_response(
         retry_after: spec.retry_after.map(|d| d.get()),
         body: spec.body.clone(),
         headers,
+        grpc,
     }))
 }
 

@@ -141,6 +141,15 @@ pub struct RespondSpec {
     /// Sends `Retry-After` with this many seconds, rounded up (`status` faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<DurationSpec>,
+    /// A gRPC status by name (`unavailable`, `RESOURCE_EXHAUSTED`) or number: a gRPC call
+    /// is answered Trailers-Only with it, any other request with the code's HTTP status
+    /// (UNAVAILABLE 503, RESOURCE_EXHAUSTED 429, ...) unless `status` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcCodeSpec>,
+    /// gRFC A6's `grpc-retry-pushback-ms` on a gRPC fault: a duration, or `stop` (a
+    /// negative pushback: "do not retry").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushback: Option<PushbackSpec>,
     /// The response body (`status` and `truncate` faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
@@ -306,6 +315,75 @@ impl TryFrom<u16> for StatusCodeSpec {
 impl From<StatusCodeSpec> for u16 {
     fn from(s: StatusCodeSpec) -> u16 {
         s.0
+    }
+}
+
+/// A gRPC status code other than OK, by name (any case, `_` or `-`) or number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct GrpcCodeSpec(u8);
+
+impl GrpcCodeSpec {
+    /// The code, in `1..=16`.
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+impl TryFrom<String> for GrpcCodeSpec {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        match crate::wire::grpc::code_by_name(&value) {
+            Some(0) => Err(
+                "grpc: OK is no fault (a request the script does not fault is answered OK)".into(),
+            ),
+            Some(code) => Ok(GrpcCodeSpec(code)),
+            None => Err(format!(
+                "unknown gRPC status `{value}`: one of {}",
+                crate::wire::grpc::NAMES[1..]
+                    .iter()
+                    .map(|n| n.to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
+impl From<GrpcCodeSpec> for String {
+    fn from(c: GrpcCodeSpec) -> String {
+        crate::wire::grpc::label(c.0)
+    }
+}
+
+/// `pushback:` a duration (`200ms`), or `stop` for a negative pushback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub enum PushbackSpec {
+    After(DurationSpec),
+    Stop,
+}
+
+impl TryFrom<String> for PushbackSpec {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        if value.trim().eq_ignore_ascii_case("stop") {
+            return Ok(PushbackSpec::Stop);
+        }
+        crate::duration::parse_duration(&value)
+            .map(|d| PushbackSpec::After(DurationSpec::from(d)))
+            .map_err(|e| format!("pushback: {e}, or `stop` (a negative pushback: do not retry)"))
+    }
+}
+
+impl From<PushbackSpec> for String {
+    fn from(p: PushbackSpec) -> String {
+        match p {
+            PushbackSpec::Stop => "stop".into(),
+            PushbackSpec::After(d) => crate::duration::format_duration(d.get()),
+        }
     }
 }
 
@@ -551,6 +629,29 @@ impl<T: TryFrom<String, Error = String>> Visitor<'_> for StringVisitor<T> {
     }
 }
 
+/// A gRPC code as a name or a number.
+struct GrpcCodeVisitor;
+
+impl Visitor<'_> for GrpcCodeVisitor {
+    type Value = GrpcCodeSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a gRPC status code such as `unavailable` or 14")
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<GrpcCodeSpec, E> {
+        GrpcCodeSpec::try_from(value.to_string()).map_err(E::custom)
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<GrpcCodeSpec, E> {
+        self.visit_str(&value.to_string())
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<GrpcCodeSpec, E> {
+        self.visit_str(&value.to_string())
+    }
+}
+
 macro_rules! deserialize_with {
     ($ty:ty, $method:ident, $visitor:expr) => {
         impl<'de> Deserialize<'de> for $ty {
@@ -580,6 +681,12 @@ deserialize_with!(
     StatusCodeSpec,
     deserialize_u16,
     IntVisitor::<StatusCodeSpec, u16>("an HTTP status code (200..=599)", PhantomData)
+);
+deserialize_with!(GrpcCodeSpec, deserialize_any, GrpcCodeVisitor);
+deserialize_with!(
+    PushbackSpec,
+    deserialize_str,
+    StringVisitor::<PushbackSpec>("a duration such as `200ms`, or `stop`", PhantomData)
 );
 deserialize_with!(
     MethodSpec,

@@ -72,6 +72,8 @@ pub(super) struct Facts {
     key: Option<Text>,
     /// Identifies "the same request" for idempotency keys (computed only with a key).
     fingerprint: u64,
+    /// A gRPC call: a scripted gRPC fault answers it with its code.
+    pub(super) grpc: bool,
 }
 
 impl Facts {
@@ -87,6 +89,7 @@ impl Facts {
             attempt: kept.attempt,
             policy: kept.policy,
             key: kept.key,
+            grpc: kept.grpc,
         }
     }
 

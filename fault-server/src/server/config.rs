@@ -127,7 +127,13 @@ pub struct ServerConfig {
     /// (`--upstream`, a plan's `target: { upstream }`); `None`: the built-in application
     /// answers.
     pub upstream: Option<Upstream>,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` an HTTP/2 connection advertises: streams past it
+    /// wait at the client (hyper's default, 200).
+    pub max_concurrent_streams: u32,
 }
+
+/// hyper's own default for an HTTP/2 server.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
 
 /// Where the server says that its script changed.
 #[derive(Clone)]
@@ -157,6 +163,7 @@ impl Default for ServerConfig {
             script_log: None,
             judging: None,
             upstream: None,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
         }
     }
 }
@@ -190,6 +197,7 @@ impl fmt::Debug for ServerConfig {
             .field("script_log", &self.script_log.is_some())
             .field("judging", &self.judging)
             .field("upstream", &self.upstream)
+            .field("max_concurrent_streams", &self.max_concurrent_streams)
             .finish()
     }
 }

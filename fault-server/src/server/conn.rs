@@ -42,8 +42,8 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::Notify;
 use tokio::time::{Instant, MissedTickBehavior};
@@ -104,6 +104,8 @@ pub(crate) struct Limits {
     pub(crate) always_serve: fn(&str) -> bool,
     /// How long a request's body may take once its headers are in.
     pub(crate) body_timeout: Duration,
+    /// What an HTTP/2 connection advertises as `SETTINGS_MAX_CONCURRENT_STREAMS`.
+    pub(crate) max_concurrent_streams: u32,
 }
 
 impl Default for Limits {
@@ -113,6 +115,7 @@ impl Default for Limits {
             over_budget: crate::fd_limit::OVER_BUDGET,
             always_serve: |_| false,
             body_timeout: super::config::DEFAULT_BODY_TIMEOUT,
+            max_concurrent_streams: super::config::DEFAULT_MAX_CONCURRENT_STREAMS,
         }
     }
 }
@@ -392,6 +395,7 @@ pub(crate) async fn accept_loop(
         .header_read_timeout(OVER_BUDGET_HEADER_TIMEOUT)
         .keep_alive(false);
     let over = Arc::new(over);
+    let h2 = Arc::new(h2_builder(limits.max_concurrent_streams));
     let budget = Arc::new(Budget::new(limits.max_connections, limits.over_budget));
     let mut sweep = tokio::time::interval_at(Instant::now() + HEADER_SWEEP, HEADER_SWEEP);
     sweep.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -447,7 +451,10 @@ pub(crate) async fn accept_loop(
             newcomer.stream,
             stop.shutdown.child_token(),
             service.clone(),
-            Arc::clone(if within { &builder } else { &over }),
+            Builders {
+                h1: Arc::clone(if within { &builder } else { &over }),
+                h2: Arc::clone(&h2),
+            },
             connection,
         ));
     }
@@ -488,6 +495,42 @@ fn bounded_builder() -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder.max_header_size(super::config::MAX_HEADER_BYTES);
     builder
+}
+
+/// HTTP/2 with prior knowledge (h2c), as gRPC and `curl --http2-prior-knowledge` speak it.
+/// Its keep-alive pings are off: an idle connection ends by the same sweep as HTTP/1.1's.
+fn h2_builder(max_concurrent_streams: u32) -> http2::Builder<TokioExecutor> {
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(max_concurrent_streams)
+        .max_header_list_size(super::config::MAX_HEADER_BYTES as u32);
+    builder
+}
+
+/// The builders a connection is served with, by the protocol its first bytes name.
+struct Builders {
+    h1: Arc<http1::Builder>,
+    h2: Arc<http2::Builder<TokioExecutor>>,
+}
+
+/// What a client speaking HTTP/2 with prior knowledge sends first (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the connection opens with the HTTP/2 preface, read without consuming it: one
+/// `peek` per connection, never per request. `false` as soon as a byte differs, so an
+/// HTTP/1.1 request is never held back for more bytes.
+async fn opens_with_h2_preface(stream: &TcpStream) -> bool {
+    let mut seen = [0_u8; 24];
+    loop {
+        match stream.peek(&mut seen).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if seen[..n] != H2_PREFACE[..n] => return false,
+            Ok(24) => return true,
+            // A preface split across segments: peek again once more has come.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
 }
 
 /// Errors that concern one half-open connection, not the listener.
@@ -543,7 +586,7 @@ async fn serve_connection(
     stream: TcpStream,
     shutdown: CancellationToken,
     service: impl Serve,
-    builder: Arc<http1::Builder>,
+    builder: Builders,
     connection: Connection,
 ) {
     serve_until_closed(stream, shutdown, service, builder, &connection).await;
@@ -557,7 +600,7 @@ async fn serve_until_closed(
     stream: TcpStream,
     shutdown: CancellationToken,
     service: impl Serve,
-    builder: Arc<http1::Builder>,
+    builders: Builders,
     connection: &Connection,
 ) {
     let _ = stream.set_nodelay(true);
@@ -591,7 +634,30 @@ async fn serve_until_closed(
             Ok(response.await)
         }
     });
-    let served = builder.serve_connection(TokioIo::new(stream), service);
+    let h2 = tokio::select! {
+        biased;
+        () = kill.cancelled() => return,
+        h2 = opens_with_h2_preface(&stream) => h2,
+    };
+    // A kill (a `reset` or `close` fault, the budget) ends the whole connection: on
+    // HTTP/2, every stream in flight on it fails at once.
+    if h2 {
+        let served = builders.h2.serve_connection(TokioIo::new(stream), service);
+        tokio::pin!(served);
+        tokio::select! {
+            biased;
+            () = kill.cancelled() => return,
+            _ = served.as_mut() => return,
+            () = shutdown.cancelled() => served.as_mut().graceful_shutdown(),
+        }
+        tokio::select! {
+            biased;
+            () = kill.cancelled() => {}
+            _ = served.as_mut() => {}
+        }
+        return;
+    }
+    let served = builders.h1.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(served);
     tokio::select! {
         biased;

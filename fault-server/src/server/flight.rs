@@ -88,6 +88,11 @@ fn annotate(span: &mut ServerSpan, outcome: Disposition) {
         Disposition::Status(status) | Disposition::Upstream(status) => span.status(status),
         Disposition::UpstreamUnreachable | Disposition::UpstreamFailed => span.status(502),
         Disposition::UpstreamTimeout => span.status(504),
+        // A Trailers-Only answer is an HTTP 200; its gRPC status is the RPC conventions'.
+        Disposition::Grpc(code) => {
+            span.status(200);
+            span.set("rpc.grpc.status_code", i64::from(code));
+        }
         Disposition::KeyInFlight => span.status(409),
         Disposition::KeyMismatch => span.status(422),
         Disposition::Reset => span.error("reset"),

@@ -80,6 +80,26 @@ pub(crate) type Handled =
 /// faultless server about 3% of its throughput). Any other request's remaining work is
 /// boxed.
 pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
+    let grpc = view.shared.upstream.is_none()
+        && request
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|c| crate::wire::grpc::is_grpc(c.as_bytes()));
+    let handled = handle_http(view, request);
+    if !grpc {
+        return handled;
+    }
+    match handled {
+        Either::Left(answer) => ready(super::grpc::answer(answer.into_inner())),
+        Either::Right(rest) => {
+            Either::Right(Box::pin(async move { super::grpc::answer(rest.await) }))
+        }
+    }
+}
+
+/// [`handle`], answering as HTTP; a gRPC call's answer is rewritten from it
+/// ([`super::grpc`]).
+fn handle_http(view: Arc<View>, request: Request) -> Handled {
     let shared = &view.shared;
     let mut flight = InFlight::new(&view);
     let (parts, body) = request.into_parts();
@@ -215,8 +235,17 @@ pub(super) async fn proceed(
                 }
             }
             if let FaultAction::Status(response) = &fault.action {
-                flight.outcome(Disposition::Status(response.status));
-                return status_response(response, &phase_name);
+                let answer = status_response(response, &phase_name);
+                return match response.grpc {
+                    Some(status) if facts.grpc && shared.upstream.is_none() => {
+                        flight.outcome(Disposition::Grpc(status.code));
+                        super::grpc::scripted(answer, status)
+                    }
+                    _ => {
+                        flight.outcome(Disposition::Status(response.status));
+                        answer
+                    }
+                };
             }
             // Rare next to the rest and ending the connection: boxed, so the future of
             // every request does not carry its room.

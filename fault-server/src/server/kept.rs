@@ -6,8 +6,9 @@ use std::ops::Deref;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 
 use axum::http::HeaderName;
+use axum::http::header::CONTENT_TYPE;
 
-use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, POLICY, REQUEST_ID};
+use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, POLICY, REQUEST_ID, grpc};
 
 // The names read on every request, made once: a lookup by `&str` parses and checks the
 // name each time.
@@ -15,14 +16,19 @@ const REQUEST_ID_NAME: HeaderName = HeaderName::from_static(REQUEST_ID);
 const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
 const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
 const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
+const PREVIOUS_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(grpc::PREVIOUS_ATTEMPTS);
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
 pub(super) struct Kept {
     pub(super) request_id: Option<Text>,
     pub(super) policy: Option<Text>,
     pub(super) key: Option<Text>,
-    /// `x-chaos-attempt`, when it is a number.
+    /// `x-chaos-attempt`, when it is a number; for a gRPC call without it, one more
+    /// than `grpc-previous-rpc-attempts` (which a gRPC client leaves out of a first
+    /// attempt).
     pub(super) attempt: Option<u32>,
+    /// Whether the request is a gRPC call (`content-type: application/grpc`).
+    pub(super) grpc: bool,
 }
 
 /// A header value found to be UTF-8 text, kept as the value itself: a reference-counted
@@ -77,11 +83,13 @@ impl BadHeader {
 }
 
 /// Reads the headers the ledger keeps, each at most `max` bytes of UTF-8 text and a key
-/// not empty, and `x-chaos-attempt`: the first value of each, in one pass over the
+/// not empty, `x-chaos-attempt` and what makes a gRPC call (its content type and
+/// `grpc-previous-rpc-attempts`): the first value of each, in one pass over the
 /// headers (a lookup by name hashes the name and probes: four of them cost more than
 /// looking once at the few headers a request has).
 pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
     let (mut request_id, mut policy, mut key, mut attempt) = (None, None, None, None);
+    let (mut content_type, mut previous) = (None, None);
     for (name, value) in headers {
         let first = if *name == REQUEST_ID_NAME {
             &mut request_id
@@ -91,6 +99,10 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
             &mut key
         } else if *name == ATTEMPT_NAME {
             &mut attempt
+        } else if *name == CONTENT_TYPE {
+            &mut content_type
+        } else if *name == PREVIOUS_ATTEMPTS_NAME {
+            &mut previous
         } else {
             continue;
         };
@@ -120,13 +132,23 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
         }
         key => key,
     };
+    let number = |value: Option<&HeaderValue>| {
+        value
+            .and_then(|a| std::str::from_utf8(a.as_bytes()).ok())
+            .and_then(|a| a.trim().parse::<u32>().ok())
+    };
+    let grpc = content_type.is_some_and(|c| grpc::is_grpc(c.as_bytes()));
+    let attempt = match number(attempt) {
+        Some(attempt) => Some(attempt),
+        None if grpc => Some(number(previous).unwrap_or(0).saturating_add(1)),
+        None => None,
+    };
     Ok(Kept {
         request_id: read(request_id, REQUEST_ID)?,
         policy: read(policy, POLICY)?,
         key,
-        attempt: attempt
-            .and_then(|a| std::str::from_utf8(a.as_bytes()).ok())
-            .and_then(|a| a.trim().parse().ok()),
+        attempt,
+        grpc,
     })
 }
 
@@ -163,6 +185,37 @@ mod tests {
         let none = kept_headers(&headers(&[("x-chaos-attempt", b"three")]), 256)
             .expect("an attempt that is not a number is no attempt");
         assert_eq!(none.attempt, None);
+    }
+
+    #[test]
+    fn a_grpc_call_numbers_its_attempt_from_grpc_previous_rpc_attempts() {
+        let attempt = |pairs: &[(&'static str, &[u8])]| {
+            let kept = kept_headers(&headers(pairs), 256).expect("fine headers");
+            (kept.grpc, kept.attempt)
+        };
+        let grpc: (&'static str, &[u8]) = ("content-type", b"application/grpc+proto");
+        assert_eq!(attempt(&[grpc]), (true, Some(1)));
+        assert_eq!(
+            attempt(&[grpc, ("grpc-previous-rpc-attempts", b"2")]),
+            (true, Some(3))
+        );
+        assert_eq!(
+            attempt(&[
+                grpc,
+                ("grpc-previous-rpc-attempts", b"2"),
+                ("x-chaos-attempt", b"7")
+            ]),
+            (true, Some(7)),
+            "the harness's own number wins"
+        );
+        assert_eq!(
+            attempt(&[
+                ("content-type", b"application/grpcx"),
+                ("grpc-previous-rpc-attempts", b"2")
+            ]),
+            (false, None),
+            "not a gRPC call"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod config;
 mod conn;
 mod control;
 mod flight;
+mod grpc;
 mod handler;
 mod judged;
 mod kept;
@@ -46,8 +47,9 @@ use tokio_util::task::TaskTracker;
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
 pub use config::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_SHUTDOWN_GRACE,
-    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_SHUTDOWN_GRACE, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError,
+    check_token,
 };
 use state::Shared;
 pub use upstream::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
@@ -133,6 +135,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,
         body_timeout: config.body_timeout,
+        max_concurrent_streams: config.max_concurrent_streams,
     };
     let shared = Arc::new(Shared::new(config));
     let tracker = TaskTracker::new();

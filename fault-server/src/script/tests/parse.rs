@@ -154,7 +154,7 @@ fn cross_field_errors_name_the_phase_and_the_field() {
             "faults: [ { name: x, respond: [ { status: 503 }, { weight: 2 } ] } ]",
             "faults[0] \"x\"",
             "respond[1]",
-            "needs `status: CODE` or `fault: KIND`",
+            "needs `status: CODE`, `grpc: CODE` or `fault: KIND`",
         ),
         (
             "faults: [ { respond: { fault: delay } } ]",
@@ -277,4 +277,72 @@ fn size_and_depth_are_refused_before_parsing() {
         message.contains("nested 65 levels deep at line 1 column 73"),
         "{message}"
     );
+}
+
+#[test]
+fn grpc_faults_are_scripted_by_code_name() {
+    let script = Script::from_yaml_str(
+        "faults:\n  - name: down\n    respond:\n      - { grpc: unavailable }\n      - { grpc: RESOURCE_EXHAUSTED, pushback: 200ms }\n      - { grpc: 8, pushback: stop, status: 500 }\n",
+    )
+    .expect("a gRPC script");
+    let responses: Vec<_> = (0..3)
+        .map(|i| match &script.phases[0].entries[i].action {
+            crate::script::FaultAction::Status(r) => (r.status, r.grpc),
+            other => panic!("entry {i}: {other:?}"),
+        })
+        .collect();
+    use crate::script::{GrpcStatus, Pushback};
+    assert_eq!(
+        responses,
+        [
+            (
+                503,
+                Some(GrpcStatus {
+                    code: 14,
+                    pushback: None
+                })
+            ),
+            (
+                429,
+                Some(GrpcStatus {
+                    code: 8,
+                    pushback: Some(Pushback::After(std::time::Duration::from_millis(200)))
+                })
+            ),
+            (
+                500,
+                Some(GrpcStatus {
+                    code: 8,
+                    pushback: Some(Pushback::Stop)
+                })
+            ),
+        ],
+        "the HTTP status a non-gRPC client gets defaults to code.proto's mapping"
+    );
+}
+
+#[test]
+fn a_misspelt_grpc_code_or_a_stray_pushback_is_refused() {
+    let err = Script::from_yaml_str("faults: [ { respond: { grpc: unavailible } } ]")
+        .expect_err("a misspelt code");
+    let text = err.to_string();
+    assert!(text.contains("unavailible"), "{text}");
+    assert!(
+        text.contains("one of cancelled"),
+        "the names are listed: {text}"
+    );
+    for (yaml, needle) in [
+        (
+            "faults: [ { respond: { status: 503, pushback: 1s } } ]",
+            "pushback",
+        ),
+        (
+            "faults: [ { respond: { fault: reset, grpc: unavailable } } ]",
+            "grpc",
+        ),
+        ("faults: [ { respond: { grpc: 17 } } ]", "17"),
+    ] {
+        let text = Script::from_yaml_str(yaml).expect_err(yaml).to_string();
+        assert!(text.contains(needle), "{yaml}: {text}");
+    }
 }

@@ -187,6 +187,7 @@ fn retry_after_rounds_up_to_whole_seconds() {
         retry_after: Some(Duration::from_millis(ms)),
         body: None,
         headers: Vec::new(),
+        grpc: None,
     };
     assert_eq!(response(0).retry_after_secs(), Some(0));
     assert_eq!(response(1).retry_after_secs(), Some(1));
