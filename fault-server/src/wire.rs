@@ -327,6 +327,17 @@ pub mod grpc {
             .map_or_else(|| format!("code_{code}"), |n| n.to_ascii_lowercase())
     }
 
+    /// A `grpc-retry-pushback-ms` value as gRFC A6 reads it: a non-negative whole number of
+    /// milliseconds is how long to wait before the retry; anything else (negative,
+    /// malformed) means "do not retry" (`None`).
+    pub fn pushback(value: &[u8]) -> Option<std::time::Duration> {
+        let text = std::str::from_utf8(value).ok()?;
+        text.trim()
+            .parse::<u64>()
+            .ok()
+            .map(std::time::Duration::from_millis)
+    }
+
     /// The code a gRPC client makes of an HTTP answer without `grpc-status` (grpc
     /// `doc/http-grpc-status-mapping.md`): what a gRPC call answered by an HTTP error
     /// (over capacity, a bad body) is told.
@@ -358,6 +369,69 @@ pub mod grpc {
             14 => 503,
             16 => 401,
             _ => 500,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use std::time::Duration;
+
+        #[test]
+        fn grpc_content_types_and_only_those() {
+            for ct in [
+                "application/grpc",
+                "application/grpc+proto",
+                "Application/GRPC;x=1",
+            ] {
+                assert!(is_grpc(ct.as_bytes()), "{ct}");
+            }
+            for ct in [
+                "application/grpc-web",
+                "application/json",
+                "application/grp",
+                "",
+            ] {
+                assert!(!is_grpc(ct.as_bytes()), "{ct}");
+            }
+        }
+
+        #[test]
+        fn pushback_is_a_whole_number_of_milliseconds_or_do_not_retry() {
+            assert_eq!(pushback(b"0"), Some(Duration::ZERO));
+            assert_eq!(pushback(b"300"), Some(Duration::from_millis(300)));
+            assert_eq!(pushback(b" 7 "), Some(Duration::from_millis(7)));
+            for stop in [&b"-1"[..], b"1.5", b"soon", b"", b"\xff"] {
+                assert_eq!(pushback(stop), None, "{stop:?}");
+            }
+        }
+
+        #[test]
+        fn codes_by_name_number_and_label_round_trip() {
+            for (n, name) in NAMES.iter().enumerate() {
+                let code = n as u8;
+                assert_eq!(code_by_name(name), Some(code));
+                assert_eq!(
+                    code_by_name(&name.to_ascii_lowercase().replace('_', "-")),
+                    Some(code)
+                );
+                assert_eq!(code_by_name(&n.to_string()), Some(code));
+                assert_eq!(label(code), name.to_ascii_lowercase());
+            }
+            assert_eq!(code_by_name("17"), None);
+            assert_eq!(code_by_name("unavailabl"), None);
+            assert_eq!(label(99), "code_99");
+        }
+
+        #[test]
+        fn http_statuses_map_as_grpc_documents_them() {
+            assert_eq!(code_of_http_status(503), 14);
+            assert_eq!(code_of_http_status(429), 14);
+            assert_eq!(code_of_http_status(404), 12);
+            assert_eq!(code_of_http_status(500), 2);
+            assert_eq!(http_status(14), 503);
+            assert_eq!(http_status(8), 429);
+            assert_eq!(http_status(0), 200);
         }
     }
 }
