@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use chaos_policy::{Attempt, Outcome, ResetPhase};
-use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use chaos_policy::{Attempt, Hints, Outcome, ResetPhase, Unprocessed};
+use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, TE};
 use hyper::{Method, Request, Uri};
 
 use fault_server::wire;
@@ -47,6 +47,12 @@ pub struct Prepared {
     headers: Vec<(HeaderName, HeaderValue)>,
     body: Option<Bytes>,
     idempotency_key: bool,
+    /// A gRPC unary call: its body framed as one message, its answer read for
+    /// `grpc-status`.
+    grpc: bool,
+    /// Over HTTP/2 the request target is absolute (`:scheme` and `:authority` come from
+    /// it) and there is no `Host`.
+    http2: bool,
 }
 
 /// Why no attempt of a request kind can be built: what the plan's checks should have
@@ -60,7 +66,13 @@ pub struct Unbuildable {
 }
 
 impl Prepared {
-    pub fn new(base_url: &str, kind: &RequestKind, policy: &str) -> Result<Prepared, Unbuildable> {
+    /// How every attempt of `kind` is sent to `base_url` over `protocol`.
+    pub fn new(
+        base_url: &str,
+        kind: &RequestKind,
+        policy: &str,
+        protocol: crate::plan::Protocol,
+    ) -> Result<Prepared, Unbuildable> {
         let unbuildable = |why: String| Unbuildable {
             kind: kind.name.clone(),
             why,
@@ -69,14 +81,6 @@ impl Prepared {
         let prefix = base
             .as_ref()
             .map_or("", |url| url.path().trim_end_matches('/'));
-        let path = format!("{prefix}{}", kind.path);
-        let fixed = match kind.path.contains("{n}") {
-            true => None,
-            false => Some(
-                Uri::try_from(path.as_str())
-                    .map_err(|e| unbuildable(format!("`{path}` is not a request target: {e}")))?,
-            ),
-        };
         let host = base.as_ref().and_then(|url| {
             let host = url.host_str()?;
             let host = match url.port() {
@@ -87,6 +91,22 @@ impl Prepared {
         });
         let host =
             host.ok_or_else(|| unbuildable(format!("`{base_url}` names no host to send to")))?;
+        let http2 = protocol.is_http2();
+        let path = match http2 {
+            true => format!(
+                "http://{}{prefix}{}",
+                host.to_str().unwrap_or_default(),
+                kind.path
+            ),
+            false => format!("{prefix}{}", kind.path),
+        };
+        let fixed = match kind.path.contains("{n}") {
+            true => None,
+            false => Some(
+                Uri::try_from(path.as_str())
+                    .map_err(|e| unbuildable(format!("`{path}` is not a request target: {e}")))?,
+            ),
+        };
         let mut headers = Vec::new();
         for (name, value) in &kind.headers {
             match (
@@ -108,8 +128,13 @@ impl Prepared {
                 unbuildable(format!("policy name `{policy}` cannot be sent in a header"))
             })?,
             headers,
-            body: kind.body.clone().map(Bytes::from),
+            body: match kind.rpc {
+                Some(_) => Some(grpc_message(kind.body.as_deref().unwrap_or_default())),
+                None => kind.body.clone().map(Bytes::from),
+            },
             idempotency_key: kind.idempotency_key,
+            grpc: kind.rpc.is_some(),
+            http2,
         })
     }
 
@@ -126,7 +151,9 @@ impl Prepared {
             }
         };
         let mut headers = HeaderMap::with_capacity(8);
-        headers.insert(HOST, self.host.clone());
+        if !self.http2 {
+            headers.insert(HOST, self.host.clone());
+        }
         // Ids are the policy's name and a number, and the plan refuses a name that cannot
         // be sent in a header.
         let id = HeaderValue::from_str(spec.id).ok()?;
@@ -149,6 +176,14 @@ impl Prepared {
             );
         }
         let body = match &self.body {
+            Some(body) if self.grpc => {
+                headers.insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static(wire::grpc::CONTENT_TYPE),
+                );
+                headers.insert(TE, HeaderValue::from_static("trailers"));
+                pool::Body::new(body.clone())
+            }
             Some(body) => {
                 headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 pool::Body::new(body.clone())
@@ -161,6 +196,17 @@ impl Prepared {
         *request.headers_mut() = headers;
         Some(request)
     }
+}
+
+/// A gRPC message as it goes on the wire: not compressed (0), its length (4 bytes, big
+/// endian), the bytes.
+fn grpc_message(message: &str) -> Bytes {
+    let len = u32::try_from(message.len()).unwrap_or(u32::MAX);
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0);
+    framed.extend_from_slice(&len.to_be_bytes());
+    framed.extend_from_slice(message.as_bytes());
+    Bytes::from(framed)
 }
 
 /// What the engine needs to send one attempt of a logical request.
@@ -187,6 +233,8 @@ pub struct Answer {
     pub duplicate: bool,
     /// The answer came from a relay tier that gave up (`x-chaos-no-retry`).
     pub no_retry: bool,
+    /// A gRPC server's pushback said not to retry (negative or malformed, gRFC A6).
+    pub stop: bool,
 }
 
 impl Answer {
@@ -197,6 +245,16 @@ impl Answer {
             retry_after: None,
             duplicate: false,
             no_retry: false,
+            stop: false,
+        }
+    }
+
+    /// What the answer tells the policy beside its outcome.
+    pub fn hints(&self) -> Hints {
+        Hints {
+            retry_after: self.retry_after,
+            no_retry: self.no_retry,
+            stop: self.stop,
         }
     }
 }
@@ -311,19 +369,48 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
         let duplicated = headers.contains_key(DUPLICATE);
         duplicate.store(duplicated, Ordering::Relaxed);
         let no_retry = headers.contains_key(NO_RETRY);
+        // A Trailers-Only answer's status is in its headers, and its trailers are none.
+        let head_status = spec.kind.grpc.then(|| GrpcStatus::of(headers)).flatten();
         match answering.finish().await {
-            Ok(()) => Answer {
+            Ok(trailers) if spec.kind.grpc => {
+                let grpc = head_status.or_else(|| trailers.as_ref().and_then(GrpcStatus::of));
+                match grpc {
+                    Some(grpc) => Answer {
+                        outcome: Outcome::Grpc(grpc.code),
+                        retry_after: grpc.pushback.flatten(),
+                        duplicate: duplicated,
+                        no_retry,
+                        stop: grpc.pushback == Some(None),
+                    },
+                    // No gRPC status: an intermediary's HTTP answer, which a gRPC client
+                    // reads by its status (gRPC's http-grpc-status-mapping), or a 200
+                    // without one, UNKNOWN.
+                    None if status != 200 => Answer {
+                        outcome: Outcome::Status(status),
+                        retry_after,
+                        duplicate: duplicated,
+                        no_retry,
+                        stop: false,
+                    },
+                    None => Answer {
+                        outcome: Outcome::Grpc(GRPC_UNKNOWN),
+                        duplicate: duplicated,
+                        ..Answer::of(Outcome::Grpc(GRPC_UNKNOWN))
+                    },
+                }
+            }
+            Ok(_) => Answer {
                 outcome: Outcome::Status(status),
                 retry_after,
                 duplicate: duplicated,
                 no_retry,
+                stop: false,
             },
             // The status line and headers came; the body did not, in full.
             Err(_) => Answer {
                 outcome: Outcome::TruncatedBody,
-                retry_after: None,
                 duplicate: duplicated,
-                no_retry: false,
+                ..Answer::of(Outcome::TruncatedBody)
             },
         }
     };
@@ -333,13 +420,41 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
     match tokio::time::timeout(timeout, exchange).await {
         Ok(answer) => answer,
         Err(_) if handed.load(Ordering::Relaxed) => Answer {
-            outcome: Outcome::AttemptTimeout,
-            retry_after: None,
             duplicate: duplicate.load(Ordering::Relaxed),
-            no_retry: false,
+            ..Answer::of(Outcome::AttemptTimeout)
         },
         // Still waiting for a connection: nothing of it was written.
         Err(_) => Answer::of(Outcome::ConnectTimeout),
+    }
+}
+
+const GRPC_UNKNOWN: u8 = 2;
+const GRPC_STATUS: HeaderName = HeaderName::from_static(wire::grpc::STATUS);
+const GRPC_PUSHBACK: HeaderName = HeaderName::from_static(wire::grpc::PUSHBACK);
+
+/// A gRPC call's status as its headers or trailers carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct GrpcStatus {
+    code: u8,
+    /// `grpc-retry-pushback-ms`: absent, a wait, or `Some(None)`: do not retry.
+    pushback: Option<Option<Duration>>,
+}
+
+impl GrpcStatus {
+    fn of(headers: &HeaderMap) -> Option<GrpcStatus> {
+        let code = headers
+            .get(GRPC_STATUS)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse::<u8>();
+        Some(GrpcStatus {
+            // A status that is not a code is one the client cannot read: UNKNOWN.
+            code: code.ok().filter(|c| *c <= 16).unwrap_or(GRPC_UNKNOWN),
+            pushback: headers
+                .get(GRPC_PUSHBACK)
+                .map(|v| wire::grpc::pushback(v.as_bytes())),
+        })
     }
 }
 
@@ -379,6 +494,9 @@ pub fn classify_failure(failure: &Failure) -> Outcome {
 
 /// An attempt that failed on a connection it was handed to, by its error's source chain.
 fn classify_wire(error: &(dyn StdError + 'static)) -> Outcome {
+    if let Some(unprocessed) = unprocessed_stream(error) {
+        return Outcome::Unprocessed(unprocessed);
+    }
     let io_kind = io_kind(error);
     match io_kind {
         Some(io::ErrorKind::ConnectionRefused) => return Outcome::ConnectRefused,
@@ -394,6 +512,25 @@ fn classify_wire(error: &(dyn StdError + 'static)) -> Outcome {
         return Outcome::Closed;
     }
     Outcome::Reset(ResetPhase::Unknown)
+}
+
+/// An HTTP/2 stream the server says it never processed (RFC 9113 §8.7): reset with
+/// `REFUSED_STREAM`, or above the last stream id of a GOAWAY it sent.
+fn unprocessed_stream(error: &(dyn StdError + 'static)) -> Option<Unprocessed> {
+    let mut source: Option<&(dyn StdError + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            if h2.reason() == Some(h2::Reason::REFUSED_STREAM) && h2.is_remote() {
+                return Some(Unprocessed::RefusedStream);
+            }
+            if h2.is_go_away() && h2.is_remote() {
+                return Some(Unprocessed::GoAway);
+            }
+            return None;
+        }
+        source = e.source();
+    }
+    None
 }
 
 fn io_kind(error: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
@@ -423,6 +560,7 @@ mod tests {
     #[test]
     fn a_kind_that_cannot_be_sent_is_named_not_counted_as_refused() {
         let kind = RequestKind {
+            rpc: None,
             name: "odd".to_owned(),
             method: "GET".to_owned(),
             path: "/a b".to_owned(),
@@ -432,7 +570,8 @@ mod tests {
             headers: Default::default(),
             idempotency_key: false,
         };
-        let e = Prepared::new("http://127.0.0.1:1", &kind, "p").expect_err("a space");
+        let e = Prepared::new("http://127.0.0.1:1", &kind, "p", Default::default())
+            .expect_err("a space");
         assert_eq!(e.kind, "odd");
         assert!(
             e.to_string()
@@ -448,7 +587,8 @@ mod tests {
             headers,
             ..kind
         };
-        let e = Prepared::new("http://127.0.0.1:1", &kind, "p").expect_err("a bad header");
+        let e = Prepared::new("http://127.0.0.1:1", &kind, "p", Default::default())
+            .expect_err("a bad header");
         assert!(e.why.contains("header `bad name`"), "{e}");
     }
 

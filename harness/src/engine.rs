@@ -217,7 +217,11 @@ where
         .max_connections
         .unwrap_or(plan.load.max_in_flight)
         .min(1024);
-    let http = Pool::new(&config.base_url, pooled as usize)?;
+    // Over HTTP/2, `max_connections` is how many connections attempts are multiplexed
+    // over, not a cap on attempts in flight.
+    let http2 = plan.load.protocol.is_http2();
+    let multiplexed = http2.then(|| plan.load.max_connections.unwrap_or(1) as usize);
+    let http = Pool::new(&config.base_url, pooled as usize, multiplexed)?;
     let start = Instant::now();
     let telemetry = config
         .telemetry
@@ -235,12 +239,22 @@ where
             .load
             .requests
             .iter()
-            .map(|kind| attempt::Prepared::new(&config.base_url, kind, &config.policy.name))
+            .map(|kind| {
+                attempt::Prepared::new(
+                    &config.base_url,
+                    kind,
+                    &config.policy.name,
+                    plan.load.protocol,
+                )
+            })
             .collect::<Result<_, _>>()?,
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http,
-        connections: plan.load.max_connections.map(Connections::new),
+        connections: match http2 {
+            true => None,
+            false => plan.load.max_connections.map(Connections::new),
+        },
         plan: Arc::clone(&plan),
         seed: plan.seed,
         refusing_since: AtomicU64::new(0),

@@ -1,5 +1,6 @@
-//! The engine's own HTTP/1.1 client: a pool of hyper connections to the one target a run
-//! sends to.
+//! The engine's own HTTP client: a pool of hyper connections to the one target a run
+//! sends to; over HTTP/2, a fixed number of connections every attempt is multiplexed
+//! over, as a gRPC channel keeps them.
 //!
 //! Why not a general client: the engine sends to one origin over plain HTTP, and what it
 //! must know of every attempt is exact: was it written or not. A general pool races a new
@@ -11,6 +12,12 @@
 //! attempt what a general client pays for (its connector stack cloned, the URL parsed
 //! again, a task to watch each connection come free): the harness's CPU per request is
 //! what `just bench` holds against oha's.
+//!
+//! Over HTTP/2 (h2c, prior knowledge) there is no pool to choose from: attempts are dealt
+//! round-robin over the connections, each made on first use and made again once it has
+//! closed (a GOAWAY, a reset). An attempt beyond the server's
+//! `SETTINGS_MAX_CONCURRENT_STREAMS` waits in hyper for a stream, on the wire already as
+//! far as the pool can tell.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -20,8 +27,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::{Request, body::Incoming};
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::http2;
+use hyper::{HeaderMap, Request, body::Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
 /// How long a new connection may take before the attempt it is for gives up.
@@ -45,6 +53,15 @@ struct Inner {
     /// Connections with nothing on them, the most recently used last.
     idle: Mutex<Vec<(SendRequest<Body>, Instant)>>,
     max_idle: usize,
+    /// Over HTTP/2: the connections, and the one the next attempt goes on.
+    h2: Option<Multiplexed>,
+}
+
+/// HTTP/2 connections, each `None` until first used and after it closed. An async lock:
+/// attempts that find a connection being made wait for it rather than make another.
+struct Multiplexed {
+    connections: Vec<tokio::sync::Mutex<Option<http2::SendRequest<Body>>>>,
+    next: std::sync::atomic::AtomicUsize,
 }
 
 enum Address {
@@ -94,26 +111,38 @@ pub enum Failure {
 pub struct Answering<'p> {
     pub head: hyper::http::response::Parts,
     body: Incoming,
-    connection: SendRequest<Body>,
+    /// An HTTP/1.1 connection, to give back; an HTTP/2 one is never taken.
+    connection: Option<SendRequest<Body>>,
     pool: &'p Pool,
 }
 
 impl Answering<'_> {
-    /// Reads the body to its end (and drops it); an error is the connection's, which
-    /// failed before the whole body came.
-    pub async fn finish(mut self) -> Result<(), hyper::Error> {
+    /// Reads the body to its end (and drops it), and gives its trailers (a gRPC call's
+    /// status); an error is the connection's or the stream's, which failed before the
+    /// whole body came.
+    pub async fn finish(mut self) -> Result<Option<HeaderMap>, hyper::Error> {
+        let mut trailers = None;
         while let Some(frame) = self.body.frame().await {
-            frame?;
+            if let Ok(t) = frame?.into_trailers() {
+                trailers = Some(t);
+            }
         }
-        self.pool.give_back(self.connection);
-        Ok(())
+        if let Some(connection) = self.connection {
+            self.pool.give_back(connection);
+        }
+        Ok(trailers)
     }
 }
 
 impl Pool {
     /// A pool for `base_url` (`http://host[:port][/prefix]`) that keeps at most
-    /// `max_idle` idle connections.
-    pub fn new(base_url: &str, max_idle: usize) -> Result<Pool, BadTarget> {
+    /// `max_idle` idle connections; with `multiplexed: Some(n)`, `n` HTTP/2 connections
+    /// instead.
+    pub fn new(
+        base_url: &str,
+        max_idle: usize,
+        multiplexed: Option<usize>,
+    ) -> Result<Pool, BadTarget> {
         let bad = |why: String| BadTarget {
             url: base_url.to_owned(),
             why,
@@ -135,10 +164,17 @@ impl Pool {
             Ok(ip) => Address::Ip(SocketAddr::new(ip, port)),
             Err(_) => Address::Name(host.to_owned(), port),
         };
+        let h2 = multiplexed.map(|n| Multiplexed {
+            connections: (0..n.max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        });
         Ok(Pool(Arc::new(Inner {
             at,
             idle: Mutex::new(Vec::new()),
             max_idle,
+            h2,
         })))
     }
 
@@ -151,6 +187,9 @@ impl Pool {
         stage: &(dyn Fn(Stage) + Sync),
     ) -> Result<Answering<'_>, Failure> {
         stage(Stage::Connecting);
+        if let Some(h2) = &self.0.h2 {
+            return self.send_multiplexed(h2, request, stage).await;
+        }
         let mut fresh = false;
         loop {
             let mut connection = match self.idle_connection().await {
@@ -171,12 +210,64 @@ impl Pool {
                     return Ok(Answering {
                         head,
                         body,
-                        connection,
+                        connection: Some(connection),
                         pool: self,
                     });
                 }
                 Err(mut error) => match error.take_message() {
                     // Never written: the connection closed first. Another takes it.
+                    Some(unsent) => {
+                        stage(Stage::Connecting);
+                        request = unsent;
+                    }
+                    None => return Err(Failure::Wire(error.into_error())),
+                },
+            }
+        }
+    }
+
+    /// [`Pool::send`] over HTTP/2: on the next connection round-robin, made if it is not
+    /// open; a request the connection closed before taking goes on a new one, once.
+    async fn send_multiplexed(
+        &self,
+        h2: &Multiplexed,
+        mut request: Request<Body>,
+        stage: &(dyn Fn(Stage) + Sync),
+    ) -> Result<Answering<'_>, Failure> {
+        let at = h2.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let slot = &h2.connections[at % h2.connections.len()];
+        let mut fresh = false;
+        loop {
+            let mut connection = {
+                let mut open = slot.lock().await;
+                match open.as_ref().filter(|c| !c.is_closed()) {
+                    Some(connection) => connection.clone(),
+                    None if fresh => {
+                        return Err(Failure::Connect(io::ErrorKind::ConnectionAborted.into()));
+                    }
+                    None => {
+                        fresh = true;
+                        let connection = self.connect_h2().await?;
+                        *open = Some(connection.clone());
+                        connection
+                    }
+                }
+            };
+            if connection.ready().await.is_err() {
+                continue;
+            }
+            stage(Stage::Handed);
+            match connection.try_send_request(request).await {
+                Ok(response) => {
+                    let (head, body) = response.into_parts();
+                    return Ok(Answering {
+                        head,
+                        body,
+                        connection: None,
+                        pool: self,
+                    });
+                }
+                Err(mut error) => match error.take_message() {
                     Some(unsent) => {
                         stage(Stage::Connecting);
                         request = unsent;
@@ -216,6 +307,33 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<SendRequest<Body>, Failure> {
+        let stream = self.tcp().await?;
+        let (connection, driver) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| Failure::Connect(io::Error::other(e)))?;
+        // The connection's own task: it ends when the connection closes or the pool lets
+        // go of it. Its error, if any, reaches the request it was writing or reading.
+        tokio::spawn(async move {
+            let _ = driver.await;
+        });
+        Ok(connection)
+    }
+
+    /// A new HTTP/2 connection, by prior knowledge: the preface, then SETTINGS.
+    async fn connect_h2(&self) -> Result<http2::SendRequest<Body>, Failure> {
+        let stream = self.tcp().await?;
+        let handshake = http2::Builder::new(TokioExecutor::new()).handshake(TokioIo::new(stream));
+        let (connection, driver) = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+            .await
+            .map_err(|_| Failure::ConnectTimeout)?
+            .map_err(|e| Failure::Connect(io::Error::other(e)))?;
+        tokio::spawn(async move {
+            let _ = driver.await;
+        });
+        Ok(connection)
+    }
+
+    async fn tcp(&self) -> Result<TcpStream, Failure> {
         let connect = async {
             match &self.0.at {
                 Address::Ip(addr) => TcpStream::connect(addr).await,
@@ -227,15 +345,7 @@ impl Pool {
             .map_err(|_| Failure::ConnectTimeout)?
             .map_err(Failure::Connect)?;
         stream.set_nodelay(true).map_err(Failure::Connect)?;
-        let (connection, driver) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| Failure::Connect(io::Error::other(e)))?;
-        // The connection's own task: it ends when the connection closes or the pool lets
-        // go of it. Its error, if any, reaches the request it was writing or reading.
-        tokio::spawn(async move {
-            let _ = driver.await;
-        });
-        Ok(connection)
+        Ok(stream)
     }
 
     fn idle(&self) -> MutexGuard<'_, Vec<(SendRequest<Body>, Instant)>> {

@@ -148,6 +148,7 @@ mod tests {
 
     fn load(arrivals: Arrivals, profile: Vec<Segment>) -> Load {
         let kind = |name: &str, weight| RequestKind {
+            rpc: None,
             name: name.into(),
             method: "GET".into(),
             path: "/".into(),
@@ -162,6 +163,7 @@ mod tests {
             profile,
             max_in_flight: 10,
             max_connections: None,
+            protocol: Default::default(),
             requests: vec![kind("a", 3.0), kind("b", 1.0)],
         }
     }

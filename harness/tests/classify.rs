@@ -17,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 fn kind() -> RequestKind {
     RequestKind {
+        rpc: None,
         name: "r".into(),
         method: "GET".into(),
         path: "/x".into(),
@@ -30,9 +31,9 @@ fn kind() -> RequestKind {
 
 /// What one attempt to `addr` produces, with an attempt timeout of 300 ms.
 async fn outcome(addr: SocketAddr) -> Outcome {
-    let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
-    let kind =
-        attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t").expect("a buildable kind");
+    let pool = Pool::new(&format!("http://{addr}"), 1, None).expect("pool");
+    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t", Default::default())
+        .expect("a buildable kind");
     let spec = AttemptSpec {
         kind: &kind,
         id: "t-0000001",
@@ -167,9 +168,9 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
             .await;
     })
     .await;
-    let pool = Pool::new(&format!("http://{addr}"), 1).expect("pool");
-    let kind =
-        attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t").expect("a buildable kind");
+    let pool = Pool::new(&format!("http://{addr}"), 1, None).expect("pool");
+    let kind = attempt::Prepared::new(&format!("http://{addr}"), &kind(), "t", Default::default())
+        .expect("a buildable kind");
     let answer = attempt::send(
         &pool,
         AttemptSpec {

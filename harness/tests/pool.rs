@@ -56,6 +56,7 @@ async fn server(per_connection: usize) -> (SocketAddr, Arc<AtomicUsize>) {
 
 fn kind() -> RequestKind {
     RequestKind {
+        rpc: None,
         name: "r".into(),
         method: "GET".into(),
         path: "/items/{n}".into(),
@@ -71,10 +72,10 @@ fn kind() -> RequestKind {
 /// prepared for it.
 fn client(addr: SocketAddr, max_idle: usize) -> (Pool, Prepared) {
     let url = format!("http://{addr}");
-    let pool = Pool::new(&url, max_idle).expect("pool");
+    let pool = Pool::new(&url, max_idle, None).expect("pool");
     (
         pool,
-        Prepared::new(&url, &kind(), "t").expect("a buildable kind"),
+        Prepared::new(&url, &kind(), "t", Default::default()).expect("a buildable kind"),
     )
 }
 
@@ -139,6 +140,6 @@ async fn concurrent_attempts_make_as_many_connections_as_are_busy_at_once_and_ke
 
 #[test]
 fn a_target_that_is_not_plain_http_is_refused() {
-    let error = Pool::new("https://127.0.0.1:1", 1).expect_err("https");
+    let error = Pool::new("https://127.0.0.1:1", 1, None).expect_err("https");
     assert!(error.to_string().contains("only http://"), "{error}");
 }

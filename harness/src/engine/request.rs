@@ -125,6 +125,7 @@ impl<'a> Request<'a> {
                     method: &kind.method,
                     route: &kind.path,
                     request_id: id,
+                    rpc: kind.rpc.as_ref(),
                 },
             )
         });
@@ -236,14 +237,7 @@ impl<'a> Request<'a> {
             &mut self.trace,
             &mut self.session,
             |client, session, now| {
-                client.on_answer(
-                    session,
-                    now,
-                    answer.outcome,
-                    answer.retry_after,
-                    answer.no_retry,
-                    rng,
-                )
+                client.on_hinted(session, now, answer.outcome, answer.hints(), rng)
             },
         )
     }
@@ -415,6 +409,9 @@ fn duration_attributes(traced: &Traced, kind: &RequestKind, outcome: Outcome) ->
             if code >= 400 {
                 attributes.push(KeyValue::new("error.type", code.to_string()));
             }
+        }
+        Outcome::Grpc(code) => {
+            attributes.push(KeyValue::new("rpc.grpc.status_code", i64::from(code)));
         }
         other => attributes.push(KeyValue::new("error.type", other.kind())),
     }

@@ -99,6 +99,7 @@ mod tests {
             outcome,
             retry_after: None,
             no_retry,
+            stop: false,
         })
     }
 

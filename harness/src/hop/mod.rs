@@ -42,6 +42,8 @@ pub struct Reply {
     pub retry_after: Option<Duration>,
     /// `x-chaos-no-retry`: the hop below gave up.
     pub no_retry: bool,
+    /// A gRPC pushback that says not to retry (gRFC A6).
+    pub stop: bool,
 }
 
 impl Reply {
@@ -51,6 +53,16 @@ impl Reply {
             outcome,
             retry_after: None,
             no_retry: false,
+            stop: false,
+        }
+    }
+
+    /// What the answer tells the policy beside its outcome.
+    pub fn hints(&self) -> chaos_policy::Hints {
+        chaos_policy::Hints {
+            retry_after: self.retry_after,
+            no_retry: self.no_retry,
+            stop: self.stop,
         }
     }
 }
@@ -308,14 +320,9 @@ impl Tier {
             .session
             .as_mut()
             .expect("an answer comes only to a started request");
-        let action = self.client.on_answer(
-            session,
-            now,
-            reply.outcome,
-            reply.retry_after,
-            reply.no_retry,
-            rng,
-        );
+        let action = self
+            .client
+            .on_hinted(session, now, reply.outcome, reply.hints(), rng);
         self.step(r, now, action, id)
     }
 

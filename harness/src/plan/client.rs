@@ -44,6 +44,7 @@ pub(super) fn load(duration: Duration) -> Load {
         }],
         max_in_flight: 1,
         max_connections: None,
+        protocol: Default::default(),
         requests: Vec::new(),
     }
 }
@@ -60,7 +61,7 @@ pub(super) fn resolve(
         name: name.clone(),
         ..spec.expect.unwrap_or_default()
     };
-    let mut resolved = policy::resolve(vec![policy], &[], dir).map_err(|mut f| {
+    let mut resolved = policy::resolve(vec![policy], &[], dir, false).map_err(|mut f| {
         // Its errors name `policies[0]`; the plan wrote `client.expect`.
         f.path
             .splice(0..2, [Seg::Key("client"), Seg::Key("expect")]);

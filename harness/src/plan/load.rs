@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::error::{Found, found};
 use super::locate::Seg;
-use super::model::{Arrivals, Load, Numbers, RequestKind, Segment};
+use super::model::{Arrivals, Load, Numbers, Protocol, RequestKind, Rpc, Segment};
 use super::spec::{ArrivalsSpec, LoadSpec, RequestSpec};
 
 const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
@@ -17,6 +17,7 @@ pub(super) fn resolve(
     load: &LoadSpec,
     profile: Option<Vec<Segment>>,
     duration: Duration,
+    protocol: Protocol,
 ) -> Result<Load, Found> {
     use Seg::Key;
     let profile = match profile {
@@ -52,7 +53,7 @@ pub(super) fn resolve(
         )
         .hint("omit it (a connection per attempt in flight) or give the most connections the client may open, e.g. 50"));
     }
-    let requests = requests(load)?;
+    let requests = requests(load, protocol)?;
     Ok(Load {
         arrivals: match load.arrivals {
             Some(ArrivalsSpec::Uniform) => Arrivals::Uniform,
@@ -61,6 +62,7 @@ pub(super) fn resolve(
         profile,
         max_in_flight: load.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT).max(1),
         max_connections: load.max_connections,
+        protocol,
         requests,
     })
 }
@@ -102,7 +104,7 @@ pub(super) fn profile(load: &LoadSpec) -> Result<(Option<Vec<Segment>>, Option<D
     Ok((Some(segments), Some(total)))
 }
 
-fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
+fn requests(load: &LoadSpec, protocol: Protocol) -> Result<Vec<RequestKind>, Found> {
     use Seg::Key;
     if load.requests.is_empty() {
         return Err(found(
@@ -113,7 +115,7 @@ fn requests(load: &LoadSpec) -> Result<Vec<RequestKind>, Found> {
     }
     let mut kinds = Vec::new();
     for (i, r) in load.requests.iter().enumerate() {
-        kinds.push(request_kind(i, r, &load.requests[..i])?);
+        kinds.push(request_kind(i, r, &load.requests[..i], protocol)?);
     }
     if kinds.iter().all(|k| k.weight == 0.0) {
         return Err(found(
@@ -131,8 +133,30 @@ fn request_at(i: usize, key: &'static str) -> Vec<Seg> {
 }
 
 /// Request kind `i`, named unlike the `earlier` ones.
-fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<RequestKind, Found> {
+fn request_kind(
+    i: usize,
+    r: &RequestSpec,
+    earlier: &[RequestSpec],
+    protocol: Protocol,
+) -> Result<RequestKind, Found> {
     let at = |key| request_at(i, key);
+    if protocol == Protocol::Grpc {
+        return rpc_kind(i, r, earlier);
+    }
+    if r.service.is_some() {
+        return Err(found(
+            at("service"),
+            "`service` names a gRPC service, and the target speaks HTTP",
+        )
+        .hint("say `protocol: grpc` under `target:` for gRPC calls, or give a `path`"));
+    }
+    let Some(path) = r.path.as_deref() else {
+        return Err(found(
+            request_at(i, "name"),
+            format!("request `{}` has no `path`", r.name),
+        )
+        .hint("e.g. `- { name: read, method: GET, path: \"/items/{n}\" }`"));
+    };
     let method = r
         .method
         .clone()
@@ -144,46 +168,125 @@ fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<Re
             format!("`{method}` is not an HTTP method"),
         ));
     }
-    if !r.path.starts_with('/') {
+    if !path.starts_with('/') {
         return Err(
-            found(at("path"), format!("path `{}` must start with `/`", r.path))
+            found(at("path"), format!("path `{path}` must start with `/`"))
                 .hint("paths are relative to the target, e.g. `/items/{n}`"),
         );
     }
-    let n = numbers(i, r)?;
-    if let Some(why) = not_a_request_target(&r.path, &n.longest()) {
-        return Err(found(at("path"), format!("path `{}` {why}", shorten(&r.path)))
+    let n = numbers(i, r, path)?;
+    if let Some(why) = not_a_request_target(path, &n.longest()) {
+        return Err(found(at("path"), format!("path `{}` {why}", shorten(path)))
             .hint("write the path as it goes on the request line: percent-encode spaces and other reserved bytes (`%20`), e.g. `/items/{n}?q=a%20b`"));
     }
-    if is_control_path(&r.path) {
+    if is_control_path(path) {
         return Err(found(
             at("path"),
             format!(
-                "`{}` is the fault-server's own endpoint: never faulted, never in the ledger",
-                r.path
+                "`{path}` is the fault-server's own endpoint: never faulted, never in the ledger"
             ),
         )
         .hint("load paths are the service's, e.g. `/items/{n}`"));
     }
+    let weight = name_and_weight(i, r, earlier)?;
+    check_headers(i, &r.headers)?;
+    Ok(RequestKind {
+        rpc: None,
+        name: r.name.clone(),
+        method,
+        path: path.to_owned(),
+        n,
+        weight,
+        body: r.body.clone(),
+        headers: r.headers.clone(),
+        idempotency_key: r.idempotency_key,
+    })
+}
+
+/// The name (not empty, not used by the `earlier` kinds) and weight of request kind `i`.
+fn name_and_weight(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<f64, Found> {
     if r.name.trim().is_empty() || earlier.iter().any(|q| q.name == r.name) {
         return Err(found(
-            at("name"),
+            request_at(i, "name"),
             format!("request name `{}` is empty or used twice", r.name),
         ));
     }
     let weight = r.weight.unwrap_or(1.0);
     if !(weight.is_finite() && (0.0..=1e9).contains(&weight)) {
         return Err(found(
-            at("weight"),
+            request_at(i, "weight"),
             format!("weight {weight} must be a number between 0 and 1e9"),
         ));
     }
+    Ok(weight)
+}
+
+/// Request kind `i` of a gRPC target: a unary call of `service` and `method`, a `POST`
+/// to `/service/method` whose body (`body:`, if any) is the one message.
+fn rpc_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<RequestKind, Found> {
+    let at = |key| request_at(i, key);
+    let example = "e.g. `- { name: charge, service: chaos.Payments, method: Charge }`";
+    if r.path.is_some() || r.n.is_some() {
+        let key = if r.path.is_some() { "path" } else { "n" };
+        return Err(found(
+            at(key),
+            "a gRPC call's path is `/service/method`: it takes no `path` nor `n`",
+        )
+        .hint(example));
+    }
+    let name_ok = |text: &str, dots: bool| {
+        !text.is_empty()
+            && !text.starts_with('.')
+            && !text.ends_with('.')
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || (dots && b == b'.'))
+    };
+    let service = match r.service.as_deref() {
+        Some(service) if name_ok(service, true) => service,
+        Some(service) => {
+            return Err(found(
+                at("service"),
+                format!(
+                    "`{service}` is not a gRPC service name: package-qualified identifiers, like `chaos.Payments`"
+                ),
+            ));
+        }
+        None => {
+            return Err(found(
+                at("name"),
+                format!("gRPC request `{}` names no `service`", r.name),
+            )
+            .hint(example));
+        }
+    };
+    let method = match r.method.as_deref() {
+        Some(method) if name_ok(method, false) => method,
+        Some(method) => {
+            return Err(found(
+                at("method"),
+                format!("`{method}` is not a gRPC method name: an identifier, like `Charge`"),
+            ));
+        }
+        None => {
+            return Err(found(
+                at("name"),
+                format!("gRPC request `{}` names no `method`", r.name),
+            )
+            .hint(example));
+        }
+    };
+    let weight = name_and_weight(i, r, earlier)?;
     check_headers(i, &r.headers)?;
     Ok(RequestKind {
+        rpc: Some(Rpc {
+            service: service.to_owned(),
+            method: method.to_owned(),
+        }),
         name: r.name.clone(),
-        method,
-        path: r.path.clone(),
-        n,
+        method: "POST".to_owned(),
+        path: format!("/{service}/{method}"),
+        n: Numbers::default(),
         weight,
         body: r.body.clone(),
         headers: r.headers.clone(),
@@ -196,18 +299,15 @@ fn request_kind(i: usize, r: &RequestSpec, earlier: &[RequestSpec]) -> Result<Re
 const MAX_VALUES: usize = 10_000;
 
 /// What `{n}` becomes in request kind `i`'s path.
-fn numbers(i: usize, r: &RequestSpec) -> Result<Numbers, Found> {
+fn numbers(i: usize, r: &RequestSpec, path: &str) -> Result<Numbers, Found> {
     let at = || request_at(i, "n");
     let Some(spec) = &r.n else {
         return Ok(Numbers::default());
     };
-    if !r.path.contains("{n}") {
+    if !path.contains("{n}") {
         return Err(found(
             at(),
-            format!(
-                "`n` is given but path `{}` has no `{{n}}`",
-                shorten(&r.path)
-            ),
+            format!("`n` is given but path `{}` has no `{{n}}`", shorten(path)),
         )
         .hint("write `{n}` where the value goes, e.g. `path: /items/{n}`"));
     }
@@ -236,7 +336,7 @@ fn numbers(i: usize, r: &RequestSpec) -> Result<Numbers, Found> {
                 };
                 let why = match text.is_empty() {
                     true => Some("is empty".to_owned()),
-                    false => not_a_request_target(&r.path, &text)
+                    false => not_a_request_target(path, &text)
                         .map(|why| format!("({:?}): the path with it {why}", shorten(&text))),
                 };
                 if let Some(why) = why {

@@ -33,10 +33,10 @@ use error::{Found, found, yaml_error, yaml_error_in};
 use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Numbers,
-    Plan, RequestKind, Segment, Target, TierKind, TierPolicy, Warning, fill_path,
+    Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning, fill_path,
 };
 pub use policy::forward_once;
-use spec::PlanSpec;
+use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
 
 /// The largest plan file read: far above any real plan, far below what would cost the
@@ -287,6 +287,16 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     }
     let fault_window = fault_window(&script, duration);
     let tiers = tiers(spec.tiers)?;
+    if !tiers.is_empty() && load.protocol.is_http2() {
+        return Err(found(
+            vec![Key("tiers")],
+            format!(
+                "relay tiers speak HTTP/1.1, and the target's protocol is {}",
+                load.protocol.name()
+            ),
+        )
+        .hint("remove `tiers:`, or `protocol:` under `target:`"));
+    }
     tier_faults(&script, &tiers)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     let (policies, warnings, sources, client) = match (spec.client, spec.policies) {
@@ -295,7 +305,8 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
             (vec![named], warnings, sources, Some(test))
         }
         (None, Some(specs)) => {
-            let r = policy::resolve(specs, &tiers, dir)?;
+            let grpc_calls = load.protocol == Protocol::Grpc;
+            let r = policy::resolve(specs, &tiers, dir, grpc_calls)?;
             (r.policies, r.warnings, r.sources, None)
         }
         (None, None) => {
@@ -396,7 +407,12 @@ fn duration_and_load(spec: &PlanSpec) -> Result<(Duration, model::Load), Found> 
             "`duration` is zero: nothing would be sent",
         ));
     }
-    let load = load::resolve(load_spec, profile, duration)?;
+    let protocol = spec
+        .target
+        .as_ref()
+        .and_then(TargetSpec::protocol)
+        .unwrap_or_default();
+    let load = load::resolve(load_spec, profile, duration, protocol)?;
     Ok((duration, load))
 }
 

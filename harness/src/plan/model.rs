@@ -175,7 +175,11 @@ pub struct Load {
     /// The client's connections to the target, at most (`None`: as many as attempts in
     /// flight). An attempt beyond them waits for one, first come first served, and its
     /// timeout covers the wait.
+    /// With HTTP/2 (`target.protocol: http2` or `grpc`), the number of connections every
+    /// attempt is multiplexed over (`None`: one, as a gRPC channel keeps).
     pub max_connections: Option<u32>,
+    /// How attempts go on the wire (`target.protocol`).
+    pub protocol: Protocol,
     pub requests: Vec<RequestKind>,
 }
 
@@ -190,6 +194,9 @@ impl Load {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestKind {
     pub name: String,
+    /// A gRPC call's service and method (`protocol: grpc`): its path is
+    /// `/service/method`, its method `POST`, its body one length-prefixed message.
+    pub rpc: Option<Rpc>,
     /// The method as sent (upper case).
     pub method: String,
     /// The path as written: each `{n}` becomes one value of `n` per logical request.
@@ -200,6 +207,16 @@ pub struct RequestKind {
     pub body: Option<String>,
     pub headers: BTreeMap<String, String>,
     pub idempotency_key: bool,
+}
+
+pub use super::spec::Protocol;
+
+/// A gRPC unary call's names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rpc {
+    /// Package-qualified: `chaos.Payments`.
+    pub service: String,
+    pub method: String,
 }
 
 /// What `{n}` in a request's path becomes: a number from a range, or one of a list of

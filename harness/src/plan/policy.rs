@@ -32,11 +32,12 @@ pub(super) const MAX_POLICIES: usize = 64;
 
 /// Every policy of the plan, each named once with a name that can go into a header, and
 /// its policy at each of the plan's relay `tiers`; an `import:` reads its files relative
-/// to `dir`.
+/// to `dir`. `grpc_calls`: the load is gRPC calls (`target.protocol: grpc`).
 pub(super) fn resolve(
     specs: Vec<PolicySpec>,
     tiers: &[String],
     dir: &Path,
+    grpc_calls: bool,
 ) -> Result<Resolved, Found> {
     use Seg::{Index, Key};
     if specs.is_empty() {
@@ -77,7 +78,7 @@ pub(super) fn resolve(
         let name = p.name.clone();
         let tier_specs = std::mem::take(&mut p.tiers);
         let base = vec![Key("policies"), Index(i)];
-        let (mut policy, imported) = policy(&base, p, dir)?;
+        let (mut policy, imported) = policy(&base, p, dir, grpc_calls)?;
         note_import(&name, imported, &mut warnings, &mut sources);
         let (tier_policies, tier_warnings, tier_sources) =
             tier_policies(&base, &policy, tier_specs, tiers, dir)?;
@@ -102,7 +103,7 @@ pub(super) fn single(mut spec: PolicySpec, dir: &Path) -> Result<Policy, Found> 
     if spec.name.is_empty() {
         spec.name = "relay".to_owned();
     }
-    let (named, _) = policy(&[], spec, dir)?;
+    let (named, _) = policy(&[], spec, dir, false)?;
     Ok(named.policy)
 }
 
@@ -194,7 +195,7 @@ fn tier_policies(
                 }
                 spec.name = format!("{}@{tier}", variant.name);
                 let name = spec.name.clone();
-                let (named, imported) = policy(&at(tier), *spec, dir)?;
+                let (named, imported) = policy(&at(tier), *spec, dir, false)?;
                 note_import(&name, imported, &mut warnings, &mut sources);
                 (TierKind::Own, named.policy)
             }
@@ -218,8 +219,24 @@ pub fn forward_once() -> Policy {
     .expect("one attempt without backoff is a valid policy")
 }
 
-fn policy(base: &[Seg], spec: PolicySpec, dir: &Path) -> Result<(NamedPolicy, ImportedBy), Found> {
+fn policy(
+    base: &[Seg],
+    spec: PolicySpec,
+    dir: &Path,
+    grpc_calls: bool,
+) -> Result<(NamedPolicy, ImportedBy), Found> {
     let (mut config, preset, imported) = starting_config(base, &spec, dir)?;
+    let grpc_client = preset == Some(Preset::Grpc)
+        || spec
+            .import
+            .as_ref()
+            .is_some_and(|i| i.grpc_service_config.is_some());
+    if grpc_calls && grpc_client {
+        // A gRPC client retries any call its retryPolicy names, whatever the method does
+        // (A6 leaves the safety of a retry to the service's owner); over HTTP the preset
+        // and the import stand in for a client that still minds the method.
+        config.retry_non_idempotent = true;
+    }
     let name = spec.name.clone();
     let import = spec.import.as_ref().map(import_written);
     apply_plan_keys(&mut config, base, spec)?;

@@ -9,13 +9,20 @@ use fault_server::{Upstream, UpstreamError};
 use super::error::{Found, found};
 use super::locate::Seg;
 use super::model::Target;
-use super::spec::TargetSpec;
+use super::spec::{Protocol, TargetSpec};
 
 pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Target, Found> {
     let at = || vec![Seg::Key("target")];
     let spec = match spec {
-        None | Some(TargetSpec::Embedded) => return Ok(Target::Embedded),
-        Some(TargetSpec::Upstream(url)) => return upstream(&url, allow_remote),
+        None | Some(TargetSpec::Embedded(_)) => return Ok(Target::Embedded),
+        Some(TargetSpec::Upstream(_, Some(Protocol::Grpc))) => {
+            return Err(found(
+                at(),
+                "the embedded fault-server forwards to `upstream:` over HTTP/1.1, and a gRPC call needs HTTP/2 end to end",
+            )
+            .hint("point `target: { url, fault_server: false, protocol: grpc }` at your gRPC service, or use `protocol: http2`"));
+        }
+        Some(TargetSpec::Upstream(url, _)) => return upstream(&url, allow_remote),
         Some(TargetSpec::Url(spec)) => spec,
     };
     let url = reqwest::Url::parse(&spec.url).map_err(|e| {

@@ -423,6 +423,7 @@ async fn session(
                         .and_then(|v| v.to_str().ok())
                         .and_then(parse_retry_after),
                     no_retry: answer.no_retry,
+                    stop: false,
                 };
                 step = shared
                     .core()

@@ -19,7 +19,7 @@ use chaos_policy::{Outcome, ResetPhase};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
-use fault_server::script::{Decision, Fault, FaultAction, Script};
+use fault_server::script::{Decision, Fault, FaultAction, Pushback, Script};
 use fault_server::seed::{IdSeed, fnv1a};
 
 use super::lazy::LazyRng;
@@ -67,6 +67,8 @@ pub(super) struct Server<'a> {
     queued: HashMap<Ticket, u32>,
     hang_cap: Duration,
     needs_rng: bool,
+    /// The client speaks gRPC (`target.protocol: grpc`): answers are read as gRPC codes.
+    grpc: bool,
     id: String,
     path: String,
 }
@@ -78,6 +80,7 @@ impl<'a> Server<'a> {
         policy: &'a str,
         kinds: &[RequestKind],
         ledger: &'a Ledger,
+        grpc: bool,
     ) -> Self {
         let limits = script.capacity().copied();
         Server {
@@ -96,6 +99,7 @@ impl<'a> Server<'a> {
             free: Vec::new(),
             queued: HashMap::new(),
             hang_cap: fault_server::DEFAULT_HANG_CAP,
+            grpc,
             id: String::new(),
             path: String::new(),
         }
@@ -133,8 +137,21 @@ impl<'a> Server<'a> {
         self.kinds[kind].write_path(&mut self.path, n);
     }
 
-    fn answer(queue: &mut Queue, net: &mut Network, now: Duration, to: Step, reply: Reply) {
+    fn answer(&self, queue: &mut Queue, net: &mut Network, now: Duration, to: Step, reply: Reply) {
+        let reply = self.on_wire(reply);
         queue.push(now + net.hop(), Event::Answer { to, reply });
+    }
+
+    /// What the client reads of `reply`: to a gRPC call, the fault-server answers every
+    /// HTTP status with the code gRPC maps it to (its `server/grpc.rs`), in a Trailers-Only
+    /// answer that carries no `Retry-After`; a scripted gRPC fault's code is already one.
+    fn on_wire(&self, reply: Reply) -> Reply {
+        match reply.outcome {
+            Outcome::Status(status) if self.grpc => Reply::bare(Outcome::Grpc(
+                fault_server::wire::grpc::code_of_http_status(status),
+            )),
+            _ => reply,
+        }
     }
 
     /// An attempt arrives at `now`.
@@ -165,6 +182,7 @@ impl<'a> Server<'a> {
                     // falls on a step that is over: it would only wait in the queue, as
                     // long as the hang cap, for every attempt the sender retries.
                     if sent.expires.is_none_or(|expires| arrives <= expires) {
+                        let reply = self.on_wire(reply);
                         queue.push(
                             arrives,
                             Event::Answer {
@@ -239,15 +257,31 @@ impl<'a> Server<'a> {
         }
         let (reply, outcome, after) = match fault.action {
             FaultAction::Delay(d) => return Faulted::Delayed(d),
-            FaultAction::Status(response) => (
-                Reply {
-                    outcome: Outcome::Status(response.status),
-                    retry_after: response.retry_after_secs().map(Duration::from_secs),
-                    no_retry: false,
-                },
-                Disposition::Status(response.status),
-                Duration::ZERO,
-            ),
+            FaultAction::Status(response) => match response.grpc {
+                Some(grpc) if self.grpc => (
+                    Reply {
+                        outcome: Outcome::Grpc(grpc.code),
+                        retry_after: match grpc.pushback {
+                            Some(Pushback::After(wait)) => Some(wait),
+                            _ => None,
+                        },
+                        no_retry: false,
+                        stop: grpc.pushback == Some(Pushback::Stop),
+                    },
+                    Disposition::Grpc(grpc.code),
+                    Duration::ZERO,
+                ),
+                _ => (
+                    Reply {
+                        outcome: Outcome::Status(response.status),
+                        retry_after: response.retry_after_secs().map(Duration::from_secs),
+                        no_retry: false,
+                        stop: false,
+                    },
+                    Disposition::Status(response.status),
+                    Duration::ZERO,
+                ),
+            },
             FaultAction::Reset => (
                 Reply::bare(Outcome::Reset(ResetPhase::Unknown)),
                 Disposition::Reset,
@@ -301,7 +335,7 @@ impl<'a> Server<'a> {
             self.ledger.execute(who, now);
         }
         self.ledger.record_outcome(Disposition::Served);
-        Self::answer(queue, net, now, to, Reply::bare(Outcome::Status(200)));
+        self.answer(queue, net, now, to, Reply::bare(Outcome::Status(200)));
     }
 
     /// The capacity model admits `job` (its service starts), queues it, or rejects it.
@@ -329,7 +363,7 @@ impl<'a> Server<'a> {
             Admission::Rejected => {
                 let status = self.limits.map_or(503, |l| l.reject_status);
                 self.ledger.record_outcome(Disposition::Rejected);
-                Self::answer(
+                self.answer(
                     queue,
                     net,
                     now,
@@ -454,7 +488,7 @@ impl<'a> Server<'a> {
     ) -> Option<u32> {
         let job = self.jobs[slot as usize].take()?;
         self.free.push(slot);
-        Self::answer(queue, net, now, job.reply, reply);
+        self.answer(queue, net, now, job.reply, reply);
         let started = job
             .ticket
             .zip(self.model.as_mut())

@@ -108,6 +108,7 @@ impl<'a> Tier<'a> {
                 outcome: Outcome::Status(response.status),
                 retry_after: response.retry_after_secs().map(Duration::from_secs),
                 no_retry: false,
+                stop: false,
             }),
             Admission::Unsupported => Some(Reply::bare(Outcome::Status(503))),
             // As the live tier answers a request going round a loop (no plan's chain is
@@ -116,6 +117,7 @@ impl<'a> Tier<'a> {
                 outcome: Outcome::Status(508),
                 retry_after: None,
                 no_retry: true,
+                stop: false,
             }),
             Admission::Forward | Admission::Delay(_) => None,
         };
@@ -230,6 +232,7 @@ impl<'a> Tier<'a> {
                     outcome: Outcome::Status(up.status),
                     retry_after: up.retry_after,
                     no_retry: up.no_retry,
+                    stop: false,
                 };
                 let from = r.from;
                 self.requests[slot as usize] = None;

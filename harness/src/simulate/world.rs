@@ -148,6 +148,7 @@ pub fn run_arrivals(
             &policy.name,
             &plan.load.requests,
             &scratch.ledger,
+            plan.load.protocol == crate::plan::Protocol::Grpc,
         ),
         queue: std::mem::take(&mut scratch.queue),
         net: Network::new(plan.network_latency, plan.seed),
@@ -341,11 +342,7 @@ impl World<'_> {
                 None => self.answered(to, now, reply),
             },
             Event::Expire(to) => {
-                let reply = Reply {
-                    outcome: Outcome::AttemptTimeout,
-                    retry_after: None,
-                    no_retry: false,
-                };
+                let reply = Reply::bare(Outcome::AttemptTimeout);
                 match tier_of(&mut self.tiers, to) {
                     Some(tier) => tier.answered(to, now, reply, &mut self.queue, &mut self.net),
                     None => self.answered(to, now, reply),
@@ -413,12 +410,11 @@ impl World<'_> {
         );
         recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
         let mut rng = LazyRng::resume(request_rng_seed(seed, running.arrival.index), running.drawn);
-        let action = self.client.on_answer(
+        let action = self.client.on_hinted(
             &mut running.session,
             now,
             reply.outcome,
-            reply.retry_after,
-            reply.no_retry,
+            reply.hints(),
             &mut rng,
         );
         running.drawn = rng.word();

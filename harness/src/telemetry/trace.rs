@@ -50,6 +50,8 @@ pub struct About<'a> {
     /// The plan's path template: the route, never the raw path.
     pub route: &'a str,
     pub request_id: &'a str,
+    /// A gRPC call's service and method: its attempts' spans follow the RPC conventions.
+    pub rpc: Option<&'a crate::plan::Rpc>,
 }
 
 #[derive(Debug)]
@@ -84,6 +86,7 @@ struct Attributes {
     method: String,
     route: String,
     request_id: String,
+    rpc: Option<crate::plan::Rpc>,
 }
 
 impl LogicalTrace {
@@ -108,6 +111,7 @@ impl LogicalTrace {
                 method: about.method.to_owned(),
                 route: about.route.to_owned(),
                 request_id: about.request_id.to_owned(),
+                rpc: about.rpc.cloned(),
             },
         }
     }
@@ -272,18 +276,31 @@ impl LogicalTrace {
             status,
             instrumentation_scope: scope.clone(),
         });
-        let name: Cow<'static, str> = Cow::Owned(format!("{} {}", about.method, about.route));
+        // The RPC conventions name a call's span `service/method`.
+        let name: Cow<'static, str> = match &about.rpc {
+            Some(rpc) => Cow::Owned(format!("{}/{}", rpc.service, rpc.method)),
+            None => Cow::Owned(format!("{} {}", about.method, about.route)),
+        };
         for a in self.attempts {
-            let mut attributes = vec![
-                KeyValue::new("http.request.method", about.method.clone()),
-                KeyValue::new("url.full", format!("{}{}", target.base_url, a.path)),
-                KeyValue::new("url.template", about.route.clone()),
+            let mut attributes = match &about.rpc {
+                Some(rpc) => vec![
+                    KeyValue::new("rpc.system", "grpc"),
+                    KeyValue::new("rpc.service", rpc.service.clone()),
+                    KeyValue::new("rpc.method", rpc.method.clone()),
+                ],
+                None => vec![
+                    KeyValue::new("http.request.method", about.method.clone()),
+                    KeyValue::new("url.full", format!("{}{}", target.base_url, a.path)),
+                    KeyValue::new("url.template", about.route.clone()),
+                ],
+            };
+            attributes.extend([
                 KeyValue::new("server.address", target.host.clone()),
                 KeyValue::new("server.port", target.port),
                 KeyValue::new("chaos.attempt", i64::from(a.number)),
                 KeyValue::new("chaos.policy", about.policy.clone()),
                 KeyValue::new("chaos.request_id", about.request_id.clone()),
-            ];
+            ]);
             for v in &a.violations {
                 attributes.push(KeyValue::new("chaos.violation", v.name()));
             }
@@ -324,6 +341,21 @@ pub(super) fn answered(
                 Status::error(code.to_string())
             } else {
                 Status::Unset
+            }
+        }
+        // The RPC conventions: the code as a number, and any code but OK an error of a
+        // client's span.
+        Some(Outcome::Grpc(code)) => {
+            attributes.push(KeyValue::new("rpc.grpc.status_code", i64::from(code)));
+            if code == chaos_policy::grpc::OK {
+                Status::Unset
+            } else {
+                let name = chaos_policy::grpc::NAMES
+                    .get(usize::from(code))
+                    .copied()
+                    .unwrap_or("UNKNOWN");
+                attributes.push(KeyValue::new("error.type", name));
+                Status::error(name)
             }
         }
         Some(other) => {

@@ -125,13 +125,24 @@ pub struct BaselineSpec {
     pub tolerance: crate::baseline::Tolerance,
 }
 
-/// `embedded`, `{ url, fault_server, token, script }`, or `{ upstream }`.
+/// `embedded`, `{ url, fault_server, token, script }`, or `{ upstream }`; each map with
+/// an optional `protocol` (`{ protocol: grpc }` alone is the embedded fault-server).
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
-    Embedded,
+    Embedded(Option<Protocol>),
     Url(UrlTargetSpec),
     /// The embedded fault-server in front of a service of the user's own.
-    Upstream(String),
+    Upstream(String, Option<Protocol>),
+}
+
+impl TargetSpec {
+    /// `protocol:`, when the plan says it.
+    pub fn protocol(&self) -> Option<Protocol> {
+        match self {
+            TargetSpec::Embedded(protocol) | TargetSpec::Upstream(_, protocol) => *protocol,
+            TargetSpec::Url(spec) => spec.protocol,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -151,6 +162,37 @@ pub struct UrlTargetSpec {
     /// replaced: the run is refused.
     #[serde(default)]
     pub script: Option<ScriptConsent>,
+    #[serde(default)]
+    pub protocol: Option<Protocol>,
+}
+
+/// `target.protocol`: how the harness speaks to the target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// HTTP/1.1, pooled keep-alive connections.
+    #[default]
+    Http1,
+    /// HTTP/2 cleartext by prior knowledge (h2c), multiplexed on a fixed number of
+    /// connections.
+    Http2,
+    /// gRPC unary calls over HTTP/2, as a gRPC channel makes them.
+    Grpc,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http1",
+            Protocol::Http2 => "http2",
+            Protocol::Grpc => "grpc",
+        }
+    }
+
+    /// Whether attempts go over HTTP/2.
+    pub fn is_http2(self) -> bool {
+        self != Protocol::Http1
+    }
 }
 
 /// `target.script`.
@@ -177,7 +219,7 @@ impl<'de> Deserialize<'de> for TargetSpec {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
                 if v == "embedded" {
-                    Ok(TargetSpec::Embedded)
+                    Ok(TargetSpec::Embedded(None))
                 } else {
                     Err(E::custom(format!(
                         "unknown target `{v}`: write `embedded`, or `{{ url: \"{v}\" }}` for a running server"
@@ -209,6 +251,9 @@ struct TargetMap {
     token: Option<String>,
     #[serde(default)]
     script: Option<ScriptConsent>,
+    /// `http1` (the default), `http2` (cleartext, prior knowledge) or `grpc`.
+    #[serde(default)]
+    protocol: Option<Protocol>,
 }
 
 impl TargetMap {
@@ -220,14 +265,18 @@ impl TargetMap {
                 fault_server: self.fault_server.unwrap_or(true),
                 token: self.token,
                 script: self.script,
+                protocol: self.protocol,
             })),
-            (None, Some(upstream)) if !running => Ok(TargetSpec::Upstream(upstream)),
+            (None, Some(upstream)) if !running => Ok(TargetSpec::Upstream(upstream, self.protocol)),
             (None, Some(_)) => Err(
                 "`upstream:` puts the embedded fault-server in front of your service; `fault_server`, `token` and `script` are said of a running one at `url:`",
             ),
             (Some(_), Some(_)) => Err(
                 "`url:` and `upstream:` do not go together: `url` runs against a server already running, `upstream` starts the embedded fault-server in front of your service (a running fault-server is given one with `fault-server --upstream`)",
             ),
+            (None, None) if self.protocol.is_some() && !running => {
+                Ok(TargetSpec::Embedded(self.protocol))
+            }
             (None, None) => Err(
                 "missing field `url` (a running server) or `upstream` (your service, behind the embedded fault-server)",
             ),
@@ -297,11 +346,16 @@ pub struct StageSpec {
 #[serde(deny_unknown_fields)]
 pub struct RequestSpec {
     pub name: String,
+    /// The HTTP method; with `protocol: grpc`, the RPC's method (`Charge`).
     #[serde(default)]
     pub method: Option<String>,
     /// `{n}` becomes a value of `n` drawn per logical request, so paths vary as real
-    /// traffic does.
-    pub path: String,
+    /// traffic does. Not with `protocol: grpc`, where `/service/method` is the path.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// With `protocol: grpc`: the call's service, package-qualified (`chaos.Payments`).
+    #[serde(default)]
+    pub service: Option<String>,
     /// What `{n}` becomes: `{ min, max }` (whole numbers, both included; 0 to 999,999
     /// when absent) or `{ values: [...] }` (ids the service has).
     #[serde(default)]
