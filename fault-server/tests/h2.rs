@@ -253,3 +253,100 @@ async fn the_server_advertises_its_max_concurrent_streams() {
         "SETTINGS_MAX_CONCURRENT_STREAMS = 3 in {settings:?}"
     );
 }
+
+/// The `h2` error under a failed request, if there is one.
+fn h2_error(error: &hyper::Error) -> Option<&h2::Error> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            return Some(h2);
+        }
+        current = e.source();
+    }
+    None
+}
+
+#[tokio::test]
+async fn a_refused_stream_is_reset_with_refused_stream_and_not_processed() {
+    let server = server("faults:\n  - { attempts: [1], respond: { fault: refuse } }\n").await;
+    let mut send = h2(&server).await;
+    let mut first = call(&server, "/chaos.Payments/Charge", "pay-1", None);
+    first.headers_mut().insert(
+        "x-chaos-attempt",
+        hyper::http::HeaderValue::from_static("1"),
+    );
+    let refused = send
+        .send_request(first)
+        .await
+        .expect_err("a refused stream has no answer");
+    let reason = h2_error(&refused).and_then(h2::Error::reason);
+    assert_eq!(reason, Some(h2::Reason::REFUSED_STREAM), "{refused:?}");
+
+    // The connection lives on: the retry goes on it, and is the only execution.
+    let response = send
+        .send_request(call(&server, "/chaos.Payments/Charge", "pay-1", Some(1)))
+        .await
+        .expect("the retry's answer");
+    let (_, _, trailers) = read(response).await;
+    assert_eq!(
+        header(&trailers.expect("trailers"), "grpc-status"),
+        Some("0")
+    );
+    let ledger = server.ledger();
+    assert_eq!(ledger.by_outcome.get("refuse"), Some(&1));
+    assert_eq!(ledger.by_fault.get("refuse"), Some(&1));
+    assert_eq!(
+        (ledger.requests, ledger.logical, ledger.side_effects),
+        (2, 1, 1)
+    );
+    assert_eq!(ledger.duplicate_side_effects, 0);
+}
+
+#[tokio::test]
+async fn goaway_serves_the_stream_and_sends_its_connection_away() {
+    let server =
+        server("faults:\n  - { match: { path: /drain }, respond: { fault: goaway } }\n").await;
+    let stream = TcpStream::connect(server.addr()).await.expect("connects");
+    let (mut send, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("an HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let response = send
+        .send_request(call(&server, "/drain", "drain-1", None))
+        .await
+        .expect("the stream that drew the fault is served");
+    let (_, _, trailers) = read(response).await;
+    assert_eq!(
+        header(&trailers.expect("trailers"), "grpc-status"),
+        Some("0")
+    );
+    // The server said GOAWAY and closed: the client's connection task ends cleanly.
+    tokio::time::timeout(std::time::Duration::from_secs(10), connection)
+        .await
+        .expect("the connection ends after a GOAWAY")
+        .expect("the task")
+        .expect("a graceful end, not an error");
+    assert!(
+        send.send_request(call(&server, "/after", "after-1", None))
+            .await
+            .is_err(),
+        "nothing more goes on a connection that was sent away"
+    );
+    let ledger = server.ledger();
+    assert_eq!(ledger.by_fault.get("goaway"), Some(&1));
+    assert_eq!(ledger.by_outcome.get("served"), Some(&1));
+    assert_eq!(ledger.side_effects, 1);
+
+    // Over HTTP/1.1 the same fault closes the connection after its answer.
+    let h1 = client()
+        .get(format!("{}/drain", server.url()))
+        .send()
+        .await
+        .expect("an HTTP/1.1 answer");
+    assert_eq!(h1.status(), 200);
+    assert_eq!(
+        h1.headers().get("connection").and_then(|v| v.to_str().ok()),
+        Some("close")
+    );
+}

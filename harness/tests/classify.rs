@@ -187,3 +187,107 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
     assert_eq!(answer.outcome, Outcome::Status(503));
     assert_eq!(answer.retry_after, Some(Duration::from_secs(2)));
 }
+
+/// What one HTTP/2 attempt to `addr` produces, on one multiplexed connection.
+async fn h2_outcome(addr: SocketAddr) -> Outcome {
+    let url = format!("http://{addr}");
+    let pool = Pool::new(&url, 1, Some(1)).expect("pool");
+    let kind = attempt::Prepared::new(&url, &kind(), "t", harness::plan::Protocol::Http2)
+        .expect("a buildable kind");
+    let spec = AttemptSpec {
+        kind: &kind,
+        id: "t-0000001",
+        n: 1,
+        attempt: Attempt::FIRST,
+        timeout: Some(Duration::from_millis(2000)),
+        traceparent: None,
+        propagate_deadline: false,
+    };
+    attempt::send(&pool, spec).await.outcome
+}
+
+/// One HTTP/2 frame: its 9-byte header and payload.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len())
+        .expect("a small frame")
+        .to_be_bytes();
+    let mut bytes = vec![len[1], len[2], len[3], kind, flags];
+    bytes.extend_from_slice(&stream.to_be_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// An HTTP/2 server written frame by frame: on every connection it answers the client's
+/// preface with its SETTINGS, and answers each request's HEADERS with `react(stream id)`:
+/// what the `h2` crate's server will not send on demand (a GOAWAY naming a last stream
+/// below the request's).
+async fn h2_server(react: fn(u32) -> Vec<u8>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut preface = [0u8; 24];
+                if stream.read_exact(&mut preface).await.is_err() {
+                    return;
+                }
+                if stream.write_all(&frame(0x4, 0, 0, &[])).await.is_err() {
+                    return;
+                }
+                loop {
+                    let mut head = [0u8; 9];
+                    if stream.read_exact(&mut head).await.is_err() {
+                        return;
+                    }
+                    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+                    let mut payload = vec![0u8; len];
+                    if stream.read_exact(&mut payload).await.is_err() {
+                        return;
+                    }
+                    let id = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+                    let reply = match head[3] {
+                        0x1 => react(id),
+                        // Acknowledge the client's SETTINGS.
+                        0x4 if head[4] & 0x1 == 0 => frame(0x4, 0x1, 0, &[]),
+                        _ => continue,
+                    };
+                    if stream.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_refused_stream_is_provably_unprocessed() {
+    // RST_STREAM with REFUSED_STREAM (0x7).
+    let addr = h2_server(|stream| frame(0x3, 0, stream, &7u32.to_be_bytes())).await;
+    assert_eq!(
+        h2_outcome(addr).await,
+        Outcome::Unprocessed(chaos_policy::Unprocessed::RefusedStream)
+    );
+}
+
+#[tokio::test]
+async fn a_stream_above_a_goaways_last_stream_id_is_provably_unprocessed() {
+    // GOAWAY, last-stream-id 0, NO_ERROR: no stream of the connection was processed.
+    let addr = h2_server(|_| frame(0x7, 0, 0, &[0; 8])).await;
+    assert_eq!(
+        h2_outcome(addr).await,
+        Outcome::Unprocessed(chaos_policy::Unprocessed::GoAway)
+    );
+}
+
+#[tokio::test]
+async fn a_stream_reset_otherwise_may_have_been_processed() {
+    // RST_STREAM with INTERNAL_ERROR (0x2): the server may have acted on it.
+    let addr = h2_server(|stream| frame(0x3, 0, stream, &2u32.to_be_bytes())).await;
+    let outcome = h2_outcome(addr).await;
+    assert!(
+        !outcome.proves_unsent(),
+        "{outcome:?} must not count as unsent"
+    );
+}

@@ -33,6 +33,8 @@ pub enum Disposition {
     Truncate,
     /// A `timeout` fault (held, then closed).
     Timeout,
+    /// A `refuse` fault: the stream reset with `REFUSED_STREAM`, not processed.
+    Refused,
     /// Refused before the script saw it: a header the ledger keeps was too long (431),
     /// not UTF-8 text or an empty `Idempotency-Key` (400).
     BadHeader,
@@ -57,7 +59,7 @@ pub enum Disposition {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Disposition; 15] = [
+const FIXED_OUTCOMES: [Disposition; 16] = [
     Disposition::Served,
     Disposition::Replayed,
     Disposition::KeyInFlight,
@@ -67,6 +69,7 @@ const FIXED_OUTCOMES: [Disposition; 15] = [
     Disposition::Close,
     Disposition::Truncate,
     Disposition::Timeout,
+    Disposition::Refused,
     Disposition::BadHeader,
     Disposition::BadRequest,
     Disposition::UpstreamUnreachable,
@@ -108,6 +111,7 @@ impl Disposition {
             Disposition::Close => FaultKind::Close.name(),
             Disposition::Truncate => FaultKind::Truncate.name(),
             Disposition::Timeout => FaultKind::Timeout.name(),
+            Disposition::Refused => FaultKind::Refuse.name(),
             Disposition::BadHeader => "bad_header",
             Disposition::BadRequest => "bad_request",
             Disposition::Upstream(_) => "upstream",

@@ -72,6 +72,8 @@ pub enum Seen {
     Truncate,
     /// No answer before the client gave up (a held request, a slow service).
     Timeout,
+    /// The stream was refused (`REFUSED_STREAM`): not processed.
+    Refused,
 }
 
 impl Seen {
@@ -84,6 +86,7 @@ impl Seen {
             Seen::Close => "close".into(),
             Seen::Truncate => "truncate".into(),
             Seen::Timeout => "timeout".into(),
+            Seen::Refused => "refuse".into(),
         }
     }
 

@@ -53,17 +53,27 @@ pub enum FaultKind {
     Close,
     /// Send the status and headers and part of the body, then RST.
     Truncate,
+    /// HTTP/2: reset the stream with `REFUSED_STREAM`, which tells the client the
+    /// request was not processed (on HTTP/1.1, close the connection).
+    Refuse,
+    /// Serve the request, and tell its connection to go away: HTTP/2 GOAWAY (streams the
+    /// client opens past its last-stream-id are not processed), HTTP/1.1 `connection:
+    /// close`. A server draining for a deploy.
+    #[serde(rename = "goaway")]
+    GoAway,
 }
 
 impl FaultKind {
     /// Every kind, in declaration order (`kind as usize` indexes it).
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::Status,
         FaultKind::Delay,
         FaultKind::Timeout,
         FaultKind::Reset,
         FaultKind::Close,
         FaultKind::Truncate,
+        FaultKind::Refuse,
+        FaultKind::GoAway,
     ];
 
     /// The name used in scripts, metrics and the ledger (the serde name too).
@@ -75,6 +85,8 @@ impl FaultKind {
             FaultKind::Reset => "reset",
             FaultKind::Close => "close",
             FaultKind::Truncate => "truncate",
+            FaultKind::Refuse => "refuse",
+            FaultKind::GoAway => "goaway",
         }
     }
 }
@@ -147,6 +159,10 @@ pub enum FaultAction<D = Duration> {
     Close,
     /// Status line, headers (with the full `Content-Length`) and part of the body, then RST.
     Truncate(Arc<FaultResponse>),
+    /// `RST_STREAM` `REFUSED_STREAM` (HTTP/1.1: FIN), the request not processed.
+    Refuse,
+    /// Serve, and drain the connection: GOAWAY (HTTP/1.1: `connection: close`).
+    GoAway,
 }
 
 impl<D> FaultAction<D> {
@@ -159,6 +175,8 @@ impl<D> FaultAction<D> {
             FaultAction::Reset => FaultKind::Reset,
             FaultAction::Close => FaultKind::Close,
             FaultAction::Truncate(_) => FaultKind::Truncate,
+            FaultAction::Refuse => FaultKind::Refuse,
+            FaultAction::GoAway => FaultKind::GoAway,
         }
     }
 
@@ -171,6 +189,8 @@ impl<D> FaultAction<D> {
             FaultAction::Reset => FaultAction::Reset,
             FaultAction::Close => FaultAction::Close,
             FaultAction::Truncate(response) => FaultAction::Truncate(Arc::clone(response)),
+            FaultAction::Refuse => FaultAction::Refuse,
+            FaultAction::GoAway => FaultAction::GoAway,
         }
     }
 }

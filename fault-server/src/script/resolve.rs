@@ -213,11 +213,24 @@ fn resolve_entry(at: EntryAt<'_>, spec: &RespondSpec) -> Result<Entry, ScriptErr
     let kind = entry_kind(at, spec)?;
     refuse_other_kinds_keys(at, kind, spec)?;
     let processed = spec.processed.unwrap_or(false);
-    if processed && kind == FaultKind::Delay {
-        return Err(at.invalid(
-            "processed",
-            "does not apply to a delay: a delayed request is served (and executed) anyway",
-        ));
+    match kind {
+        FaultKind::Delay | FaultKind::GoAway if processed => {
+            return Err(at.invalid(
+                "processed",
+                format!(
+                    "does not apply to a {}: the request is served (and executed) anyway",
+                    kind.name()
+                ),
+            ));
+        }
+        FaultKind::Refuse if processed => {
+            return Err(at.invalid(
+                "processed",
+                "does not apply to refuse: a refused stream is one the server did not \
+                 process (use `fault: reset, processed: true` for work done, answer lost)",
+            ));
+        }
+        _ => {}
     }
     let headers = response_headers(at, spec)?;
     let action = match kind {
@@ -236,6 +249,8 @@ fn resolve_entry(at: EntryAt<'_>, spec: &RespondSpec) -> Result<Entry, ScriptErr
         },
         FaultKind::Reset => FaultAction::Reset,
         FaultKind::Close => FaultAction::Close,
+        FaultKind::Refuse => FaultAction::Refuse,
+        FaultKind::GoAway => FaultAction::GoAway,
     };
     Ok(Entry {
         action,

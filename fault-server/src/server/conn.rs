@@ -26,7 +26,6 @@
 //! cannot spend the descriptors the control API needs; it waits in the listen backlog.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -579,6 +578,42 @@ impl Drop for Busy {
     }
 }
 
+/// What a handler answers to have its stream refused: the response is never sent.
+#[derive(Debug, Clone, Copy)]
+struct RefuseMarker;
+
+/// An answer that makes the accept loop refuse the request's stream: on HTTP/2 an
+/// `RST_STREAM` with `REFUSED_STREAM` (RFC 9113 §8.7: the server did not process it, the
+/// client may retry it even when it is not idempotent); on HTTP/1.1, where nothing says
+/// so, the connection is closed without an answer.
+pub(crate) fn refuse_stream() -> Response {
+    let mut response = Response::default();
+    response.extensions_mut().insert(RefuseMarker);
+    response
+}
+
+/// Whether `response` is [`refuse_stream`]'s.
+pub(crate) fn refuses(response: &Response) -> bool {
+    response.extensions().get::<RefuseMarker>().is_some()
+}
+
+/// The service error hyper turns into `RST_STREAM` `REFUSED_STREAM`: it resets a stream
+/// whose service failed with the reason of an `h2::Error` found in the error's sources.
+#[derive(Debug)]
+struct RefusedStream(h2::Error);
+
+impl fmt::Display for RefusedStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a `refuse` fault refused the stream")
+    }
+}
+
+impl StdError for RefusedStream {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(&self.0)
+    }
+}
+
 /// Serves one connection until it ends, is killed, or shutdown is over. `shutdown` is
 /// this connection's child of [`Stop::shutdown`]: waiting on the server's own token
 /// would take a lock every connection shares each time one wakes.
@@ -605,7 +640,9 @@ async fn serve_until_closed(
 ) {
     let _ = stream.set_nodelay(true);
     let kill = connection.open.kill.clone();
-    let Ok((stream, control)) = socket::split_control(stream, kill.clone()).await else {
+    let drain = shutdown.child_token();
+    let Ok((stream, control)) = socket::split_control(stream, kill.clone(), drain.clone()).await
+    else {
         // Could not duplicate the descriptor (out of descriptors): drop the connection.
         return;
     };
@@ -622,7 +659,7 @@ async fn serve_until_closed(
         async move {
             let _busy = busy;
             if refused {
-                return Ok::<_, Infallible>(
+                return Ok::<_, RefusedStream>(
                     (
                         axum::http::StatusCode::SERVICE_UNAVAILABLE,
                         [(axum::http::header::CONNECTION, "close")],
@@ -631,7 +668,11 @@ async fn serve_until_closed(
                         .into_response(),
                 );
             }
-            Ok(response.await)
+            let response = response.await;
+            if refuses(&response) {
+                return Err(RefusedStream(h2::Reason::REFUSED_STREAM.into()));
+            }
+            Ok(response)
         }
     });
     let h2 = tokio::select! {
@@ -648,7 +689,7 @@ async fn serve_until_closed(
             biased;
             () = kill.cancelled() => return,
             _ = served.as_mut() => return,
-            () = shutdown.cancelled() => served.as_mut().graceful_shutdown(),
+            () = drain.cancelled() => served.as_mut().graceful_shutdown(),
         }
         tokio::select! {
             biased;
@@ -663,7 +704,7 @@ async fn serve_until_closed(
         biased;
         () = kill.cancelled() => return,
         _ = served.as_mut() => return,
-        () = shutdown.cancelled() => served.as_mut().graceful_shutdown(),
+        () = drain.cancelled() => served.as_mut().graceful_shutdown(),
     }
     tokio::select! {
         biased;

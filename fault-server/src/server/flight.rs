@@ -99,6 +99,7 @@ fn annotate(span: &mut ServerSpan, outcome: Disposition) {
         Disposition::Close => span.error("closed"),
         Disposition::Truncate => span.error("truncated"),
         Disposition::Timeout => span.error("timeout"),
+        Disposition::Refused => span.error("refused_stream"),
         Disposition::Abandoned => span.error("abandoned"),
         // The status is set where it is known.
         Disposition::Replayed

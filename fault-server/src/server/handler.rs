@@ -211,6 +211,7 @@ pub(super) async fn proceed(
     let facts = Facts::new(&parts, &body, kept);
 
     let mut delay = Duration::ZERO;
+    let mut close_after = false;
     if let Decision::Fault { phase, fault } = decision {
         let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
         shared
@@ -222,6 +223,19 @@ pub(super) async fn proceed(
         });
         if let FaultAction::Delay(d) = fault.action {
             delay = d;
+        } else if let FaultAction::GoAway = fault.action {
+            // Served as usual; its connection goes away behind it. HTTP/1.1 says so in
+            // this very answer: hyper closes a connection whose response says `close`.
+            if parts.version >= axum::http::Version::HTTP_2 {
+                if let Some(control) = current_connection() {
+                    control.drain();
+                }
+            } else {
+                close_after = true;
+            }
+        } else if let FaultAction::Refuse = fault.action {
+            flight.outcome(Disposition::Refused);
+            return super::conn::refuse_stream();
         } else {
             if fault.processed {
                 // The work is done, then the answer is lost: the retry that follows is
@@ -271,20 +285,28 @@ pub(super) async fn proceed(
     // ledger learns whether the upstream executed it.
     let forward = stream.map(|body| upstream::outgoing(shared, parts, body));
     let detached = waits(active, delay) || (forward.is_some() && facts.has_side_effect());
-    if !detached {
-        return match forward {
+    let mut response = if !detached {
+        match forward {
             Some(request) => upstream::forward(shared, request, &facts, &mut flight).await,
             None => respond(app_now(shared, &facts, &mut flight), &mut flight),
-        };
+        }
+    } else {
+        let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng, forward));
+        match work.await {
+            Ok(response) => response,
+            Err(_) => problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the request's task failed",
+            ),
+        }
+    };
+    if close_after {
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
     }
-    let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng, forward));
-    match work.await {
-        Ok(response) => response,
-        Err(_) => problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the request's task failed",
-        ),
-    }
+    response
 }
 
 /// Admission through the capacity model, then the application (or the upstream, when
@@ -386,8 +408,11 @@ async fn end_connection(
             }
             control.close();
         }
-        FaultAction::Status(_) | FaultAction::Delay(_) => {
-            unreachable!("status and delay faults are handled by the caller")
+        FaultAction::Status(_)
+        | FaultAction::Delay(_)
+        | FaultAction::Refuse
+        | FaultAction::GoAway => {
+            unreachable!("status, delay, refuse and goaway faults are handled by the caller")
         }
     }
     // The connection task drops this future together with the connection.

@@ -81,7 +81,11 @@ pub(super) async fn handle(
             FaultAction::Reset => answer.seen = Seen::Reset,
             FaultAction::Close => answer.seen = Seen::Close,
             FaultAction::Truncate(_) => answer.seen = Seen::Truncate,
-            FaultAction::Timeout { .. } | FaultAction::Status(_) | FaultAction::Delay(_) => {}
+            FaultAction::Refuse => answer.seen = Seen::Refused,
+            FaultAction::Timeout { .. }
+            | FaultAction::Status(_)
+            | FaultAction::Delay(_)
+            | FaultAction::GoAway => {}
         }
     }
     // In front of an upstream, the body read for the grouping streams on to it.
@@ -98,7 +102,9 @@ pub(super) async fn handle(
         decision,
     )
     .await;
-    if let Some(answer) = &mut answer {
+    if let Some(answer) = &mut answer
+        && !super::conn::refuses(&response)
+    {
         answer.seen = Seen::Status(response.status().as_u16());
         answer.asked = asked_wait(response.headers());
     }

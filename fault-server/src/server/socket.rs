@@ -14,6 +14,8 @@
 //!   kill signal.
 //! - truncate: write a status line, headers and part of the body straight to the control
 //!   handle (hyper has sent nothing for this request yet), then reset.
+//! - drain (goaway): a second signal, on which the accept loop starts hyper's graceful
+//!   shutdown of the connection.
 //!
 //! No `unsafe`, no libc: `socket2::SockRef` borrows the descriptor. This module knows
 //! nothing of the router, the script or the ledger.
@@ -58,6 +60,9 @@ struct ConnInner {
     /// A second descriptor of the connection's socket.
     socket: std::net::TcpStream,
     kill: CancellationToken,
+    /// Asks the connection to finish what it has and go away (GOAWAY, `connection:
+    /// close`), which the accept loop selects on beside `kill`.
+    drain: CancellationToken,
     /// The client's address as text, written once (an upstream is told it in
     /// `X-Forwarded-For`; a clone of `Bytes` is a count, not a copy).
     peer: Option<Bytes>,
@@ -70,6 +75,13 @@ impl ConnControl {
         // If SO_LINGER cannot be set the connection still dies, with a FIN.
         let _ = socket2::SockRef::from(&self.inner.socket).set_linger(Some(Duration::ZERO));
         self.inner.kill.cancel();
+    }
+
+    /// Lets the requests in progress finish, then ends the connection the way the
+    /// protocol says a server going away does: GOAWAY on HTTP/2, `connection: close` on
+    /// HTTP/1.1.
+    pub(crate) fn drain(&self) {
+        self.inner.drain.cancel();
     }
 
     /// Ends the connection with a FIN and no response.
@@ -115,6 +127,7 @@ pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<O
 pub(crate) async fn split_control(
     stream: TcpStream,
     kill: CancellationToken,
+    drain: CancellationToken,
 ) -> io::Result<(TcpStream, ConnControl)> {
     /// How long to wait for a descriptor, in steps of [`DESCRIPTOR_WAIT_STEP`].
     const DESCRIPTOR_WAIT: u32 = 100;
@@ -139,7 +152,12 @@ pub(crate) async fn split_control(
     Ok((
         stream,
         ConnControl {
-            inner: Arc::new(ConnInner { socket, kill, peer }),
+            inner: Arc::new(ConnInner {
+                socket,
+                kill,
+                drain,
+                peer,
+            }),
         },
     ))
 }

@@ -210,9 +210,7 @@ impl<'a> Request<'a> {
         let shared = self.shared;
         let now = shared.now();
         shared.arrivals.hand_over_due(shared, now);
-        if !answer.outcome.proves_unsent() {
-            self.running.reached = Reached::Yes;
-        }
+        self.running.reached = self.running.reached.after(answer.outcome);
         // A wait for one of the client's own connections says nothing of the target.
         if !wait.is_some_and(|w| w.timed_out) {
             shared.watch_target(answer.outcome, now);

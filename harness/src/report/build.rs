@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter, Outcome};
+use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter, Outcome, Unprocessed};
 use fault_server::ledger::LedgerSnapshot;
 use hdrhistogram::Histogram;
 
@@ -216,20 +216,28 @@ fn tier_reports(
 }
 
 /// The range of ledger counts that agrees with what the client sent: every attempt that
-/// left the process, except those that failed to connect (the server cannot have seen
-/// them); attempts abandoned on the wire at the run's end may not have been read yet.
+/// left the process, except those that failed to connect or went out above a GOAWAY's
+/// last-stream-id (the server cannot have seen them); attempts abandoned on the wire at
+/// the run's end may not have been read yet, nor refused streams (refused by the
+/// server's handler, which the ledger counts, or by its HTTP/2 layer, which it does not).
 /// The same holds of logical requests: those with an attempt that reached the server, and
 /// perhaps those whose only such attempt was abandoned.
 pub fn reconciliation(r: &Recorder) -> Reconciliation {
-    let unsent = [Outcome::ConnectRefused, Outcome::ConnectTimeout]
-        .iter()
-        .map(|o| r.outcomes.get(o).copied().unwrap_or(0))
-        .sum::<u64>();
+    let count = |o: &Outcome| r.outcomes.get(o).copied().unwrap_or(0);
+    let unsent = [
+        Outcome::ConnectRefused,
+        Outcome::ConnectTimeout,
+        Outcome::Unprocessed(Unprocessed::GoAway),
+    ]
+    .iter()
+    .map(count)
+    .sum::<u64>();
+    let refused = count(&Outcome::Unprocessed(Unprocessed::RefusedStream));
     let may_have = r.attempts.saturating_sub(unsent);
     let (surely, perhaps) = r.reached;
     Reconciliation {
         unsent,
-        attempts: may_have.saturating_sub(r.abandoned)..=may_have,
+        attempts: may_have.saturating_sub(r.abandoned + refused)..=may_have,
         logical: surely..=surely + perhaps,
     }
 }
@@ -237,7 +245,7 @@ pub fn reconciliation(r: &Recorder) -> Reconciliation {
 /// What the ledger must hold to agree with the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reconciliation {
-    /// Attempts that failed to connect.
+    /// Attempts that failed to connect, or went out above a GOAWAY's last-stream-id.
     pub unsent: u64,
     pub attempts: RangeInclusive<u64>,
     pub logical: RangeInclusive<u64>,

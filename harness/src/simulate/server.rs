@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use chaos_policy::{Outcome, ResetPhase};
+use chaos_policy::{Outcome, ResetPhase, Unprocessed};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
@@ -69,6 +69,9 @@ pub(super) struct Server<'a> {
     needs_rng: bool,
     /// The client speaks gRPC (`target.protocol: grpc`): answers are read as gRPC codes.
     grpc: bool,
+    /// The client speaks HTTP/2 (or gRPC): a refused stream is one, not a closed
+    /// connection.
+    http2: bool,
     id: String,
     path: String,
 }
@@ -80,7 +83,7 @@ impl<'a> Server<'a> {
         policy: &'a str,
         kinds: &[RequestKind],
         ledger: &'a Ledger,
-        grpc: bool,
+        protocol: crate::plan::Protocol,
     ) -> Self {
         let limits = script.capacity().copied();
         Server {
@@ -99,7 +102,8 @@ impl<'a> Server<'a> {
             free: Vec::new(),
             queued: HashMap::new(),
             hang_cap: fault_server::DEFAULT_HANG_CAP,
-            grpc,
+            grpc: protocol == crate::plan::Protocol::Grpc,
+            http2: protocol.is_http2(),
             id: String::new(),
             path: String::new(),
         }
@@ -257,6 +261,19 @@ impl<'a> Server<'a> {
         }
         let (reply, outcome, after) = match fault.action {
             FaultAction::Delay(d) => return Faulted::Delayed(d),
+            // Served; what a GOAWAY does to the other streams of its connection is live
+            // only: the simulator has no connections.
+            FaultAction::GoAway => return Faulted::Delayed(Duration::ZERO),
+            FaultAction::Refuse if self.http2 => (
+                Reply::bare(Outcome::Unprocessed(Unprocessed::RefusedStream)),
+                Disposition::Refused,
+                Duration::ZERO,
+            ),
+            FaultAction::Refuse => (
+                Reply::bare(Outcome::Closed),
+                Disposition::Refused,
+                Duration::ZERO,
+            ),
             FaultAction::Status(response) => match response.grpc {
                 Some(grpc) if self.grpc => (
                     Reply {

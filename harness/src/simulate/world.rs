@@ -148,7 +148,7 @@ pub fn run_arrivals(
             &policy.name,
             &plan.load.requests,
             &scratch.ledger,
-            plan.load.protocol == crate::plan::Protocol::Grpc,
+            plan.load.protocol,
         ),
         queue: std::mem::take(&mut scratch.queue),
         net: Network::new(plan.network_latency, plan.seed),
@@ -396,9 +396,7 @@ impl World<'_> {
         let Some(running) = self.running[to.slot as usize].as_mut() else {
             return;
         };
-        if !reply.outcome.proves_unsent() {
-            running.reached = Reached::Yes;
-        }
+        running.reached = running.reached.after(reply.outcome);
         let recorder = &mut self.recorder;
         let id = violation_id(&mut self.id, &self.policy.name, running);
         recorder.sent(

@@ -79,6 +79,23 @@ pub enum Reached {
     Yes,
 }
 
+impl Reached {
+    /// What one attempt's outcome says of its logical request reaching the server, joined
+    /// with what its earlier attempts said. A failed connect or a stream above a GOAWAY's
+    /// last-stream-id never reached it; a refused stream may have reached the server's
+    /// handler (a scripted `refuse`, which the ledger counts) or not (an HTTP/2 layer
+    /// over its stream limit): the ledger may count it either way.
+    pub fn after(self, outcome: chaos_policy::Outcome) -> Reached {
+        use chaos_policy::{Outcome, Unprocessed};
+        let this = match outcome {
+            Outcome::Unprocessed(Unprocessed::RefusedStream) => Reached::Maybe,
+            o if o.proves_unsent() => Reached::No,
+            _ => Reached::Yes,
+        };
+        self.max(this)
+    }
+}
+
 /// Counters of a policy's run. `logical` counts the arrivals that were sent; with
 /// `dropped`, they make up the offered load.
 #[derive(Debug, Clone)]
