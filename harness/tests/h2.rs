@@ -173,8 +173,15 @@ fn grpc_plans_that_cannot_work_are_refused_where_they_go_wrong() {
     };
     let cases = [
         (
-            load("{ protocol: http1 }", "{ name: c, service: chaos.Pay, method: Charge }"),
-            ["test.yaml:6:", "`service` names a gRPC service", "protocol: grpc"],
+            load(
+                "{ protocol: http1 }",
+                "{ name: c, service: chaos.Pay, method: Charge }",
+            ),
+            [
+                "test.yaml:6:",
+                "`service` names a gRPC service",
+                "protocol: grpc",
+            ],
         ),
         (
             load("{ protocol: grpc }", "{ name: c, path: /pay }"),
@@ -185,8 +192,15 @@ fn grpc_plans_that_cannot_work_are_refused_where_they_go_wrong() {
             ["test.yaml:6:", "names no `service`", "service:"],
         ),
         (
-            load("{ protocol: grpc }", "{ name: c, service: 'not a name', method: Charge }"),
-            ["test.yaml:6:", "is not a gRPC service name", "chaos.Payments"],
+            load(
+                "{ protocol: grpc }",
+                "{ name: c, service: 'not a name', method: Charge }",
+            ),
+            [
+                "test.yaml:6:",
+                "is not a gRPC service name",
+                "chaos.Payments",
+            ],
         ),
         (
             load("{ protocol: gprc }", "{ name: c, path: / }"),
@@ -196,7 +210,10 @@ fn grpc_plans_that_cannot_work_are_refused_where_they_go_wrong() {
     for (yaml, expected) in cases {
         let message = refused(&yaml);
         for part in expected {
-            assert!(message.contains(part), "`{part}` not in:\n{message}\n---\n{yaml}");
+            assert!(
+                message.contains(part),
+                "`{part}` not in:\n{message}\n---\n{yaml}"
+            );
         }
     }
 }
