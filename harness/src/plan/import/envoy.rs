@@ -46,6 +46,8 @@ fn retry_on(condition: &str, codes: &[u16]) -> Option<Vec<C>> {
         // "does not respond at all (disconnect/reset/read timeout.)".
         "reset" => vec![C::Reset, C::Timeout],
         "connect-failure" => vec![C::ConnectFailure],
+        // "if the upstream server resets the stream with a REFUSED_STREAM error code".
+        "refused-stream" => vec![C::RefusedStream],
         // "Currently, the only response code in this category is 409."
         "retriable-4xx" => vec![C::Status(409)],
         "retriable-status-codes" => codes.iter().map(|c| C::Status(*c)).collect(),
@@ -246,7 +248,7 @@ fn read_retry_policy(
         match retry_on(name, &codes) {
             Some(found) => add_conditions(&mut conditions, &found),
             None => warnings.push(format!(
-                "`retry_on: {name}` is not modelled (the harness speaks HTTP/1.1 and sends no Envoy headers): nothing is retried for it"
+                "`retry_on: {name}` is not modelled (the harness sends no Envoy headers): nothing is retried for it"
             )),
         }
     }
@@ -506,6 +508,7 @@ circuit_breakers:
                 C::Timeout,
                 C::ConnectFailure,
                 C::Status(409),
+                C::RefusedStream,
                 C::Status(429)
             ])
         );
@@ -520,7 +523,6 @@ circuit_breakers:
         assert_eq!(
             imported.warnings,
             [
-                "`retry_on: refused-stream` is not modelled (the harness speaks HTTP/1.1 and sends no Envoy headers): nothing is retried for it",
                 "`rate_limited_retry_back_off`: a Retry-After above max_interval (10s) is capped here; Envoy discards it and backs off as usual",
                 "`retry_policy.retry_host_predicate` is not modelled",
                 "circuit_breakers thresholds for priority HIGH are not modelled: every request is DEFAULT",
