@@ -31,9 +31,11 @@ test:
 
 # Real clients (botocore, urllib3, curl, the AWS JS SDK, a bad client) through
 # `harness client-test`, each report checked (interop/run.sh; installs the pinned libraries).
-# `just interop curl bad` runs only the cases whose names contain those words.
+# Without cases, then the exact retry counts of interop/counts.sh (botocore, grpcio) too.
+# `just interop curl bad` runs only the client-test cases whose names contain those words.
 interop *cases:
     bash interop/run.sh {{cases}}
+    if [ -z "{{cases}}" ]; then bash interop/counts.sh; fi
 
 # Exact retry counts: a real client and the harness's model of it through one total outage
 # on one fault-server must make as many attempts (botocore standard vs aws-standard and
