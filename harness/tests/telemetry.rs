@@ -508,3 +508,51 @@ policies:
     assert!(tier_in.iter().all(|s| s.str("chaos.tier") == Some("api")));
     assert_eq!(report["telemetry"]["spans_dropped"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_attempts_follow_the_rpc_conventions() {
+    let receiver = Receiver::start().await;
+    let dir = scratch("telemetry-grpc");
+    let plan = r#"
+name: traced-grpc
+seed: 5
+duration: 1s
+drain: 2s
+target: { protocol: grpc }
+load:
+  rate: 20
+  arrivals: uniform
+  requests: [ { name: get, service: shop.Catalog, method: GetItem } ]
+faults:
+  - { name: flaky, probability: 0.5, respond: { grpc: unavailable } }
+policies:
+  - { name: grpc, preset: grpc }
+"#;
+    let (out, report) = chaos(&dir, plan, Some(receiver.endpoint())).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let spans = receiver.spans();
+    let clients = of(&spans, CLIENT, "grpc");
+    assert_eq!(clients.len() as u64, count(&report, "grpc", "attempts"));
+    let mut codes = BTreeMap::new();
+    for span in &clients {
+        assert_eq!(span.span.name, "shop.Catalog/GetItem");
+        assert_eq!(span.str("rpc.system"), Some("grpc"));
+        assert_eq!(span.str("rpc.service"), Some("shop.Catalog"));
+        assert_eq!(span.str("rpc.method"), Some("GetItem"));
+        assert_eq!(
+            span.str("http.request.method"),
+            None,
+            "RPC, not HTTP, conventions"
+        );
+        let code = span.int("rpc.grpc.status_code").expect("a status code");
+        match code {
+            0 => assert_eq!(span.str("error.type"), None),
+            14 => assert_eq!(span.str("error.type"), Some("UNAVAILABLE")),
+            other => panic!("code {other}"),
+        }
+        *codes.entry(code).or_insert(0u64) += 1;
+    }
+    let outcomes = &policy(&report, "grpc")["outcomes"];
+    assert_eq!(Some(codes[&0]), outcomes["grpc_ok"].as_u64());
+    assert_eq!(Some(codes[&14]), outcomes["grpc_unavailable"].as_u64());
+}
