@@ -21,8 +21,7 @@
 # 3. `harness chaos interop/grpc/plan-grpc.yaml` against the same server (script: keep):
 #    10 calls in a row; the report's attempts, and its ledger's, == grpcio's count for
 #    K = 10 == 14.
-# Exit 0 when every count holds, 1 on a mismatch, 2 when something could not be set up
-# (the fault-server refusing outage.yaml: it does not speak gRPC yet).
+# Exit 0 when every count holds, 1 on a mismatch, 2 when something could not be set up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -72,7 +71,7 @@ done
 
 # --- 2. grpcio against the fault-server ----------------------------------------------
 if ! fs_start interop/grpc/outage.yaml; then
-  say "the fault-server refused a gRPC script: does it speak gRPC yet (respond: { grpc: unavailable })?" >&2
+  say "the fault-server did not start with interop/grpc/outage.yaml (its log above says why)" >&2
   exit 2
 fi
 say "fault-server at $FS_URL (interop/grpc/outage.yaml)"
