@@ -57,7 +57,8 @@ ci:
 bench:
     bash bench/harness.sh
 
-# The faultless fault-server against a bare axum hello world, with wrk.
+# The faultless fault-server against a bare axum hello world: HTTP/1.1 with wrk, HTTP/2
+# (h2c) with h2load (installs wrk and nghttp2-client if missing).
 bench-server:
     bash bench/server.sh
 

@@ -217,3 +217,45 @@ fn grpc_plans_that_cannot_work_are_refused_where_they_go_wrong() {
         }
     }
 }
+
+#[test]
+fn simulate_refuses_a_fault_that_ends_an_http2_connection_where_it_is_scripted() {
+    let dir = common::scratch("h2-simulate-live-only");
+    let path = common::write_plan(
+        &dir,
+        "drop.yaml",
+        "duration: 1s\ntarget: { protocol: http2 }\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\nfaults:\n  - name: drop\n    respond: [ { fault: refuse }, { fault: reset } ]\npolicies: [ { name: p } ]\n",
+    );
+    let out = common::harness()
+        .arg("simulate")
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let message = common::stderr(&out);
+    assert!(
+        message.contains("drop.yaml:8:5:"),
+        "at `respond`: {message}"
+    );
+    assert!(
+        message.contains("`fault: reset` on an HTTP/2 target"),
+        "{message}"
+    );
+    assert!(message.contains("harness chaos"), "{message}");
+    // The same plan over HTTP/1.1 simulates: a reset there ends one request's connection.
+    let h1 = common::write_plan(
+        &dir,
+        "drop-h1.yaml",
+        &std::fs::read_to_string(&path)
+            .expect("the plan")
+            .replace("protocol: http2", "protocol: http1"),
+    );
+    let out = common::harness()
+        .args(["simulate", "--quiet"])
+        .arg(&h1)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+}

@@ -42,6 +42,10 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
             return EXIT_CANNOT_RUN;
         }
     };
+    if let Err(e) = crate::plan::load_simulable(&path) {
+        eprintln!("error: {e}");
+        return EXIT_INVALID;
+    }
     if let Some(sweep) = sweep {
         return super::sweep::sweep(
             &path,

@@ -55,6 +55,57 @@ pub fn load_all(path: &Path) -> Result<Plan, Vec<PlanError>> {
     recover::check(path, &text)
 }
 
+/// [`load`], and refuses what `harness simulate` cannot model: on an HTTP/2 target a
+/// fault that ends its connection (`reset`, `close`, `truncate`, `timeout`'s close) fails
+/// every stream on it at once, and the simulator has no connections. Located at the
+/// fault's `respond`.
+pub fn load_simulable(path: &Path) -> Result<Plan, PlanError> {
+    let text = read(path)?;
+    let plan = parse(path, &text)?;
+    if !plan.load.protocol.is_http2() {
+        return Ok(plan);
+    }
+    use fault_server::script::FaultKind;
+    for (i, phase) in plan.script.faults.iter().enumerate() {
+        let ends_connection = phase.respond.0.iter().enumerate().find_map(|(j, entry)| {
+            entry
+                .fault
+                .filter(|kind| {
+                    matches!(
+                        kind,
+                        FaultKind::Reset
+                            | FaultKind::Close
+                            | FaultKind::Truncate
+                            | FaultKind::Timeout
+                    )
+                })
+                .map(|kind| (j, kind))
+        });
+        if let Some((j, kind)) = ends_connection {
+            use Seg::{Index, Key};
+            let mut at = vec![Key("faults"), Index(i), Key("respond"), Index(j)];
+            if locate(&text, &at).is_none() {
+                // `respond:` is one entry, not a list.
+                at.pop();
+            }
+            return Err(located(
+                path,
+                &text,
+                found(
+                    at,
+                    format!(
+                        "`fault: {}` on an HTTP/2 target (`protocol: {}`) ends its connection and every stream on it: live only, the simulator has no connections",
+                        kind.name(),
+                        plan.load.protocol.name()
+                    ),
+                )
+                .hint("run the plan live (`harness chaos`); the simulator models `refuse`, `goaway` (served), statuses, gRPC codes and delays"),
+            ));
+        }
+    }
+    Ok(plan)
+}
+
 /// A plan file's text, bounded in size and checked to be UTF-8.
 pub fn read(path: &Path) -> Result<String, PlanError> {
     read_yaml(
