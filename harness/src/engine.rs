@@ -331,7 +331,8 @@ async fn wait_out(shared: &Shared, tasks: &TaskTracker, mut halted: bool) {
 /// The run's figures, once its tasks are done; the final counts go to the telemetry too.
 fn conclude(shared: &Shared, abort: &CancellationToken) -> PolicyRun {
     let elapsed = shared.now();
-    let recorder = std::mem::take(&mut *shared.recorders.merged());
+    let mut recorder = std::mem::take(&mut *shared.recorders.merged());
+    recorder.streams_waited = shared.http.streams_waited();
     let client = lock(&shared.client);
     if let Some(traced) = &shared.telemetry {
         let now = client.clock().max(elapsed);

@@ -17,11 +17,17 @@
 //! round-robin over the connections, each made on first use and made again once it has
 //! closed (a GOAWAY, a reset). An attempt beyond the server's
 //! `SETTINGS_MAX_CONCURRENT_STREAMS` waits in hyper for a stream, on the wire already as
-//! far as the pool can tell.
+//! far as the pool can tell; hyper does not say what the server allows, so the pool reads
+//! it from the server's first SETTINGS frame as it passes ([`Sniffed`]) and counts the
+//! attempts handed to a connection with every stream it may open taken
+//! ([`Pool::streams_waited`]).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -30,6 +36,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper::client::conn::http2;
 use hyper::{HeaderMap, Request, body::Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// How long a new connection may take before the attempt it is for gives up.
@@ -60,8 +67,36 @@ struct Inner {
 /// HTTP/2 connections, each `None` until first used and after it closed. An async lock:
 /// attempts that find a connection being made wait for it rather than make another.
 struct Multiplexed {
-    connections: Vec<tokio::sync::Mutex<Option<http2::SendRequest<Body>>>>,
-    next: std::sync::atomic::AtomicUsize,
+    connections: Vec<tokio::sync::Mutex<Option<H2Connection>>>,
+    next: AtomicUsize,
+    /// Attempts handed to a connection whose streams were all taken.
+    waited: AtomicU64,
+}
+
+/// One HTTP/2 connection and its streams.
+#[derive(Clone)]
+struct H2Connection {
+    send: http2::SendRequest<Body>,
+    streams: Arc<Streams>,
+}
+
+/// The streams of one HTTP/2 connection: how many the server lets the client open (its
+/// `SETTINGS_MAX_CONCURRENT_STREAMS`; unlimited until its SETTINGS came, and when it sets
+/// none), and how many are open.
+#[derive(Debug)]
+struct Streams {
+    limit: AtomicU32,
+    open: AtomicUsize,
+}
+
+/// A stream counted open until its answer has been read or given up on.
+#[derive(Debug)]
+struct OpenStream(Arc<Streams>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 enum Address {
@@ -113,6 +148,8 @@ pub struct Answering<'p> {
     body: Incoming,
     /// An HTTP/1.1 connection, to give back; an HTTP/2 one is never taken.
     connection: Option<SendRequest<Body>>,
+    /// The HTTP/2 stream it came on, open until this is read or dropped.
+    _stream: Option<OpenStream>,
     pool: &'p Pool,
 }
 
@@ -168,7 +205,8 @@ impl Pool {
             connections: (0..n.max(1))
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
-            next: std::sync::atomic::AtomicUsize::new(0),
+            next: AtomicUsize::new(0),
+            waited: AtomicU64::new(0),
         });
         Ok(Pool(Arc::new(Inner {
             at,
@@ -176,6 +214,15 @@ impl Pool {
             max_idle,
             h2,
         })))
+    }
+
+    /// Over HTTP/2: how many attempts were handed to a connection that had as many streams
+    /// open as the server allows, so waited in the client for one to end; 0 over HTTP/1.1.
+    pub fn streams_waited(&self) -> u64 {
+        self.0
+            .h2
+            .as_ref()
+            .map_or(0, |h2| h2.waited.load(Ordering::Relaxed))
     }
 
     /// Sends `request` and waits for its answer's head. `stage` is kept up to date, so
@@ -211,6 +258,7 @@ impl Pool {
                         head,
                         body,
                         connection: Some(connection),
+                        _stream: None,
                         pool: self,
                     });
                 }
@@ -234,13 +282,16 @@ impl Pool {
         mut request: Request<Body>,
         stage: &(dyn Fn(Stage) + Sync),
     ) -> Result<Answering<'_>, Failure> {
-        let at = h2.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let at = h2.next.fetch_add(1, Ordering::Relaxed);
         let slot = &h2.connections[at % h2.connections.len()];
         let mut fresh = false;
         loop {
-            let mut connection = {
+            let H2Connection {
+                send: mut connection,
+                streams,
+            } = {
                 let mut open = slot.lock().await;
-                match open.as_ref().filter(|c| !c.is_closed()) {
+                match open.as_ref().filter(|c| !c.send.is_closed()) {
                     Some(connection) => connection.clone(),
                     None if fresh => {
                         return Err(Failure::Connect(io::ErrorKind::ConnectionAborted.into()));
@@ -256,6 +307,11 @@ impl Pool {
             if connection.ready().await.is_err() {
                 continue;
             }
+            let before = streams.open.fetch_add(1, Ordering::Relaxed);
+            let stream = OpenStream(Arc::clone(&streams));
+            if before >= streams.limit.load(Ordering::Relaxed) as usize {
+                h2.waited.fetch_add(1, Ordering::Relaxed);
+            }
             stage(Stage::Handed);
             match connection.try_send_request(request).await {
                 Ok(response) => {
@@ -264,6 +320,7 @@ impl Pool {
                         head,
                         body,
                         connection: None,
+                        _stream: Some(stream),
                         pool: self,
                     });
                 }
@@ -320,8 +377,12 @@ impl Pool {
     }
 
     /// A new HTTP/2 connection, by prior knowledge: the preface, then SETTINGS.
-    async fn connect_h2(&self) -> Result<http2::SendRequest<Body>, Failure> {
-        let stream = self.tcp().await?;
+    async fn connect_h2(&self) -> Result<H2Connection, Failure> {
+        let streams = Arc::new(Streams {
+            limit: AtomicU32::new(u32::MAX),
+            open: AtomicUsize::new(0),
+        });
+        let stream = Sniffed::new(self.tcp().await?, Arc::clone(&streams));
         let handshake = http2::Builder::new(TokioExecutor::new()).handshake(TokioIo::new(stream));
         let (connection, driver) = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
             .await
@@ -330,7 +391,10 @@ impl Pool {
         tokio::spawn(async move {
             let _ = driver.await;
         });
-        Ok(connection)
+        Ok(H2Connection {
+            send: connection,
+            streams,
+        })
     }
 
     async fn tcp(&self) -> Result<TcpStream, Failure> {
@@ -351,5 +415,127 @@ impl Pool {
     fn idle(&self) -> MutexGuard<'_, Vec<(SendRequest<Body>, Instant)>> {
         // A panic under this lock cannot leave the list half changed.
         self.0.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An HTTP/2 connection's socket, which reads the server's first frame as it passes: its
+/// SETTINGS (RFC 9113 §3.4: a server's preface), for `SETTINGS_MAX_CONCURRENT_STREAMS`.
+/// Nothing else is looked at, and nothing is changed.
+struct Sniffed {
+    inner: TcpStream,
+    streams: Arc<Streams>,
+    /// The first frame's bytes so far; `None` once it has been read.
+    first: Option<Vec<u8>>,
+}
+
+/// A frame's header: length (3), type, flags, stream id (4).
+const FRAME_HEADER: usize = 9;
+/// A SETTINGS frame longer than this is not read (a server sends a handful of settings).
+const MAX_SETTINGS: usize = 6 * 32;
+
+impl Sniffed {
+    fn new(inner: TcpStream, streams: Arc<Streams>) -> Sniffed {
+        Sniffed {
+            inner,
+            streams,
+            first: Some(Vec::with_capacity(FRAME_HEADER + 36)),
+        }
+    }
+
+    fn saw(&mut self, bytes: &[u8]) {
+        let Some(first) = self.first.as_mut() else {
+            return;
+        };
+        first.extend_from_slice(bytes);
+        if first.len() < FRAME_HEADER {
+            return;
+        }
+        let len = u32::from_be_bytes([0, first[0], first[1], first[2]]) as usize;
+        if first[3] != 0x4 || len > MAX_SETTINGS {
+            self.first = None;
+            return;
+        }
+        if first.len() < FRAME_HEADER + len {
+            return;
+        }
+        let limit = max_concurrent_streams(&first[FRAME_HEADER..FRAME_HEADER + len]);
+        if let Some(limit) = limit {
+            self.streams.limit.store(limit, Ordering::Relaxed);
+        }
+        self.first = None;
+    }
+}
+
+/// `SETTINGS_MAX_CONCURRENT_STREAMS` (0x3) in a SETTINGS frame's payload, if set.
+fn max_concurrent_streams(payload: &[u8]) -> Option<u32> {
+    // The last of a setting given twice wins (RFC 9113 §6.5.3: processed in order).
+    payload
+        .chunks_exact(6)
+        .rev()
+        .find(|s| u16::from_be_bytes([s[0], s[1]]) == 0x3)
+        .map(|s| u32::from_be_bytes([s[2], s[3], s[4], s[5]]))
+}
+
+impl AsyncRead for Sniffed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if self.first.is_some() {
+            let filled = buf.filled()[before..].to_vec();
+            self.saw(&filled);
+        }
+        read
+    }
+}
+
+impl AsyncWrite for Sniffed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_concurrent_streams;
+
+    #[test]
+    fn the_stream_limit_is_read_from_a_settings_payload() {
+        // HEADER_TABLE_SIZE 4096, MAX_CONCURRENT_STREAMS 3, INITIAL_WINDOW_SIZE 65535.
+        let payload = [
+            0, 1, 0, 0, 16, 0, //
+            0, 3, 0, 0, 0, 3, //
+            0, 4, 0, 0, 255, 255,
+        ];
+        assert_eq!(max_concurrent_streams(&payload), Some(3));
+        assert_eq!(max_concurrent_streams(&payload[..6]), None);
+        assert_eq!(max_concurrent_streams(&[]), None);
     }
 }

@@ -154,6 +154,13 @@ fn grpc_calls_are_judged_by_code_and_pushback_is_obeyed_live_and_simulated() {
     );
     assert_eq!(l.outcomes, s.outcomes);
     assert!(l.retries > 0, "UNAVAILABLE with a pushback is retried");
+    // One connection, one call at a time: no stream waited; the simulator has none.
+    let live_wait = l.connection_wait.as_ref().expect("HTTP/2 connections");
+    assert_eq!(
+        (live_wait.max_connections, live_wait.streams_waited),
+        (1, Some(0))
+    );
+    assert!(s.connection_wait.is_none());
 }
 
 /// A plan that does not parse: its message.
@@ -258,4 +265,71 @@ fn simulate_refuses_a_fault_that_ends_an_http2_connection_where_it_is_scripted()
         .output()
         .expect("run harness");
     assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+}
+
+/// A fault-server that allows 2 streams a connection, every answer 300 ms late; one
+/// HTTP/2 connection; 6 attempts at once: 2 get a stream, 4 wait in the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_beyond_the_servers_stream_limit_wait_and_are_counted() {
+    use chaos_policy::{Attempt, Outcome};
+    use harness::attempt::{self, AttemptSpec};
+
+    let script = fault_server::Script::from_yaml_str(
+        "faults: [ { name: slow, respond: { fault: delay, delay: 300ms } } ]",
+    )
+    .expect("a script");
+    let mut config = fault_server::ServerConfig::with_script(script);
+    config.max_concurrent_streams = 2;
+    let server = fault_server::start(config).await.expect("a fault-server");
+    let url = server.url();
+    let pool = harness::pool::Pool::new(&url, 1, Some(1)).expect("a pool");
+    let kind = harness::plan::RequestKind {
+        rpc: None,
+        name: "r".into(),
+        method: "GET".into(),
+        path: "/x".into(),
+        n: Default::default(),
+        weight: 1.0,
+        body: None,
+        headers: Default::default(),
+        idempotency_key: false,
+    };
+    let prepared = attempt::Prepared::new(&url, &kind, "t", harness::plan::Protocol::Http2)
+        .expect("a buildable kind");
+    let send = |id: String| {
+        let (pool, prepared) = (pool.clone(), &prepared);
+        async move {
+            let spec = AttemptSpec {
+                kind: prepared,
+                id: &id,
+                n: 1,
+                attempt: Attempt::FIRST,
+                timeout: Some(std::time::Duration::from_secs(10)),
+                traceparent: None,
+                propagate_deadline: false,
+            };
+            attempt::send(&pool, spec).await.outcome
+        }
+    };
+    // The first answer comes after the server's SETTINGS: the limit is known from here.
+    assert_eq!(send("t-first".into()).await, Outcome::Status(200));
+    assert_eq!(pool.streams_waited(), 0);
+    let (a, b, c, d, e, f) = tokio::join!(
+        send("t-0".into()),
+        send("t-1".into()),
+        send("t-2".into()),
+        send("t-3".into()),
+        send("t-4".into()),
+        send("t-5".into()),
+    );
+    let outcomes = [a, b, c, d, e, f];
+    assert!(
+        outcomes.iter().all(|o| *o == Outcome::Status(200)),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        pool.streams_waited(),
+        4,
+        "2 streams at a time: 4 of 6 waited"
+    );
 }

@@ -215,6 +215,22 @@ fn tier_reports(
         .collect()
 }
 
+/// The client's connections, when the plan caps them or multiplexes on them (HTTP/2).
+fn connection_wait(plan: &Plan, r: &Recorder) -> Option<ConnectionWait> {
+    let http2 = plan.load.protocol.is_http2();
+    let max = match plan.load.max_connections {
+        Some(max) => max,
+        None if http2 => 1,
+        None => return None,
+    };
+    Some(ConnectionWait {
+        max_connections: max,
+        wait_ms: percentiles(&r.connection_wait),
+        timed_out: r.connection_wait_timeouts,
+        streams_waited: http2.then_some(r.streams_waited),
+    })
+}
+
 /// The range of ledger counts that agrees with what the client sent: every attempt that
 /// left the process, except those that failed to connect or went out above a GOAWAY's
 /// last-stream-id (the server cannot have seen them); attempts abandoned on the wire at
@@ -331,11 +347,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         offered_latency_ms: offered_percentiles(r),
         attempt_latency_ms: percentiles(&r.attempt_latency),
         arrival_lag_ms: percentiles(&r.lag),
-        connection_wait: plan.load.max_connections.map(|max| ConnectionWait {
-            max_connections: max,
-            wait_ms: percentiles(&r.connection_wait),
-            timed_out: r.connection_wait_timeouts,
-        }),
+        connection_wait: connection_wait(plan, r),
         recovery_s: plan
             .fault_window
             .and_then(|(from, until)| recovery_s(&r.series, from, until)),

@@ -258,7 +258,12 @@ impl PolicyReport {
             ("single attempt", &self.attempt_latency_ms),
             ("arrival lag", &self.arrival_lag_ms),
         ];
-        if let Some(c) = &self.connection_wait {
+        // Over HTTP/2 nothing waits for a connection: attempts share them.
+        if let Some(c) = self
+            .connection_wait
+            .as_ref()
+            .filter(|c| c.streams_waited.is_none())
+        {
             rows.push(("waiting for a connection", &c.wait_ms));
         }
         rows
@@ -373,6 +378,12 @@ pub struct ConnectionWait {
     /// Attempts whose timeout ran out while they waited: in `attempts`, as
     /// `connect_timeout`s.
     pub timed_out: u64,
+    /// Over HTTP/2, where `max_connections` is how many connections every attempt is
+    /// multiplexed on (default 1): attempts handed to a connection with as many streams
+    /// open as the server's `SETTINGS_MAX_CONCURRENT_STREAMS`, which waited in the client
+    /// for one to end. Live runs only (the simulator has no connections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams_waited: Option<u64>,
 }
 
 /// Percentiles that may be unbounded.
@@ -485,6 +496,14 @@ impl OfferedPercentiles {
 impl ConnectionWait {
     /// One sentence on the cap and what waiting under it cost.
     pub fn sentence(&self) -> String {
+        if let Some(waited) = self.streams_waited {
+            return format!(
+                "HTTP/2: every attempt multiplexed on {} connection{}; {} found every stream the server allows (SETTINGS_MAX_CONCURRENT_STREAMS) taken and waited in the client for one.",
+                self.max_connections,
+                if self.max_connections == 1 { "" } else { "s" },
+                waited
+            );
+        }
         format!(
             "At most {} connection{}: attempts waited for one {:.1} ms at p99 ({:.1} ms at most); {} ran out of time waiting (never sent; counted as connect_timeout).",
             self.max_connections,

@@ -167,5 +167,15 @@ pub fn simulate_until(
         },
     );
     report.mode = "simulated".to_owned();
+    // The simulator has no HTTP/2 connections to multiplex on, nor streams to wait for.
+    for policy in &mut report.policies {
+        if policy
+            .connection_wait
+            .as_ref()
+            .is_some_and(|wait| wait.streams_waited.is_some())
+        {
+            policy.connection_wait = None;
+        }
+    }
     Ok((report, effort))
 }

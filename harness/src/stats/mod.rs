@@ -112,6 +112,9 @@ pub struct Recorder {
     /// Attempts whose timeout ran out while they waited for a connection (in `attempts`,
     /// as `connect_timeout`s).
     pub connection_wait_timeouts: u64,
+    /// Over HTTP/2: attempts handed to a connection with every stream the server allows
+    /// taken, which waited in the client for one (live runs only).
+    pub streams_waited: u64,
     pub series: Vec<Second>,
     pub logical: u64,
     pub dropped: u64,
@@ -161,6 +164,7 @@ impl Default for Recorder {
             lag: histogram(),
             connection_wait: histogram(),
             connection_wait_timeouts: 0,
+            streams_waited: 0,
             series: Vec::new(),
             logical: 0,
             dropped: 0,
@@ -365,6 +369,7 @@ impl Recorder {
                 &mut self.connection_wait_timeouts,
                 &mut other.connection_wait_timeouts,
             ),
+            (&mut self.streams_waited, &mut other.streams_waited),
         ] {
             *mine += std::mem::take(theirs);
         }
