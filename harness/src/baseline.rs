@@ -345,13 +345,15 @@ pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
         file: file.clone(),
         detail,
     };
+    // Only the schema is read through `serde_json::Value`, whose objects sort their keys; the
+    // file itself is read from its text, so a resolved policy keeps its keys' order and an
+    // error says its line and column.
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
     let baseline = match value.get("schema").and_then(serde_json::Value::as_str) {
-        Some(SCHEMA) => serde_json::from_value(value).map_err(|e| format(e.to_string()))?,
+        Some(SCHEMA) => serde_json::from_str(&text).map_err(|e| format(e.to_string()))?,
         Some(crate::report::SCHEMA) => {
-            let report: Report =
-                serde_json::from_value(value).map_err(|e| format(e.to_string()))?;
+            let report: Report = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
             Baseline::of(&report, Tolerance::default())
         }
         other => return Err(format(format!("its schema is {other:?}"))),
@@ -440,7 +442,7 @@ pub fn compare(
             continue;
         };
         if let (Some(was), Some(now)) = (&base.resolved, &current.resolved)
-            && was != now
+            && !was.same(now)
         {
             notes.push(format!(
                 "policy `{}` changed since the baseline: {}",
@@ -487,7 +489,7 @@ fn changed_fields(
     let mut changes: Vec<String> = Vec::new();
     for (key, value) in new {
         match old.iter().find(|(k, _)| k == key) {
-            Some((_, before)) if before == value => {}
+            Some((_, before)) if before.same(value) => {}
             Some((_, before)) => {
                 changes.push(format!("{key} {} → {}", before.flow(), value.flow()))
             }

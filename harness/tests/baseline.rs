@@ -5,7 +5,10 @@ mod common;
 
 use common::{harness, scratch, stderr, write_plan};
 
-/// A short outage plan; `attempts` is what the edit changes.
+/// A short outage plan; `attempts` is what the edit changes. The gate under test is
+/// amplification, which the seed fixes; latency on a shared, loaded machine is not (one CI
+/// run's p99 went from 13 ms to 118 ms between two identical runs), so its tolerance here
+/// is wide.
 fn plan(attempts: u32) -> String {
     format!(
         r#"name: gated
@@ -18,6 +21,10 @@ faults:
 policies:
   - {{ name: steady, max_attempts: 2, backoff: {{ fixed: 10ms }} }}
   - {{ name: edited, max_attempts: {attempts}, backoff: {{ fixed: 10ms }} }}
+baseline:
+  tolerance:
+    p50_ms: {{ ratio: 1, floor: 60000 }}
+    p99_ms: {{ ratio: 1, floor: 60000 }}
 "#
     )
 }
@@ -46,6 +53,12 @@ fn a_run_against_its_own_baseline_passes_and_a_policy_that_retries_more_fails() 
 
     let again = chaos(&dir, &path, &["--baseline", "b.json"]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    // The baseline read back holds the same policies: nothing to say about them.
+    assert!(
+        !stderr(&again).contains("changed since the baseline"),
+        "{}",
+        stderr(&again)
+    );
     let report: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("reports/gated/latest/report.json")).expect("json"),
     )

@@ -153,6 +153,61 @@ fn a_missing_policy_regresses_a_new_one_is_noted_and_a_changed_plan_is_said() {
 }
 
 #[test]
+fn a_policy_read_back_with_its_keys_in_another_order_has_not_changed() {
+    use crate::plan::resolved::Value;
+    let field = |k: &str, v: Value| (k.to_owned(), v);
+    let written = Value::Map(vec![
+        field("max_attempts", Value::Int(2)),
+        field(
+            "backoff",
+            Value::Map(vec![
+                field("fixed", Value::Text("10ms".into())),
+                field("jitter", Value::Text("none".into())),
+            ]),
+        ),
+    ]);
+    // As a tool that sorts keys (serde_json::Value, jq -S) writes it back.
+    let sorted = Value::Map(vec![
+        field(
+            "backoff",
+            Value::Map(vec![
+                field("jitter", Value::Text("none".into())),
+                field("fixed", Value::Text("10ms".into())),
+            ]),
+        ),
+        field("max_attempts", Value::Int(2)),
+    ]);
+    let with = |resolved: &Value| Figures {
+        resolved: Some(resolved.clone()),
+        ..figures("a")
+    };
+    let c = compare(
+        &baseline(vec![with(&written)]),
+        "b.json",
+        &[with(&sorted)],
+        &identity("abc"),
+        &Tolerance::default(),
+    );
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+
+    let Value::Map(mut more) = sorted else {
+        unreachable!()
+    };
+    more[1].1 = Value::Int(5);
+    let c = compare(
+        &baseline(vec![with(&written)]),
+        "b.json",
+        &[with(&Value::Map(more))],
+        &identity("abc"),
+        &Tolerance::default(),
+    );
+    assert_eq!(
+        c.notes,
+        ["policy `a` changed since the baseline: max_attempts 2 → 5"]
+    );
+}
+
+#[test]
 fn tolerances_are_read_with_defaults_and_checked() {
     let t: Tolerance = serde_json::from_str(
         r#"{ "amplification": 0.1, "p99_ms": { "ratio": 0.5, "floor": 10 } }"#,

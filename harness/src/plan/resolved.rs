@@ -48,6 +48,26 @@ impl Value {
         d.map_or_else(|| Value::text("none"), Value::duration)
     }
 
+    /// The same policy field: maps compare key by key in any order, since a baseline or a
+    /// report.json edited by hand (or passed through a tool that sorts keys) says the same
+    /// policy with its keys in another order.
+    pub fn same(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.iter().all(|(k, v)| {
+                        b.iter()
+                            .find(|(key, _)| key == k)
+                            .is_some_and(|(_, w)| v.same(w))
+                    })
+            }
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(v, w)| v.same(w))
+            }
+            _ => self == other,
+        }
+    }
+
     /// The value of `key` in a map.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
