@@ -471,3 +471,53 @@ fn every_header_of_the_wire_contract_is_refused_at_its_line_and_column() {
         );
     }
 }
+
+#[test]
+fn a_counterexample_that_is_caught_passes_and_one_that_is_not_fails_the_plan() {
+    // Every attempt is a 503. `storm` retries 3 times, so its amplification gate fails, as
+    // it is expected to; `silent` never retries: its detector cannot fire, and a
+    // counterexample whose detector is silent is the failure the nightly gate looks for.
+    let dir = scratch("counterexample");
+    let storm = "{ name: storm, max_attempts: 4, backoff: { fixed: 10ms }, expect: { fail: [amplification] } }";
+    let silent = "{ name: silent, max_attempts: 1, expect: { fail: [amplification] } }";
+    let write = |name: &str, policies: &str| {
+        write_plan(
+            &dir,
+            &format!("{name}.yaml"),
+            &format!(
+                "name: {name}\n{BASE}faults: [ {{ name: down, respond: {{ status: 503 }} }} ]\npolicies: [ {policies} ]\ngates: [ {{ metric: amplification, max: 2 }} ]\n"
+            ),
+        )
+    };
+    let out = chaos_quietly(&dir, &write("caught", storm));
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let latest = dir.join("reports/caught/latest");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest.join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["verdict"], "pass");
+    assert_eq!(json["policies"][0]["gates"][0]["pass"], false);
+    assert_eq!(json["policies"][0]["expect"]["met"], true);
+    let md = std::fs::read_to_string(latest.join("report.md")).expect("report.md");
+    assert!(md.contains("FAIL (expected)"), "{md}");
+
+    // Not quiet: the terminal's lines are what a user reads.
+    let out = harness()
+        .current_dir(&dir)
+        .arg("chaos")
+        .arg(write("silent", &format!("{storm}, {silent}")))
+        .output()
+        .expect("run harness");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("expected `amplification` to fail: the detector did not fire"),
+        "{said}"
+    );
+    let junit =
+        std::fs::read_to_string(dir.join("reports/silent/latest/junit.xml")).expect("junit.xml");
+    assert!(junit.contains("expected to fail"), "{junit}");
+    assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
+}

@@ -212,3 +212,122 @@ fn a_gate_scoped_to_another_policy_does_not_apply() {
     let names: Vec<&str> = results.iter().map(|g| g.name.as_str()).collect();
     assert_eq!(names, ["no_retry_of_permanent"]);
 }
+
+/// A plan of one policy `p` with `expect` and `gates` as written.
+fn counterexample(expect: &str, gates: &str) -> Result<plan::Plan, String> {
+    plan::parse(
+        Path::new("x.yaml"),
+        &format!(
+            "name: x\nduration: 1s\nload: {{ rate: 1, requests: [ {{ name: r, path: / }} ] }}\npolicies:\n  - {{ name: p, expect: {expect} }}\n  - {{ name: q }}\ngates: {gates}\n"
+        ),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The expectation of the plan's counterexample `p`, judged on `r`.
+fn expectation(plan: &plan::Plan, r: &PolicyReport) -> harness::report::Expectation {
+    let mut r = r.clone();
+    r.gates = gates::evaluate(plan, &r);
+    let expect = plan.policies[0]
+        .expect
+        .as_ref()
+        .expect("p is a counterexample");
+    gates::expectation(expect, &r)
+}
+
+#[test]
+fn a_counterexample_is_met_only_when_the_gates_it_names_fail() {
+    // The figures retry 2 non-idempotent requests and stay within the budget's bound.
+    let gates = "[ no_retry_of_non_idempotent, amplification_within_budget, { metric: peak_amplification, max: 1.5 } ]";
+    let named = counterexample("{ fail: [no_retry_of_non_idempotent] }", gates).expect("plan");
+    let caught = expectation(&named, &report(|_| {}));
+    assert!(caught.met, "{}", caught.detail);
+    assert!(
+        caught
+            .detail
+            .starts_with("caught as expected: `no_retry_of_non_idempotent` (2 "),
+        "{}",
+        caught.detail
+    );
+    // The detector made inert: the violation is gone, and the plan must say so.
+    let inert = expectation(
+        &named,
+        &report(|j| j["violations"]["retried_non_idempotent"] = 0.into()),
+    );
+    assert!(!inert.met);
+    assert!(
+        inert.detail.starts_with(
+            "expected `no_retry_of_non_idempotent` to fail: the detector did not fire"
+        ),
+        "{}",
+        inert.detail
+    );
+    // A metric is named by its metric's name, and every name must fire.
+    let two = counterexample(
+        "{ fail: [peak_amplification, amplification_within_budget] }",
+        gates,
+    )
+    .expect("plan");
+    let half = expectation(&two, &report(|_| {}));
+    assert!(!half.met);
+    assert!(
+        half.detail
+            .contains("expected `amplification_within_budget` to fail"),
+        "{}",
+        half.detail
+    );
+    // `expect: fail`: any gate will do, but one must.
+    let any = counterexample("fail", gates).expect("plan");
+    assert!(expectation(&any, &report(|_| {})).met);
+    let none = expectation(
+        &any,
+        &report(|j| {
+            j["violations"]["retried_non_idempotent"] = 0.into();
+            j["amplification"]["peak_1s"] = 1.0.into();
+        }),
+    );
+    assert!(!none.met);
+    assert!(
+        none.detail.contains("the detectors did not fire"),
+        "{}",
+        none.detail
+    );
+    // Nothing measured fails every gate, and proves nothing.
+    let idle = expectation(
+        &any,
+        &report(|j| {
+            j["logical"] = 0.into();
+            j["dropped"] = 1000.into();
+        }),
+    );
+    assert!(!idle.met, "{}", idle.detail);
+}
+
+#[test]
+fn a_counterexample_names_gates_that_judge_it() {
+    let said = counterexample(
+        "{ fail: [no_duplicate_side_efects] }",
+        "[ no_duplicate_side_effects ]",
+    )
+    .expect_err("a typo");
+    assert!(said.contains("x.yaml:5:"), "{said}");
+    assert!(
+        said.contains("is expected to fail gate `no_duplicate_side_efects`"),
+        "{said}"
+    );
+    assert!(
+        said.contains("did you mean `no_duplicate_side_effects`?"),
+        "{said}"
+    );
+    // A gate scoped to another policy does not judge it.
+    let said = counterexample("fail", "[ { check: no_retry_of_permanent, policy: q } ]")
+        .expect_err("no gate");
+    assert!(said.contains("no gate judges it"), "{said}");
+    let said = counterexample("maybe", "[ no_retry_of_permanent ]").expect_err("a word");
+    assert!(
+        said.contains("`fail`, or `{ fail: [gate, ...] }`"),
+        "{said}"
+    );
+    let said = counterexample("{ fail: [] }", "[ no_retry_of_permanent ]").expect_err("empty");
+    assert!(said.contains("names no gate"), "{said}");
+}

@@ -455,7 +455,10 @@ fn conclude(
         println!("{}", report.ranking.line());
         for p in &report.policies {
             for g in p.gates.iter().filter(|g| !g.pass) {
-                println!("FAIL {} / {}: {}", p.name, g.name, g.detail);
+                println!("{} {} / {}: {}", p.gate_word(g), p.name, g.name, g.detail);
+            }
+            if let Some(e) = p.expect.as_ref().filter(|e| !e.met) {
+                println!("FAIL {} (counterexample): {}", p.name, e.detail);
             }
         }
     }

@@ -125,6 +125,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
             stdout: tested.program.stdout.clone(),
             stderr: tested.program.stderr.clone(),
         }),
+        expect: None,
     };
     report.gates = gates::evaluate(plan, &report);
     report

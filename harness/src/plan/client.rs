@@ -57,6 +57,13 @@ pub(super) fn resolve(
 ) -> Result<(NamedPolicy, ClientTest, Vec<String>, Vec<String>), Found> {
     let name = spec.name.unwrap_or_else(|| DEFAULT_NAME.to_owned());
     let expected = spec.expect.is_some();
+    if spec.expect.as_ref().is_some_and(|p| p.expect.is_some()) {
+        return Err(found(
+            vec![Seg::Key("client"), Seg::Key("expect"), Seg::Key("expect")],
+            "a client test's expected policy has no `expect`",
+        )
+        .hint("the gates judge the program under test; `expect: fail` marks a plan's own policy as a counterexample"));
+    }
     let policy = PolicySpec {
         name: name.clone(),
         ..spec.expect.unwrap_or_default()

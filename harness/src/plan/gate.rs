@@ -44,7 +44,78 @@ pub(super) fn resolve(
         }
         gates.push(gate);
     }
+    for (i, policy) in policies.iter().enumerate() {
+        if let Some(expect) = &policy.expect {
+            expected_gates(i, policy, expect, &gates)?;
+        }
+    }
     Ok(gates)
+}
+
+/// A counterexample needs a gate to fail, and each gate it names must be one that judges
+/// it: a name that picks no gate would make the expectation fail for a typo, not a catch.
+fn expected_gates(
+    i: usize,
+    policy: &NamedPolicy,
+    expect: &super::model::Expect,
+    gates: &[Gate],
+) -> Result<(), Found> {
+    use Seg::{Index, Key};
+    let judging: Vec<String> = gates
+        .iter()
+        .filter(|g| g.applies_to(&policy.name))
+        .map(Gate::name)
+        .collect();
+    if judging.is_empty() {
+        return Err(found(
+            vec![Key("policies"), Index(i), Key("expect")],
+            format!(
+                "policy `{}` is a counterexample (`expect`), and no gate judges it",
+                policy.name
+            ),
+        )
+        .hint("add the gate that names its danger, e.g. `- { check: no_duplicate_side_effects, policy: [NAME] }`, or drop `expect:`"));
+    }
+    for (j, name) in expect.fail.iter().enumerate() {
+        if judging.iter().any(|g| super::model::Expect::names(name, g)) {
+            continue;
+        }
+        let words: Vec<&str> = judging
+            .iter()
+            .map(|g| g.split(' ').next().unwrap_or(g))
+            .collect();
+        let hint = did_you_mean(name, &words).map_or_else(
+            || {
+                format!(
+                    "the gates that judge `{}` are: {}",
+                    policy.name,
+                    judging.join(", ")
+                )
+            },
+            |m| {
+                format!(
+                    "{m} The gates that judge `{}` are: {}",
+                    policy.name,
+                    judging.join(", ")
+                )
+            },
+        );
+        return Err(found(
+            vec![
+                Key("policies"),
+                Index(i),
+                Key("expect"),
+                Key("fail"),
+                Index(j),
+            ],
+            format!(
+                "policy `{}` is expected to fail gate `{name}`, and no such gate judges it",
+                policy.name
+            ),
+        )
+        .hint(hint));
+    }
+    Ok(())
 }
 
 /// Warnings for gates the plan as written cannot judge: `synchrony` and `recovery_s` are

@@ -32,8 +32,9 @@ pub use error::PlanError;
 use error::{Found, found, yaml_error, yaml_error_in};
 use locate::{Seg, locate};
 pub use model::{
-    Arrivals, Check, DEFAULT_NETWORK_LATENCY, Gate, GateKind, Load, Metric, NamedPolicy, Numbers,
-    Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning, fill_path,
+    Arrivals, Check, DEFAULT_NETWORK_LATENCY, Expect, Gate, GateKind, Load, Metric, NamedPolicy,
+    Numbers, Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning,
+    fill_path,
 };
 pub use policy::forward_once;
 use spec::{PlanSpec, TargetSpec};

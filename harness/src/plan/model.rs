@@ -315,6 +315,31 @@ pub struct NamedPolicy {
     pub policy: Policy,
     /// The policy of each relay tier in this variant, in the plan's `tiers` order.
     pub tiers: Vec<TierPolicy>,
+    /// A counterexample (`expect: fail`): the gates it must fail.
+    pub expect: Option<Expect>,
+}
+
+/// A counterexample's expectation: the plan passes only if its gates catch it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    /// The gates it must each fail, as the plan names them; empty: at least one gate.
+    pub fail: Vec<String>,
+}
+
+impl Expect {
+    /// Whether `gate` (a gate's whole name, `peak_amplification <= 2`) is one that
+    /// `name` (a check's, a metric's, or that whole name) picks.
+    pub fn names(name: &str, gate: &str) -> bool {
+        gate == name
+            || gate
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' '))
+    }
+
+    /// Whether the counterexample expects `gate` to fail.
+    pub fn covers(&self, gate: &str) -> bool {
+        self.fail.is_empty() || self.fail.iter().any(|n| Expect::names(n, gate))
+    }
 }
 
 /// What one relay tier does with the requests of a policy variant.

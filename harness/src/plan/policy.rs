@@ -100,6 +100,10 @@ pub(super) fn single(mut spec: PolicySpec, dir: &Path) -> Result<Policy, Found> 
         return Err(found(vec![Seg::Key("tiers")], "a relay's policy has no `tiers`")
             .hint("the relay forwards to one next hop (`--to`); chain relays by pointing each at the next"));
     }
+    if spec.expect.is_some() {
+        return Err(found(vec![Seg::Key("expect")], "a relay's policy has no `expect`")
+            .hint("`expect: fail` marks a plan's policy as a counterexample its gates must catch; a relay has no gates"));
+    }
     if spec.name.is_empty() {
         spec.name = "relay".to_owned();
     }
@@ -186,6 +190,10 @@ fn tier_policies(
                     return Err(found(at(tier), format!("tier `{tier}` of policy `{}` has tiers of its own", variant.name))
                         .hint("a tier's policy says how that tier retries; the plan's `tiers:` says which tiers there are"));
                 }
+                if spec.expect.is_some() {
+                    return Err(found(at(tier), format!("tier `{tier}` of policy `{}` has an `expect`", variant.name))
+                        .hint("a variant is a counterexample as a whole: put `expect:` on the policy, beside its `tiers:`"));
+                }
                 if !spec.name.is_empty() {
                     return Err(found(
                         at(tier),
@@ -239,6 +247,10 @@ fn policy(
     }
     let name = spec.name.clone();
     let import = spec.import.as_ref().map(import_written);
+    let expect = spec
+        .expect
+        .clone()
+        .map(|e| super::model::Expect { fail: e.fail });
     apply_plan_keys(&mut config, base, spec)?;
     let policy = Policy::new(config)
         .map_err(|e| found(key_at(base, key_of(&e)), format!("policy `{name}`: {e}")))?;
@@ -249,6 +261,7 @@ fn policy(
             import,
             policy,
             tiers: Vec::new(),
+            expect,
         },
         imported,
     ))

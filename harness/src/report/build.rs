@@ -60,9 +60,8 @@ fn starved_of_connections(p: &PolicyReport) -> Option<String> {
 
 /// The report of a run, from the report of each policy that ran ([`policy_report`]).
 pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report {
-    let pass = !ending.aborted
-        && ending.error.is_none()
-        && policies.iter().all(|p| p.gates.iter().all(|g| g.pass));
+    let pass =
+        !ending.aborted && ending.error.is_none() && policies.iter().all(PolicyReport::as_expected);
     let warnings = plan
         .warnings
         .iter()
@@ -365,8 +364,13 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         leaf_amplification: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
         tiers: tier_reports,
         client: None,
+        expect: None,
     };
     report.gates = gates::evaluate(plan, &report);
+    report.expect = policy
+        .expect
+        .as_ref()
+        .map(|e| gates::expectation(e, &report));
     report
 }
 

@@ -3,8 +3,8 @@
 //! Each result records what was measured, the limit, and one line naming example request
 //! ids, so a failed gate in CI says which requests to look for in the server's logs.
 
-use super::model::{GateResult, PolicyReport, RetryViolations};
-use crate::plan::{Check, Gate, GateKind, Metric, Plan};
+use super::model::{Expectation, GateResult, PolicyReport, RetryViolations};
+use crate::plan::{Check, Expect, Gate, GateKind, Metric, Plan};
 
 /// The gates of `plan` that apply to the policy of `report`, evaluated.
 pub fn evaluate(plan: &Plan, report: &PolicyReport) -> Vec<GateResult> {
@@ -13,6 +13,68 @@ pub fn evaluate(plan: &Plan, report: &PolicyReport) -> Vec<GateResult> {
         .filter(|g| g.applies_to(&report.name))
         .map(|g| evaluate_one(g, report))
         .collect()
+}
+
+/// A counterexample's expectation judged on its evaluated gates: each gate it names must
+/// have failed (for a bare `expect: fail`, some gate), and on something measured, since a
+/// policy that ran nothing fails every gate and proves no detector works.
+pub fn expectation(expect: &Expect, r: &PolicyReport) -> Expectation {
+    let judged = |met: bool, detail: String| Expectation {
+        fail: expect.fail.clone(),
+        met,
+        detail,
+    };
+    if r.logical == 0 {
+        return judged(
+            false,
+            "it started no logical request, so its gates' failures prove nothing: the detectors were not tried".to_owned(),
+        );
+    }
+    let caught = |gates: Vec<&GateResult>| {
+        let said: Vec<String> = gates
+            .iter()
+            .map(|g| format!("`{}` ({})", g.name, g.detail))
+            .collect();
+        format!("caught as expected: {}", said.join("; "))
+    };
+    if expect.fail.is_empty() {
+        let failed: Vec<&GateResult> = r.gates.iter().filter(|g| !g.pass).collect();
+        return if failed.is_empty() {
+            judged(
+                false,
+                format!(
+                    "expected a gate to fail: none of its {} did, the detectors did not fire",
+                    r.gates.len()
+                ),
+            )
+        } else {
+            judged(true, caught(failed))
+        };
+    }
+    let mut missed = Vec::new();
+    let mut failed = Vec::new();
+    for name in &expect.fail {
+        let named: Vec<&GateResult> = r
+            .gates
+            .iter()
+            .filter(|g| Expect::names(name, &g.name))
+            .collect();
+        match named.iter().find(|g| !g.pass) {
+            Some(g) => failed.push(*g),
+            None => missed.push(match named.first() {
+                Some(g) => format!(
+                    "expected `{name}` to fail: the detector did not fire ({})",
+                    g.detail
+                ),
+                None => format!("expected `{name}` to fail: no such gate judged it"),
+            }),
+        }
+    }
+    if missed.is_empty() {
+        judged(true, caught(failed))
+    } else {
+        judged(false, missed.join("; "))
+    }
 }
 
 fn examples(report: &PolicyReport, key: &str) -> String {

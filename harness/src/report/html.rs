@@ -19,15 +19,40 @@ pub(super) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The summary as a table: a policy's row is marked by its gates cell, so an expected
+/// FAIL reads apart from a failure.
+fn summary_html(out: &mut String, report: &Report) {
+    let rows = super::markdown::summary_rows(report);
+    let gates = rows[0].iter().position(|h| h == "gates");
+    out.push_str("<h2>Summary</h2><table class=\"summary\"><tr>");
+    for h in &rows[0] {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr>");
+    for row in &rows[1..] {
+        let cell = gates.map_or("", |g| row[g].as_str());
+        let class = if cell.ends_with("(expected)") {
+            "fail expected"
+        } else if cell.starts_with("FAIL") || cell.starts_with("NOT CAUGHT") {
+            "fail"
+        } else {
+            "pass"
+        };
+        let _ = write!(out, "<tr class=\"{class}\">");
+        for (c, v) in row.iter().enumerate() {
+            let align = if c == 0 { "" } else { " class=\"num\"" };
+            let _ = write!(out, "<td{align}>{}</td>", esc(v));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table>");
+}
+
 pub fn render(report: &Report) -> String {
     let plan = &report.plan;
     let mut out = String::new();
     head_html(&mut out, report);
-    let _ = write!(
-        out,
-        "<h2>Summary</h2><pre>{}</pre>",
-        esc(&super::summary_table(report))
-    );
+    summary_html(&mut out, report);
     // A regression is the news of a nightly run: it comes before the ranking.
     let regressed = report.baseline.as_ref().filter(|c| !c.passed());
     if let Some(comparison) = regressed {
@@ -369,14 +394,27 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         resolved_html(out, policy);
         out.push_str("</details>");
     }
+    if let (Some(line), Some(e)) = (p.expectation_line(), &p.expect) {
+        let _ = write!(
+            out,
+            "<p class=\"note{}\">{}</p>",
+            if e.met { " caught" } else { "" },
+            esc(&line)
+        );
+    }
     out.push_str("<table><tr><th>gate</th><th>result</th><th>measured</th><th>limit</th><th>detail</th></tr>");
     for g in &p.gates {
+        let word = p.gate_word(g);
         let _ = write!(
             out,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            if g.pass { "pass" } else { "fail" },
+            match word {
+                "FAIL (expected)" => "fail expected",
+                "pass" => "pass",
+                _ => "fail",
+            },
             esc(&g.name),
-            if g.pass { "pass" } else { "FAIL" },
+            word,
             g.measured.map_or("–".to_owned(), |m| format!("{m:.3}")),
             g.limit.map_or("–".to_owned(), |m| format!("{m:.3}")),
             esc(&g.detail)
@@ -510,7 +548,7 @@ fn resolved_html(out: &mut String, policy: &Value) {
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}\
 h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
-.pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted,.verdict.incomplete{background:#c0392b}.note{border-left:4px solid #c0392b;padding:.3em .8em;background:#fdecea}.note.warn{border-color:#e67e22;background:#fef5e7}\
+.pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted,.verdict.incomplete{background:#c0392b}.note{border-left:4px solid #c0392b;padding:.3em .8em;background:#fdecea}.note.warn{border-color:#e67e22;background:#fef5e7}.note.caught{border-color:#7f8c8d;background:#f2f3f4}tr.fail.expected{background:#f2f3f4}table.summary td.num{text-align:right;white-space:nowrap}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\
 pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:12px}figure{margin:1em 0}figcaption{font-weight:600}\
 dl.policy{display:grid;grid-template-columns:max-content auto;gap:.1em 1em;margin:.5em 0}dl.policy dd{margin:0}\

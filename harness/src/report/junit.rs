@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::drift::{Drift, Row};
-use super::model::Report;
+use super::model::{PolicyReport, Report};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -13,6 +13,20 @@ fn escape(s: &str) -> String {
         .replace('\'', "&apos;")
 }
 
+/// A policy's test cases: one per gate, and a counterexample's expectation.
+fn cases_of(p: &PolicyReport) -> usize {
+    p.gates.len() + usize::from(p.expect.is_some())
+}
+
+/// A policy's failed cases: its failed gates, or for a counterexample its expectation
+/// when the detectors did not fire.
+fn failures_of(p: &PolicyReport) -> usize {
+    match &p.expect {
+        Some(e) => usize::from(!e.met),
+        None => p.gates.iter().filter(|g| !g.pass).count(),
+    }
+}
+
 pub fn render(report: &Report) -> String {
     // A run that could not be completed is an error of its own, so CI never reads a
     // partial run as green.
@@ -20,12 +34,8 @@ pub fn render(report: &Report) -> String {
     let compared = report.baseline.as_ref().map_or(&[][..], |c| &c.rows[..]);
     let regressed = |row: &&Row| matches!(row.verdict, Drift::Regressed | Drift::Missing);
     let cases: usize =
-        report.policies.iter().map(|p| p.gates.len()).sum::<usize>() + errors + compared.len();
-    let failures: usize = report
-        .policies
-        .iter()
-        .map(|p| p.gates.iter().filter(|g| !g.pass).count())
-        .sum::<usize>()
+        report.policies.iter().map(cases_of).sum::<usize>() + errors + compared.len();
+    let failures: usize = report.policies.iter().map(failures_of).sum::<usize>()
         + compared.iter().filter(regressed).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -42,29 +52,60 @@ pub fn render(report: &Report) -> String {
         );
     }
     for p in &report.policies {
-        let failed = p.gates.iter().filter(|g| !g.pass).count();
         let _ = writeln!(
             out,
-            "  <testsuite name=\"{}.{}\" tests=\"{}\" failures=\"{failed}\">",
+            "  <testsuite name=\"{}.{}\" tests=\"{}\" failures=\"{}\">",
             escape(&report.plan.name),
             escape(&p.name),
-            p.gates.len()
+            cases_of(p),
+            failures_of(p)
         );
+        let classname = format!("{}.{}", escape(&report.plan.name), escape(&p.name));
         for g in &p.gates {
             let _ = write!(
                 out,
-                "    <testcase classname=\"{}.{}\" name=\"{}\"",
-                escape(&report.plan.name),
-                escape(&p.name),
+                "    <testcase classname=\"{classname}\" name=\"{}\"",
                 escape(&g.name)
             );
-            if g.pass {
-                let _ = writeln!(out, "/>");
+            match (g.pass, p.expect.is_some()) {
+                (true, _) => {
+                    let _ = writeln!(out, "/>");
+                }
+                // A counterexample's gate that fired is the detector working: a passing
+                // case that says what it caught. Its expectation is a case of its own.
+                (false, true) => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <system-out>{}: {}</system-out>\n    </testcase>",
+                        p.gate_word(g),
+                        escape(&g.detail)
+                    );
+                }
+                (false, false) => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <failure message=\"{}\"/>\n    </testcase>",
+                        escape(&g.detail)
+                    );
+                }
+            }
+        }
+        if let Some(e) = &p.expect {
+            let _ = write!(
+                out,
+                "    <testcase classname=\"{classname}\" name=\"expected to fail\""
+            );
+            if e.met {
+                let _ = writeln!(
+                    out,
+                    ">\n      <system-out>{}</system-out>\n    </testcase>",
+                    escape(&e.detail)
+                );
             } else {
                 let _ = writeln!(
                     out,
                     ">\n      <failure message=\"{}\"/>\n    </testcase>",
-                    escape(&g.detail)
+                    escape(&e.detail)
                 );
             }
         }

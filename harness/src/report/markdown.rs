@@ -30,7 +30,9 @@ fn opt(x: Option<f64>, digits: usize) -> String {
 
 /// The one-screen summary: a row per policy. Against a baseline, a last column says how
 /// each policy fares, and the policies that regressed come first.
-pub fn summary_table(report: &Report) -> String {
+/// The summary's header and one row per policy, regressions first: the terminal and
+/// report.md align them as text, report.html puts them in a table.
+pub(super) fn summary_rows(report: &Report) -> Vec<Vec<String>> {
     let mut rows = vec![vec![
         "policy".to_owned(),
         "offered".to_owned(),
@@ -58,7 +60,6 @@ pub fn summary_table(report: &Report) -> String {
     policies
         .sort_by_key(|p| !against(p).is_some_and(|v| v.starts_with("REGRESSED") || v == "MISSING"));
     for p in policies {
-        let passed = p.gates.iter().filter(|g| g.pass).count();
         let mut row = vec![
             p.name.clone(),
             p.offered.to_string(),
@@ -75,17 +76,17 @@ pub fn summary_table(report: &Report) -> String {
             format!("{:.0}", p.latency_ms.p99),
             opt(p.recovery_s, 0),
             violations(p),
-            if p.gates.is_empty() {
-                "–".to_owned()
-            } else if passed == p.gates.len() {
-                format!("pass {passed}/{}", p.gates.len())
-            } else {
-                format!("FAIL {passed}/{}", p.gates.len())
-            },
+            p.gates_cell(),
         ];
         row.extend(against(p));
         rows.push(row);
     }
+    rows
+}
+
+/// The summary as aligned text.
+pub fn summary_table(report: &Report) -> String {
+    let rows = summary_rows(report);
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
         .collect();
@@ -337,6 +338,9 @@ fn client_section(out: &mut String, c: &super::ClientView) {
 }
 
 fn gates_table(out: &mut String, p: &PolicyReport) {
+    if let Some(line) = p.expectation_line() {
+        let _ = writeln!(out, "**{}**\n", text(&line));
+    }
     let _ = writeln!(out, "| gate | result | measured | limit | detail |");
     let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
     for g in &p.gates {
@@ -344,7 +348,10 @@ fn gates_table(out: &mut String, p: &PolicyReport) {
             out,
             "| {} | {} | {} | {} | {} |",
             g.name,
-            if g.pass { "pass" } else { "**FAIL**" },
+            match p.gate_word(g) {
+                "FAIL" => "**FAIL**",
+                word => word,
+            },
             opt(g.measured, 3),
             opt(g.limit, 3),
             text(&g.detail)

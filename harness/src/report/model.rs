@@ -154,6 +154,21 @@ pub struct PolicyReport {
     /// A client test's program and the ledger's judgement of its retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<super::client::ClientView>,
+    /// A counterexample (`expect: fail`): what its gates were expected to catch, and
+    /// whether they did. Its own gates' failures do not fail the run; this does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expectation>,
+}
+
+/// A counterexample's expectation, judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// The gates it must each fail, as the plan named them; empty: any gate.
+    pub fail: Vec<String>,
+    /// Every named gate failed (for a bare `fail`, at least one did): the detectors fired.
+    pub met: bool,
+    /// What was caught, or which detector did not fire.
+    pub detail: String,
 }
 
 /// One relay tier of a policy's chain.
@@ -459,6 +474,68 @@ impl Report {
 }
 
 impl PolicyReport {
+    /// What the run's verdict asks of this policy: every gate passed or, for a
+    /// counterexample, its gates caught it.
+    pub fn as_expected(&self) -> bool {
+        match &self.expect {
+            None => self.gates.iter().all(|g| g.pass),
+            Some(e) => e.met,
+        }
+    }
+
+    /// Whether `gate` is one this counterexample is expected to fail.
+    pub fn expects_failure(&self, gate: &GateResult) -> bool {
+        self.expect.as_ref().is_some_and(|e| {
+            e.fail.is_empty()
+                || e.fail
+                    .iter()
+                    .any(|n| crate::plan::Expect::names(n, &gate.name))
+        })
+    }
+
+    /// A gate's result as every renderer words it: `pass`, `FAIL`, and for a
+    /// counterexample `FAIL (expected)` or, for a gate it names that did not fire,
+    /// `pass (expected FAIL)`.
+    pub fn gate_word(&self, gate: &GateResult) -> &'static str {
+        let named = self.expect.as_ref().is_some_and(|e| !e.fail.is_empty());
+        match (gate.pass, self.expects_failure(gate)) {
+            (true, true) if named => "pass (expected FAIL)",
+            (true, _) => "pass",
+            (false, true) => "FAIL (expected)",
+            (false, false) => "FAIL",
+        }
+    }
+
+    /// One line on a counterexample: what it was expected to fail, and whether it did.
+    pub fn expectation_line(&self) -> Option<String> {
+        let e = self.expect.as_ref()?;
+        let wanted = if e.fail.is_empty() {
+            "expect: fail".to_owned()
+        } else {
+            format!("expect: {{ fail: [{}] }}", e.fail.join(", "))
+        };
+        // A met expectation's detail already says "caught as expected".
+        Some(if e.met {
+            format!("Counterexample (`{wanted}`): {}", e.detail)
+        } else {
+            format!("Counterexample (`{wanted}`): NOT CAUGHT: {}", e.detail)
+        })
+    }
+
+    /// The summary's gates cell: `pass 5/5`, `FAIL 3/5`, for a counterexample
+    /// `FAIL 3/5 (expected)` or `NOT CAUGHT 5/5`.
+    pub fn gates_cell(&self) -> String {
+        let passed = self.gates.iter().filter(|g| g.pass).count();
+        let n = self.gates.len();
+        match (&self.expect, n) {
+            (_, 0) => "–".to_owned(),
+            (Some(e), _) if e.met => format!("FAIL {passed}/{n} (expected)"),
+            (Some(_), _) => format!("NOT CAUGHT {passed}/{n}"),
+            (None, _) if passed == n => format!("pass {passed}/{n}"),
+            (None, _) => format!("FAIL {passed}/{n}"),
+        }
+    }
+
     /// The give-up reasons that occurred, as `reason count, …` (or `none`).
     pub fn give_ups_text(&self) -> String {
         let parts: Vec<String> = self

@@ -49,6 +49,9 @@ pub struct RankRow {
     /// Relay tiers between the client and the server that counted `server_load`.
     #[serde(default)]
     pub tiers: usize,
+    /// A counterexample (`expect: fail`): shown for comparison, never recommended.
+    #[serde(default)]
+    pub counterexample: bool,
 }
 
 /// A policy's figures minus the recommended policy's: positive is more.
@@ -113,7 +116,12 @@ pub fn rank(policies: &[PolicyReport]) -> Ranking {
         (n, _) => format!("the least server load of the {n} policies that pass every gate"),
     };
     let reason = format!(
-        "{among}: {}{}",
+        "{among}{}: {}{}",
+        match rows.iter().filter(|r| r.counterexample).count() {
+            0 => String::new(),
+            1 => ", its counterexample left out".to_owned(),
+            n => format!(", its {n} counterexamples left out"),
+        },
         load_words(&best),
         if rows.iter().all(|r| r.gates == 0) {
             " (the plan sets no gates, so load alone decides)"
@@ -136,7 +144,7 @@ fn row(p: &PolicyReport) -> RankRow {
     let gates_passed = p.gates.iter().filter(|g| g.pass).count();
     RankRow {
         policy: p.name.clone(),
-        qualifies: !p.partial && gates_passed == p.gates.len(),
+        qualifies: !p.partial && gates_passed == p.gates.len() && p.expect.is_none(),
         gates_passed,
         gates: p.gates.len(),
         partial: p.partial,
@@ -156,6 +164,7 @@ fn row(p: &PolicyReport) -> RankRow {
         synchrony: p.synchrony,
         delta: None,
         tiers: p.tiers.len(),
+        counterexample: p.expect.is_some(),
     }
 }
 
@@ -197,6 +206,9 @@ fn delta(r: &RankRow, best: &RankRow) -> Delta {
 
 /// Why a policy does not qualify: `naive fails 2 of 9 gates`, `grpc stopped early`.
 fn shortfall(r: &RankRow) -> String {
+    if r.counterexample {
+        return format!("{} is a counterexample", r.policy);
+    }
     let failed = r.gates - r.gates_passed;
     match (failed, r.partial) {
         (0, _) => format!("{} stopped early", r.policy),
@@ -250,6 +262,8 @@ impl Ranking {
                 (i + 1).to_string(),
                 if recommended {
                     format!("{} (recommended)", r.policy)
+                } else if r.counterexample {
+                    format!("{} (counterexample)", r.policy)
                 } else {
                     r.policy.clone()
                 },

@@ -58,6 +58,52 @@ pub struct PolicySpec {
     /// once; the default) or a policy of its own.
     #[serde(default)]
     pub tiers: std::collections::BTreeMap<String, TierSpec>,
+    /// A counterexample: `fail` (some gate of it must fail) or `{ fail: [gate, …] }` (each
+    /// named gate must): the plan passes only if the detectors catch it.
+    #[serde(default)]
+    pub expect: Option<ExpectSpec>,
+}
+
+/// What a counterexample policy is expected to do: fail some gate, or the named ones (by
+/// a check's name, a metric's, or a gate's whole name such as `peak_amplification <= 2`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectSpec {
+    /// Empty: any gate.
+    pub fail: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for ExpectSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ExpectSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`fail`, or `{ fail: [gate, ...] }` naming the gates it must fail")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ExpectSpec, E> {
+                if v == "fail" {
+                    Ok(ExpectSpec { fail: Vec::new() })
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ExpectSpec, A::Error> {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Gates {
+                    fail: Vec<String>,
+                }
+                let gates = Gates::deserialize(MapAccessDeserializer::new(map))?;
+                if gates.fail.is_empty() {
+                    return Err(de::Error::custom(
+                        "`expect.fail` names no gate: write `expect: fail` for any gate, or name the gates it must fail",
+                    ));
+                }
+                Ok(ExpectSpec { fail: gates.fail })
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// A tier's policy: `same`, `none`, or a policy (preset, import and keys as a plan's).

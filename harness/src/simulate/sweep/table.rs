@@ -119,12 +119,7 @@ pub(super) fn points(report: &Report, value: &str, dir: &str) -> Vec<Point> {
         .map(|p| Point {
             value: value.to_owned(),
             policy: p.name.clone(),
-            verdict: if p.gates.iter().all(|g| g.pass) {
-                "pass"
-            } else {
-                "fail"
-            }
-            .to_owned(),
+            verdict: if p.as_expected() { "pass" } else { "fail" }.to_owned(),
             success_rate: p.success_rate,
             amplification_client: p.amplification.client,
             amplification_server: p.amplification.server,
