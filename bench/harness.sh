@@ -11,6 +11,11 @@
 #
 # Every tool gets CONNECTIONS connections (50): oha and hey with `-c`, the harness with
 # `load.max_connections` (attempts beyond wait for one; the wait counts in latency).
+# CONNECTIONS=default leaves the key out of the harness's plans (its default, 50);
+# CONNECTIONS=per_attempt writes that (a connection for every attempt that finds none
+# idle); oha and hey get 50 with either. CEILING_ONLY=1 runs the ceiling alone:
+#
+#   CONNECTIONS=default CEILING_ONLY=1 CEILING="20000 40000 50000" bench/harness.sh
 #
 # Rows besides the plain harness:
 # - `all cores`: the same plan with `--threads $(nproc)` (the default gives this plan one
@@ -36,6 +41,12 @@ FLAKY_PORT=${FLAKY_PORT:-18092}
 CEILING=${CEILING-5000 10000 15000 20000 25000 30000 35000 40000 45000 50000}
 CEILING_DURATION=${CEILING_DURATION:-10}
 SOAK=${SOAK:-}
+CEILING_ONLY=${CEILING_ONLY:-}
+case "$CONNECTIONS" in
+    default) CONNECTIONS_KEY="" TOOL_CONNECTIONS=50 ;;
+    per_attempt) CONNECTIONS_KEY="max_connections: per_attempt" TOOL_CONNECTIONS=50 ;;
+    *) CONNECTIONS_KEY="max_connections: $CONNECTIONS" TOOL_CONNECTIONS=$CONNECTIONS ;;
+esac
 SOAK_RATE=${SOAK_RATE:-2000}
 SOAK_MINUTES=${SOAK_MINUTES:-10}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -45,14 +56,14 @@ mkdir -p "$OUT"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 need_apt=()
-command -v hey >/dev/null 2>&1 || need_apt+=(hey)
+[ -n "$CEILING_ONLY" ] || command -v hey >/dev/null 2>&1 || need_apt+=(hey)
 [ -x /usr/bin/time ] || need_apt+=(time)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "installing ${need_apt[*]} (Debian)" >&2
     $SUDO apt-get update -qq
     $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-if ! command -v oha >/dev/null 2>&1; then
+if [ -z "$CEILING_ONLY" ] && ! command -v oha >/dev/null 2>&1; then
     echo "installing oha (cargo install oha: a few minutes)" >&2
     cargo install --locked --quiet oha
 fi
@@ -112,7 +123,7 @@ load:
   rate: $1
   arrivals: uniform
   max_in_flight: 100000
-  max_connections: $CONNECTIONS
+  $CONNECTIONS_KEY
   requests: [ { name: read, path: /items/1 } ]
 policies: [ { name: no-retry, max_attempts: 1 } ]
 PLAN
@@ -148,6 +159,7 @@ PY
     exit 0
 fi
 
+if [ -z "$CEILING_ONLY" ]; then
 # A warm-up, discarded: the first seconds of load on a fresh server and a cold machine
 # (page cache, allocator arenas, the server's tables growing) would land on the first
 # row alone; oha and hey run later against a server that is warm by then.
@@ -180,7 +192,7 @@ load:
   rate: $RATE
   arrivals: uniform
   max_in_flight: 100000
-  max_connections: $CONNECTIONS
+  $CONNECTIONS_KEY
   requests: [ { name: read, path: /flaky/1 } ]
 faults:
   - name: flaky
@@ -212,7 +224,7 @@ kill -INT "$SINK_PID" 2>/dev/null; wait "$SINK_PID" 2>/dev/null || true
 read -r t_logical t_lag_p50 t_lag_p99 t_p50 t_p99 t_spans t_dropped < <(figures "$OUT/report-traced/report.json" telemetry.spans_exported telemetry.spans_dropped)
 
 echo "oha: $RATE req/s for ${DURATION}s" >&2
-o_cpu=$(cpu_of "$OUT/oha" oha --no-tui --output-format json -q "$RATE" -z "${DURATION}s" -c "$CONNECTIONS" --latency-correction "$URL")
+o_cpu=$(cpu_of "$OUT/oha" oha --no-tui --output-format json -q "$RATE" -z "${DURATION}s" -c "$TOOL_CONNECTIONS" --latency-correction "$URL")
 read -r o_count o_p50 o_p99 < <(python3 - "$OUT/oha.out" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -224,8 +236,8 @@ PY
 )
 
 echo "hey: $RATE req/s for ${DURATION}s" >&2
-per_worker=$(awk -v r="$RATE" -v c="$CONNECTIONS" 'BEGIN { printf "%.0f", r / c }')
-y_cpu=$(cpu_of "$OUT/hey" hey -z "${DURATION}s" -c "$CONNECTIONS" -q "$per_worker" "$URL")
+per_worker=$(awk -v r="$RATE" -v c="$TOOL_CONNECTIONS" 'BEGIN { printf "%.0f", r / c }')
+y_cpu=$(cpu_of "$OUT/hey" hey -z "${DURATION}s" -c "$TOOL_CONNECTIONS" -q "$per_worker" "$URL")
 y_count=$(awk '/\[200\]/ { print $2 }' "$OUT/hey.out")
 y_p50=$(awk '/ 50% in / { print $3 * 1000 }' "$OUT/hey.out")
 y_p99=$(awk '/ 99% in / { print $3 * 1000 }' "$OUT/hey.out")
@@ -235,7 +247,7 @@ row() { # name cpu count p50 p99 lag50 lag99
         printf "%-9s %10.2f %12.1f %9.2f%% %9.2f %9.2f %9s %9s\n", n, cpu / c * 100000, c / d, (c / d - r) / r * 100, p50, p99, l50, l99 }'
 }
 echo
-echo "target $RATE req/s for ${DURATION}s, $CONNECTIONS connections for oha/hey, $(nproc) cores, faultless fault-server"
+echo "target $RATE req/s for ${DURATION}s, $TOOL_CONNECTIONS connections for oha/hey, $(nproc) cores, faultless fault-server"
 printf "%-9s %10s %12s %10s %9s %9s %9s %9s\n" tool "cpu-s/100k" "achieved/s" "rate err" "p50 ms" "p99 ms" "lag p50" "lag p99"
 row harness "$h_cpu" "$h_logical" "$h_p50" "$h_p99" "$h_lag_p50" "$h_lag_p99"
 row "all cores" "$one_cpu" "$one_logical" "$one_p50" "$one_p99" "$one_lag_p50" "$one_lag_p99"
@@ -251,26 +263,29 @@ awk -v a="$h_cpu" -v b="$t_cpu" 'BEGIN { printf "tracing costs %.2fx the CPU of 
 awk -v h="$h_cpu" -v hc="$h_logical" -v t="$one_cpu" -v tc="$one_logical" -v o="$o_cpu" -v oc="$o_count" 'BEGIN {
     printf "harness over oha, cpu per request: %.2fx (goal <= 1); with a worker per core: %.2fx\n", (h / hc) / (o / oc), (t / tc) / (o / oc) }'
 
+fi
+
 # The ceiling: the highest rate the harness holds with arrival lag p99 <= 1 ms and
 # nothing dropped, the fault-server sharing the machine.
 if [ -n "$CEILING" ]; then
     echo
     echo "ceiling: the plain plan for ${CEILING_DURATION}s at each rate, until two in a row miss (lag p99 > 1 ms or drops)"
-    printf "%-8s %12s %9s %9s %9s %10s %10s %10s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k" "p99 ms" "wait p99"
+    printf "%-8s %12s %9s %9s %9s %10s %10s %10s %9s\n" rate "achieved/s" dropped "lag p50" "lag p99" "cpu-s/100k" "p99 ms" "wait p99" connects
     best=none
     misses=0
     for rate in $CEILING; do
         plan "$rate" "$CEILING_DURATION" >"$OUT/ceiling-$rate.yaml"
         c_cpu=$(cpu_of "$OUT/ceiling-$rate" "$TARGET_DIR/release/harness" chaos --quiet --out "$OUT/report-ceiling-$rate" "$OUT/ceiling-$rate.yaml")
-        read -r c_logical c_dropped c_lag_p50 c_lag_p99 c_p99 c_wait99 < <(python3 - "$OUT/report-ceiling-$rate/report.json" <<'PY'
+        read -r c_logical c_dropped c_lag_p50 c_lag_p99 c_p99 c_wait99 c_connects < <(python3 - "$OUT/report-ceiling-$rate/report.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["policies"][0]
 w = (p.get("connection_wait") or {}).get("wait_ms", {}).get("p99", 0)
-print(p["logical"], p["dropped"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p99"], w)
+o = (p.get("connections_opened") or {}).get("total", 0)
+print(p["logical"], p["dropped"], p["arrival_lag_ms"]["p50"], p["arrival_lag_ms"]["p99"], p["latency_ms"]["p99"], w, o)
 PY
 )
-        awk -v r="$rate" -v l="$c_logical" -v d="$c_dropped" -v l50="$c_lag_p50" -v l99="$c_lag_p99" -v cpu="$c_cpu" -v s="$CEILING_DURATION" -v p99="$c_p99" -v w99="$c_wait99" 'BEGIN {
-            printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f %10.2f %10.2f\n", r, l / s, d, l50, l99, cpu / l * 100000, p99, w99 }'
+        awk -v r="$rate" -v l="$c_logical" -v d="$c_dropped" -v l50="$c_lag_p50" -v l99="$c_lag_p99" -v cpu="$c_cpu" -v s="$CEILING_DURATION" -v p99="$c_p99" -v w99="$c_wait99" -v o="$c_connects" 'BEGIN {
+            printf "%-8d %12.1f %9d %9.3f %9.3f %10.2f %10.2f %10.2f %9d\n", r, l / s, d, l50, l99, cpu / l * 100000, p99, w99, o }'
         if awk -v d="$c_dropped" -v l99="$c_lag_p99" 'BEGIN { exit !(d == 0 && l99 <= 1.0) }'; then
             best=$rate
             misses=0

@@ -47,7 +47,7 @@ use crate::attempt;
 use crate::plan::{NamedPolicy, Plan};
 use crate::pool::{BadTarget, Pool};
 use crate::schedule::{Arrival, Schedule};
-use crate::stats::Recorder;
+use crate::stats::{Connects, Recorder};
 use crate::telemetry::{Counts, Target, Telemetry};
 
 /// Why a policy's run could not be carried out.
@@ -120,6 +120,10 @@ struct Shared {
     seed: u64,
     /// Since when (µs from the start, plus one; 0: not) every attempt failed to connect.
     refusing_since: AtomicU64,
+    /// Connections the pool had opened at the last per-second sample, and the most
+    /// opened between two samples.
+    connects_sampled: AtomicU64,
+    connects_peak: AtomicU64,
     /// Cancelled when the user aborts or the target is gone: stops dispatch, then all.
     halt: CancellationToken,
     gone: OnceLock<String>,
@@ -212,15 +216,9 @@ where
 {
     let plan = Arc::new(config.plan.clone());
     // Idle connections kept for the next attempts: as many as may be busy at once.
-    let pooled = plan
-        .load
-        .max_connections
-        .unwrap_or(plan.load.max_in_flight)
-        .min(1024);
-    // Over HTTP/2, `max_connections` is how many connections attempts are multiplexed
-    // over, not a cap on attempts in flight.
-    let http2 = plan.load.protocol.is_http2();
-    let multiplexed = http2.then(|| plan.load.max_connections.unwrap_or(1) as usize);
+    let cap = plan.load.connection_cap();
+    let pooled = cap.unwrap_or(plan.load.max_in_flight).min(1024);
+    let multiplexed = plan.load.multiplexed_over().map(|n| n as usize);
     let http = Pool::new(&config.base_url, pooled as usize, multiplexed)?;
     let start = Instant::now();
     let telemetry = config
@@ -251,13 +249,12 @@ where
         base_url: config.base_url,
         policy: config.policy.name.clone(),
         http,
-        connections: match http2 {
-            true => None,
-            false => plan.load.max_connections.map(Connections::new),
-        },
+        connections: cap.map(Connections::new),
         plan: Arc::clone(&plan),
         seed: plan.seed,
         refusing_since: AtomicU64::new(0),
+        connects_sampled: AtomicU64::new(0),
+        connects_peak: AtomicU64::new(0),
         halt: halt.clone(),
         gone: OnceLock::new(),
         telemetry,
@@ -333,6 +330,13 @@ fn conclude(shared: &Shared, abort: &CancellationToken) -> PolicyRun {
     let elapsed = shared.now();
     let mut recorder = std::mem::take(&mut *shared.recorders.merged());
     recorder.streams_waited = shared.http.streams_waited();
+    let opened = shared.http.opened();
+    // The last second of the run (perhaps part of one) has had no sample.
+    let last = opened - shared.connects_sampled.load(Ordering::Relaxed);
+    recorder.connects = Some(Connects {
+        opened,
+        peak_per_second: shared.connects_peak.load(Ordering::Relaxed).max(last),
+    });
     let client = lock(&shared.client);
     if let Some(traced) = &shared.telemetry {
         let now = client.clock().max(elapsed);
@@ -387,6 +391,11 @@ async fn sample_every_second(
             () = sleep_until(sample_at) => {}
         }
         let now = shared.now();
+        let opened = shared.http.opened();
+        let before = shared.connects_sampled.swap(opened, Ordering::Relaxed);
+        shared
+            .connects_peak
+            .fetch_max(opened - before, Ordering::Relaxed);
         let (budget, breaker, trips) = {
             let client = lock(&shared.client);
             (

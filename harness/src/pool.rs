@@ -62,6 +62,8 @@ struct Inner {
     max_idle: usize,
     /// Over HTTP/2: the connections, and the one the next attempt goes on.
     h2: Option<Multiplexed>,
+    /// TCP connections made, of either protocol.
+    opened: AtomicU64,
 }
 
 /// HTTP/2 connections, each `None` until first used and after it closed. An async lock:
@@ -213,7 +215,13 @@ impl Pool {
             idle: Mutex::new(Vec::new()),
             max_idle,
             h2,
+            opened: AtomicU64::new(0),
         })))
+    }
+
+    /// How many TCP connections the pool has made so far.
+    pub fn opened(&self) -> u64 {
+        self.0.opened.load(Ordering::Relaxed)
     }
 
     /// Over HTTP/2: how many attempts were handed to a connection that had as many streams
@@ -408,6 +416,7 @@ impl Pool {
             .await
             .map_err(|_| Failure::ConnectTimeout)?
             .map_err(Failure::Connect)?;
+        self.0.opened.fetch_add(1, Ordering::Relaxed);
         stream.set_nodelay(true).map_err(Failure::Connect)?;
         Ok(stream)
     }

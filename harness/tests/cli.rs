@@ -181,6 +181,20 @@ fn plan_errors_name_the_place_and_suggest_a_fix() {
         )
     );
     insta::assert_snapshot!(
+        "connections_not_a_number",
+        validate_error(
+            "connections-word",
+            "duration: 1s\nload:\n  rate: 10\n  max_connections: lots\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
+        "per_attempt_over_http2",
+        validate_error(
+            "connections-h2",
+            "duration: 1s\ntarget: { url: \"http://127.0.0.1:8080\", protocol: http2 }\nload:\n  rate: 10\n  max_connections: per_attempt\n  requests: [ { name: r, path: / } ]\npolicies: [ { name: a } ]\n"
+        )
+    );
+    insta::assert_snapshot!(
         "no_arrivals",
         validate_error(
             "empty",

@@ -53,8 +53,9 @@ fn one_connection_means_one_attempt_at_a_time_on_the_server() {
         );
     }
 
-    // The same load without a cap: arrivals overlap on the server, which refuses them.
-    let uncapped = common::plan(&one_at_a_time(""));
+    // The same load with a connection per attempt: arrivals overlap on the server, which
+    // refuses them.
+    let uncapped = common::plan(&one_at_a_time("max_connections: per_attempt"));
     for (mode, report) in [
         ("live", live(&uncapped)),
         ("simulated", simulated(&uncapped)),
@@ -62,7 +63,75 @@ fn one_connection_means_one_attempt_at_a_time_on_the_server() {
         let p = common::policy(&report, "single");
         assert!(outcome(p, "503") > 0, "{mode}: {:?}", p.outcomes);
         assert!(p.connection_wait.is_none(), "{mode}: no cap, no waits");
+        if mode == "live" {
+            let opened = p
+                .connections_opened
+                .expect("a live run counts its connects");
+            assert!(
+                opened.total >= 2,
+                "{mode}: two at once need two: {opened:?}"
+            );
+        } else {
+            assert!(p.connections_opened.is_none(), "the simulator has none");
+        }
     }
+}
+
+/// Without `max_connections` the client has a cap all the same, oha's and hey's 50, so
+/// a stall of the server cannot become a connection storm in the load generator.
+#[test]
+fn a_plan_without_a_cap_gets_the_default_one() {
+    let plan = common::plan(&one_at_a_time(""));
+    assert_eq!(plan.load.max_connections, Some(50));
+    let report = live(&plan);
+    let p = common::policy(&report, "single");
+    let wait = p.connection_wait.as_ref().expect("capped by default");
+    assert_eq!(wait.max_connections, 50);
+    let opened = p.connections_opened.expect("counted live");
+    assert!((1..=50).contains(&opened.total), "{opened:?}");
+    assert!(opened.peak_per_second <= opened.total, "{opened:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .all(|w| !w.contains("busiest second")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+/// A target that resets every connection makes the client reconnect for every attempt:
+/// at 1,500 attempts in a second that is a storm, counted and warned of.
+#[test]
+fn connects_at_a_storm_rate_are_counted_and_warned_of() {
+    let plan = common::plan(
+        r#"
+name: resets
+duration: 1s
+drain: 2s
+load:
+  rate: 1500
+  arrivals: uniform
+  requests: [ { name: read, path: "/items/{n}" } ]
+faults: [ { name: rst, respond: { fault: reset } } ]
+policies: [ { name: single, max_attempts: 1 } ]
+"#,
+    );
+    let report = live(&plan);
+    let p = common::policy(&report, "single");
+    let opened = p.connections_opened.expect("counted live");
+    // Every attempt needed a connection of its own: none survived its reset.
+    assert_eq!(opened.total, p.attempts, "{opened:?} {:?}", p.outcomes);
+    assert!(opened.peak_per_second > 1000, "{opened:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("connections in its busiest second")
+                && w.contains("closed connections as fast as they were made")),
+        "{:?}",
+        report.warnings
+    );
 }
 
 /// One connection that the server holds past every timeout. Waiters are served first

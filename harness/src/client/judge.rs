@@ -90,6 +90,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         attempt_latency_ms: Percentiles::default(),
         arrival_lag_ms: Percentiles::default(),
         connection_wait: None,
+        connections_opened: None,
         recovery_s: None,
         outcomes: l.by_outcome.clone(),
         breaker_trips: 0,

@@ -7,9 +7,17 @@ use std::time::Duration;
 use super::error::{Found, found};
 use super::locate::Seg;
 use super::model::{Arrivals, Load, Numbers, Protocol, RequestKind, Rpc, Segment};
-use super::spec::{ArrivalsSpec, LoadSpec, RequestSpec};
+use super::spec::{ArrivalsSpec, LoadSpec, MaxConnectionsSpec, RequestSpec};
 
 const DEFAULT_MAX_IN_FLIGHT: u32 = 10_000;
+
+/// The client's connections when a plan does not say: oha's and hey's `-c` default. A
+/// load generator without a cap turns a stall of the server into a connection storm of
+/// its own, and a large cap only delays it: at 40,000 req/s on the bench machine, 50 held
+/// arrival lag p99 at 0.6 ms where 1,024 let a stall fill every connection and lag 16 to
+/// 119 ms (docs/benchmarks.md). A plan whose client keeps more attempts on the wire (a
+/// retry storm through an outage) says so with a larger cap or `per_attempt`.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 50;
 
 /// The load of a plan whose arrivals run for `duration`; `profile` is what [`profile`]
 /// made of the stages, if there were any.
@@ -46,13 +54,27 @@ pub(super) fn resolve(
         )
         .hint("omit it (default 10000) or give the number of logical requests allowed at once"));
     }
-    if load.max_connections == Some(0) {
-        return Err(found(
-            vec![Key("load"), Key("max_connections")],
-            "`max_connections` is 0: no attempt could ever be sent",
-        )
-        .hint("omit it (a connection per attempt in flight) or give the most connections the client may open, e.g. 50"));
-    }
+    let max_connections = match load.max_connections {
+        Some(MaxConnectionsSpec::Cap(0)) => {
+            return Err(found(
+                vec![Key("load"), Key("max_connections")],
+                "`max_connections` is 0: no attempt could ever be sent",
+            )
+            .hint(format!("omit it (default {DEFAULT_MAX_CONNECTIONS}), give the most connections the client may open, or say `per_attempt` for a client with no cap")));
+        }
+        Some(MaxConnectionsSpec::PerAttempt) if protocol.is_http2() => {
+            return Err(found(
+                vec![Key("load"), Key("max_connections")],
+                "`max_connections: per_attempt` with HTTP/2: attempts are multiplexed as streams over a fixed number of connections",
+            )
+            .hint("give the number of connections to multiplex over (default 1, as a gRPC channel keeps)"));
+        }
+        Some(MaxConnectionsSpec::Cap(max)) => Some(max),
+        Some(MaxConnectionsSpec::PerAttempt) => None,
+        // HTTP/2 multiplexes over one connection unless told otherwise.
+        None if protocol.is_http2() => None,
+        None => Some(DEFAULT_MAX_CONNECTIONS),
+    };
     let requests = requests(load, protocol)?;
     Ok(Load {
         arrivals: match load.arrivals {
@@ -61,7 +83,7 @@ pub(super) fn resolve(
         },
         profile,
         max_in_flight: load.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT).max(1),
-        max_connections: load.max_connections,
+        max_connections,
         protocol,
         requests,
     })

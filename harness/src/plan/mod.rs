@@ -30,6 +30,7 @@ use fault_server::script::{Script, ScriptError, ScriptSpec};
 pub use chain::{ABSURD_LEAF_AMPLIFICATION, worst_leaf_amplification};
 pub use error::PlanError;
 use error::{Found, found, yaml_error, yaml_error_in};
+pub use load::DEFAULT_MAX_CONNECTIONS;
 use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, DEFAULT_NETWORK_LATENCY, Expect, Gate, GateKind, Load, Metric, NamedPolicy,

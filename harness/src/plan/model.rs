@@ -172,9 +172,9 @@ pub struct Load {
     pub arrivals: Arrivals,
     pub profile: Vec<Segment>,
     pub max_in_flight: u32,
-    /// The client's connections to the target, at most (`None`: as many as attempts in
-    /// flight). An attempt beyond them waits for one, first come first served, and its
-    /// timeout covers the wait.
+    /// The client's connections to the target, at most (default 1024; `None`: the plan
+    /// said `per_attempt`, as many as attempts in flight). An attempt beyond them waits
+    /// for one, first come first served, and its timeout covers the wait.
     /// With HTTP/2 (`target.protocol: http2` or `grpc`), the number of connections every
     /// attempt is multiplexed over (`None`: one, as a gRPC channel keeps).
     pub max_connections: Option<u32>,
@@ -184,6 +184,22 @@ pub struct Load {
 }
 
 impl Load {
+    /// The cap attempts wait under for a connection of their own: HTTP/1 only, since
+    /// over HTTP/2 `max_connections` counts the connections attempts share.
+    pub fn connection_cap(&self) -> Option<u32> {
+        match self.protocol.is_http2() {
+            true => None,
+            false => self.max_connections,
+        }
+    }
+
+    /// The HTTP/2 connections attempts are multiplexed over (`None` over HTTP/1).
+    pub fn multiplexed_over(&self) -> Option<u32> {
+        self.protocol
+            .is_http2()
+            .then(|| self.max_connections.unwrap_or(1))
+    }
+
     /// Expected logical requests over the profile (the integral of the rate).
     pub fn expected_arrivals(&self) -> f64 {
         self.profile.iter().map(Segment::expected_arrivals).sum()

@@ -126,6 +126,9 @@ pub struct PolicyReport {
     /// Waits for one of the client's connections; only when the plan caps them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_wait: Option<ConnectionWait>,
+    /// The connections the client opened; live runs only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections_opened: Option<ConnectionsOpened>,
     /// Seconds from the end of the last fault phase until the success rate holds at its
     /// pre-fault level; null when there is no fault window or it never recovered.
     pub recovery_s: Option<f64>,
@@ -399,6 +402,14 @@ pub struct ConnectionWait {
     /// for one to end. Live runs only (the simulator has no connections).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams_waited: Option<u64>,
+}
+
+/// The TCP connections a live client opened to the target (relay tiers' own not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionsOpened {
+    pub total: u64,
+    /// The most opened in one second of the run.
+    pub peak_per_second: u64,
 }
 
 /// Percentiles that may be unbounded.

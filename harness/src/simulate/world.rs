@@ -173,7 +173,7 @@ pub fn run_arrivals(
                 )
             })
             .collect(),
-        connections: plan.load.max_connections.map(|max| Connections {
+        connections: plan.load.connection_cap().map(|max| Connections {
             max,
             busy: 0,
             waiting: VecDeque::new(),

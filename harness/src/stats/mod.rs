@@ -115,6 +115,8 @@ pub struct Recorder {
     /// Over HTTP/2: attempts handed to a connection with every stream the server allows
     /// taken, which waited in the client for one (live runs only).
     pub streams_waited: u64,
+    /// The connections the client opened (live runs only: the simulator has none).
+    pub connects: Option<Connects>,
     pub series: Vec<Second>,
     pub logical: u64,
     pub dropped: u64,
@@ -156,6 +158,14 @@ fn micros(d: Duration) -> u64 {
         .clamp(1, 3_600_000_000)
 }
 
+/// The connections a live client opened: how many, and the most in any one second of the
+/// run (a load generator that connects thousands of times a second measures itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Connects {
+    pub opened: u64,
+    pub peak_per_second: u64,
+}
+
 impl Default for Recorder {
     fn default() -> Recorder {
         Recorder {
@@ -165,6 +175,7 @@ impl Default for Recorder {
             connection_wait: histogram(),
             connection_wait_timeouts: 0,
             streams_waited: 0,
+            connects: None,
             series: Vec::new(),
             logical: 0,
             dropped: 0,
@@ -339,6 +350,9 @@ impl Recorder {
                 let _ = mine.add(&*theirs);
                 theirs.reset();
             }
+        }
+        if let Some(connects) = other.connects.take() {
+            self.connects = Some(connects);
         }
         if self.series.len() < other.series.len() {
             self.series.resize(other.series.len(), Second::default());

@@ -297,10 +297,56 @@ pub struct LoadSpec {
     /// Beyond this many logical requests in flight, arrivals are dropped and counted.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
-    /// At most this many connections to the target at once: attempts beyond wait for one.
+    /// At most this many connections to the target at once: attempts beyond wait for one
+    /// (default 1024); `per_attempt` opens one for every attempt that finds none idle.
     #[serde(default)]
-    pub max_connections: Option<u32>,
+    pub max_connections: Option<MaxConnectionsSpec>,
     pub requests: Vec<RequestSpec>,
+}
+
+/// `load.max_connections`: a cap, or `per_attempt` for a client with no cap (what a
+/// bare hyper or reqwest pool does), which plans that model one must say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxConnectionsSpec {
+    Cap(u32),
+    PerAttempt,
+}
+
+impl<'de> Deserialize<'de> for MaxConnectionsSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = MaxConnectionsSpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of connections like 50, or `per_attempt`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<MaxConnectionsSpec, E> {
+                match v.trim() {
+                    "per_attempt" => Ok(MaxConnectionsSpec::PerAttempt),
+                    other => Err(E::custom(format!(
+                        "`{other}`: expected a number of connections like 50, or `per_attempt` (a connection for every attempt that finds none idle)"
+                    ))),
+                }
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<MaxConnectionsSpec, E> {
+                u32::try_from(v).map(MaxConnectionsSpec::Cap).map_err(|_| {
+                    E::custom(format!(
+                        "{v} connections: at most {} may be asked for",
+                        u32::MAX
+                    ))
+                })
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<MaxConnectionsSpec, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!(
+                        "{v} connections: give a positive number, or `per_attempt`"
+                    ))),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
