@@ -535,3 +535,41 @@ fn a_counterexample_that_is_caught_passes_and_one_that_is_not_fails_the_plan() {
     assert!(junit.contains("expected to fail"), "{junit}");
     assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
 }
+
+#[test]
+fn a_counterexample_that_also_fails_a_gate_it_does_not_name_fails_the_plan() {
+    // Every attempt is a 503: `storm` fails `amplification`, as it says, and also
+    // `success_rate`, which it does not name: that failure is nobody's expectation.
+    let dir = scratch("counterexample-unnamed");
+    let plan = write_plan(
+        &dir,
+        "unnamed.yaml",
+        &format!(
+            "name: unnamed\n{BASE}faults: [ {{ name: down, respond: {{ status: 503 }} }} ]\npolicies: [ {{ name: storm, max_attempts: 4, backoff: {{ fixed: 10ms }}, expect: {{ fail: [amplification] }} }} ]\ngates: [ {{ metric: amplification, max: 2 }}, {{ metric: success_rate, min: 0.99 }} ]\n"
+        ),
+    );
+    let out = harness()
+        .current_dir(&dir)
+        .arg("chaos")
+        .arg(&plan)
+        .output()
+        .expect("run harness");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("FAIL (expected) storm / amplification"),
+        "{said}"
+    );
+    assert!(said.contains("FAIL storm / success_rate"), "{said}");
+    assert!(said.contains("(1 unexpected)"), "{said}");
+    let latest = dir.join("reports/unnamed/latest");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(latest.join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(json["verdict"], "fail");
+    assert_eq!(json["policies"][0]["expect"]["met"], true);
+    let junit = std::fs::read_to_string(latest.join("junit.xml")).expect("junit.xml");
+    assert_eq!(junit.matches("<failure").count(), 1, "{junit}");
+    assert!(junit.contains("failures=\"1\""), "{junit}");
+}

@@ -21,10 +21,30 @@ fn cases_of(p: &PolicyReport) -> usize {
 /// A policy's failed cases: its failed gates, or for a counterexample its expectation
 /// when the detectors did not fire.
 fn failures_of(p: &PolicyReport) -> usize {
-    match &p.expect {
-        Some(e) => usize::from(!e.met),
-        None => p.gates.iter().filter(|g| !g.pass).count(),
-    }
+    p.unexpected_failures() + p.expect.as_ref().map_or(0, |e| usize::from(!e.met))
+}
+
+/// Ends an open `<testcase` element: empty, or holding a failure or a note.
+fn close_case(out: &mut String, body: Case<'_>) {
+    let _ = match body {
+        Case::Passed => writeln!(out, "/>"),
+        Case::Failed(message) => writeln!(
+            out,
+            ">\n      <failure message=\"{}\"/>\n    </testcase>",
+            escape(message)
+        ),
+        Case::Noted(note) => writeln!(
+            out,
+            ">\n      <system-out>{}</system-out>\n    </testcase>",
+            escape(note)
+        ),
+    };
+}
+
+enum Case<'a> {
+    Passed,
+    Failed(&'a str),
+    Noted(&'a str),
 }
 
 pub fn render(report: &Report) -> String {
@@ -67,47 +87,32 @@ pub fn render(report: &Report) -> String {
                 "    <testcase classname=\"{classname}\" name=\"{}\"",
                 escape(&g.name)
             );
-            match (g.pass, p.expect.is_some()) {
-                (true, _) => {
-                    let _ = writeln!(out, "/>");
-                }
-                // A counterexample's gate that fired is the detector working: a passing
-                // case that says what it caught. Its expectation is a case of its own.
+            // A counterexample's gate that fired where expected is the detector
+            // working: a passing case that says what it caught. Its expectation is a
+            // case of its own.
+            let caught;
+            let case = match (g.pass, p.expects_failure(g)) {
+                (true, _) => Case::Passed,
                 (false, true) => {
-                    let _ = writeln!(
-                        out,
-                        ">\n      <system-out>{}: {}</system-out>\n    </testcase>",
-                        p.gate_word(g),
-                        escape(&g.detail)
-                    );
+                    caught = format!("{}: {}", p.gate_word(g), g.detail);
+                    Case::Noted(&caught)
                 }
-                (false, false) => {
-                    let _ = writeln!(
-                        out,
-                        ">\n      <failure message=\"{}\"/>\n    </testcase>",
-                        escape(&g.detail)
-                    );
-                }
-            }
+                (false, false) => Case::Failed(&g.detail),
+            };
+            close_case(&mut out, case);
         }
         if let Some(e) = &p.expect {
             let _ = write!(
                 out,
                 "    <testcase classname=\"{classname}\" name=\"expected to fail\""
             );
-            if e.met {
-                let _ = writeln!(
-                    out,
-                    ">\n      <system-out>{}</system-out>\n    </testcase>",
-                    escape(&e.detail)
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
-                    escape(&e.detail)
-                );
-            }
+            close_case(
+                &mut out,
+                match e.met {
+                    true => Case::Noted(&e.detail),
+                    false => Case::Failed(&e.detail),
+                },
+            );
         }
         let _ = writeln!(out, "  </testsuite>");
     }
@@ -126,15 +131,17 @@ pub fn render(report: &Report) -> String {
                 escape(&row.policy),
                 escape(&row.metric)
             );
-            if regressed(&row) {
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{}\"/>\n    </testcase>",
-                    escape(&super::describe_row(row))
-                );
-            } else {
-                let _ = writeln!(out, "/>");
-            }
+            let described;
+            close_case(
+                &mut out,
+                match regressed(&row) {
+                    true => {
+                        described = super::describe_row(row);
+                        Case::Failed(&described)
+                    }
+                    false => Case::Passed,
+                },
+            );
         }
         let _ = writeln!(out, "  </testsuite>");
     }

@@ -486,12 +486,21 @@ impl Report {
 
 impl PolicyReport {
     /// What the run's verdict asks of this policy: every gate passed or, for a
-    /// counterexample, its gates caught it.
+    /// counterexample, its gates caught it and no gate it does not name failed.
     pub fn as_expected(&self) -> bool {
         match &self.expect {
             None => self.gates.iter().all(|g| g.pass),
-            Some(e) => e.met,
+            Some(e) => e.met && self.unexpected_failures() == 0,
         }
+    }
+
+    /// Gates that failed though nothing expected them to: every failure of an ordinary
+    /// policy; of a counterexample, those outside the gates it names.
+    pub fn unexpected_failures(&self) -> usize {
+        self.gates
+            .iter()
+            .filter(|g| !g.pass && !self.expects_failure(g))
+            .count()
     }
 
     /// Whether `gate` is one this counterexample is expected to fail.
@@ -540,6 +549,10 @@ impl PolicyReport {
         let n = self.gates.len();
         match (&self.expect, n) {
             (_, 0) => "–".to_owned(),
+            (Some(e), _) if e.met && self.unexpected_failures() > 0 => format!(
+                "FAIL {passed}/{n} ({} unexpected)",
+                self.unexpected_failures()
+            ),
             (Some(e), _) if e.met => format!("FAIL {passed}/{n} (expected)"),
             (Some(_), _) => format!("NOT CAUGHT {passed}/{n}"),
             (None, _) if passed == n => format!("pass {passed}/{n}"),
