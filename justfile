@@ -49,6 +49,11 @@ interop-counts *cases:
 interop-proxy:
     bash interop/nginx.sh
 
+# The plan's JSON Schema against python-jsonschema: docs/plan.schema.json is valid draft-07,
+# every shipped plan validates, misspelt keys do not (interop/schema.sh; installs the pins).
+interop-schema:
+    bash interop/schema.sh
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run

@@ -15,7 +15,7 @@ use crate::report::{Comparison, Drift, PolicyReport, Report, Row};
 pub const SCHEMA: &str = "chaos-baseline/v1";
 
 /// How much worse each figure may get before it is a regression.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Tolerance {
     /// Attempts per logical request, client's and server's count: an absolute increase.
@@ -33,7 +33,7 @@ pub struct Tolerance {
 }
 
 /// A latency may grow by `ratio` of its baseline, and always by `floor` milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Relative {
     pub ratio: f64,

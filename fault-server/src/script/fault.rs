@@ -38,7 +38,19 @@ impl Fault {
 
 /// The fault kinds: what a script writes after `fault:`, and the names the ledger
 /// (`by_fault`) and the metrics (`fault_server_faults_total{kind}`) count them under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
     /// Answer with a status code.

@@ -27,6 +27,7 @@ mod facts;
 mod fault;
 mod pattern;
 mod resolve;
+mod schema;
 mod select;
 pub mod spec;
 

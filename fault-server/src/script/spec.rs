@@ -65,7 +65,7 @@ impl ScriptSpec {
 ///     - { status: 503, weight: 8, retry_after: 1s }
 ///     - { fault: reset, weight: 1, processed: true }
 /// ```
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseSpec {
     /// A name for reports, metrics and errors (default: `faults[INDEX]`).
@@ -101,7 +101,7 @@ pub struct PhaseSpec {
 }
 
 /// Which requests a phase applies to. Every given criterion must hold.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MatchSpec {
     /// One method or a list (`POST` or `[POST, PATCH]`), compared case-insensitively.
@@ -129,7 +129,7 @@ pub struct MatchSpec {
 /// - { fault: close }
 /// - { fault: truncate, status: 200 }
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RespondSpec {
     /// The fault kind; may be omitted when `status` is given.
@@ -176,7 +176,7 @@ pub struct RespondSpec {
 /// ```yaml
 /// server: { capacity: 300, queue: 200, service_time: 5ms, reject_status: 503 }
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CapacitySpec {
     /// Requests served concurrently (absent: unlimited).

@@ -96,8 +96,13 @@ pub enum Command {
     Relay(RelayArgs),
     /// List the policy presets: their sources, caveats and every field of their policies.
     Presets,
-    /// Print every key a plan can hold, with defaults and examples (a valid plan).
-    PlanSchema,
+    /// Print every key a plan can hold, with defaults and examples (a valid plan); with
+    /// `--json`, the plan's JSON Schema (docs/plan.schema.json) for editors.
+    PlanSchema {
+        /// The JSON Schema (draft-07) instead of the annotated plan.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// What `chaos` and `simulate` both take: the plan, which of its policies, and what every
@@ -177,8 +182,12 @@ pub fn execute(cli: Cli) -> u8 {
             validate::presets();
             EXIT_PASS
         }
-        Command::PlanSchema => {
+        Command::PlanSchema { json: false } => {
             print!("{PLAN_REFERENCE}");
+            EXIT_PASS
+        }
+        Command::PlanSchema { json: true } => {
+            print!("{}", crate::plan::schema::plan_schema());
             EXIT_PASS
         }
         Command::Chaos(args) => chaos(args),

@@ -19,6 +19,7 @@ mod model;
 mod policy;
 mod recover;
 pub mod resolved;
+pub mod schema;
 pub mod spec;
 mod target;
 

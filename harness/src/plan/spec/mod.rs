@@ -14,13 +14,14 @@ use fault_server::script::spec::{CapacitySpec, HeaderNameSpec, OneOrMany, PhaseS
 mod policy;
 pub use policy::{
     BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, Condition, DurationOrNone,
-    EnvoyBackoffSpec, ExponentialSpec, ImportSpec, JitterSpec, PolicySpec, TierSpec, Toggle,
+    EnvoyBackoffSpec, ExpectSpec, ExponentialSpec, ImportSpec, JitterSpec, PolicySpec, TierSpec,
+    Toggle,
 };
 use serde::Deserialize;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanSpec {
     /// Names the report directory (`reports/<name>/`); default: the file's stem.
@@ -74,7 +75,7 @@ pub struct PlanSpec {
 }
 
 /// `client:`: the program `harness client-test` judges.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClientSpec {
     /// The report's name for the program (default `client`).
@@ -100,7 +101,7 @@ pub struct ClientSpec {
 
 /// `network: { latency: 100us }`: the one-way latency of each hop, as `harness simulate`
 /// draws it: a duration, `{ uniform: [low, high] }` or `{ lognormal: { p50, p99 } }`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
     #[serde(default)]
@@ -110,7 +111,7 @@ pub struct NetworkSpec {
 /// `telemetry: { sampling_ratio: 0.1 }`: the share of logical requests exported as traces
 /// (`OTEL_TRACES_SAMPLER_ARG` overrides it). Requests that break an invariant are exported
 /// whatever the ratio.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySpec {
     #[serde(default)]
@@ -118,7 +119,7 @@ pub struct TelemetrySpec {
 }
 
 /// `baseline: { tolerance: { amplification: 0.05, p99_ms: { ratio: 0.25, floor: 50 } } }`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BaselineSpec {
     #[serde(default)]
@@ -167,7 +168,7 @@ pub struct UrlTargetSpec {
 }
 
 /// `target.protocol`: how the harness speaks to the target.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// HTTP/1.1, pooled keep-alive connections.
@@ -196,7 +197,7 @@ impl Protocol {
 }
 
 /// `target.script`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScriptConsent {
     Keep,
@@ -237,9 +238,9 @@ impl<'de> Deserialize<'de> for TargetSpec {
 }
 
 /// A target written as a map: `url` and what goes with it, or `upstream` alone.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct TargetMap {
+pub(crate) struct TargetMap {
     #[serde(default)]
     url: Option<String>,
     /// The embedded fault-server forwards what it does not fault to this service.
@@ -284,7 +285,7 @@ impl TargetMap {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
     /// Logical requests per second (the starting rate when `stages` are given).
@@ -298,7 +299,7 @@ pub struct LoadSpec {
     #[serde(default)]
     pub max_in_flight: Option<u32>,
     /// At most this many connections to the target at once: attempts beyond wait for one
-    /// (default 1024); `per_attempt` opens one for every attempt that finds none idle.
+    /// (default 50); `per_attempt` opens one for every attempt that finds none idle.
     #[serde(default)]
     pub max_connections: Option<MaxConnectionsSpec>,
     pub requests: Vec<RequestSpec>,
@@ -349,7 +350,7 @@ impl<'de> Deserialize<'de> for MaxConnectionsSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ArrivalsSpec {
     /// Evenly spaced: `start + i / rate`.
@@ -377,7 +378,7 @@ impl TryFrom<f64> for Rate {
 }
 
 /// `{ to: 500, over: 10s }` ramps linearly to a rate; `{ hold: 20s }` keeps the rate.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StageSpec {
     #[serde(default)]
@@ -388,7 +389,7 @@ pub struct StageSpec {
     pub hold: Option<DurationSpec>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestSpec {
     pub name: String,
@@ -418,7 +419,7 @@ pub struct RequestSpec {
 }
 
 /// `n:` of a request: a range or a list.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NumbersSpec {
     #[serde(default)]
@@ -427,6 +428,7 @@ pub struct NumbersSpec {
     pub max: Option<u64>,
     /// Strings or numbers, each written into the path as it is.
     #[serde(default)]
+    #[schemars(schema_with = "crate::plan::schema::path_values")]
     pub values: Option<Vec<serde_yaml::Value>>,
 }
 
@@ -442,7 +444,7 @@ pub enum GateSpec {
     Metric(MetricGateSpec),
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetricGateSpec {
     #[serde(default)]

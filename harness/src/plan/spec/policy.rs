@@ -9,7 +9,7 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// One policy of `policies:` (or a relay tier's, or a `harness relay --policy` file).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PolicySpec {
     /// Required of a plan's policies; a tier's policy has none of its own.
@@ -17,6 +17,7 @@ pub struct PolicySpec {
     pub name: String,
     /// Start from a real system's policy; the fields below override it.
     #[serde(default)]
+    #[schemars(schema_with = "crate::plan::schema::preset")]
     pub preset: Option<String>,
     /// Start from a production config instead (a gRPC service config, an Envoy route); the
     /// fields below override it.
@@ -31,6 +32,7 @@ pub struct PolicySpec {
     #[serde(default)]
     pub deadline: Option<DurationOrNone>,
     #[serde(default, deserialize_with = "BackoffSpec::parse_none")]
+    #[schemars(schema_with = "crate::plan::schema::backoff")]
     pub backoff: Option<BackoffSpec>,
     #[serde(default)]
     pub retry_on: Option<Vec<Condition>>,
@@ -117,7 +119,7 @@ pub enum TierSpec {
 /// `{ grpc_service_config: FILE, service: NAME, method: NAME }` or
 /// `{ envoy_route: FILE, route: NAME, envoy_cluster: FILE }`; paths are relative to the
 /// plan file.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImportSpec {
     #[serde(default)]
@@ -242,7 +244,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Toggle<T> {
 }
 
 /// `none`, or one shape (`fixed`, `exponential`, `envoy`) plus an optional `jitter`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffSpec {
     #[serde(default)]
@@ -290,7 +292,7 @@ impl BackoffSpec {
 
 /// `base` and `cap` are required unless the policy's backoff is exponential already
 /// (then the keys given replace its own).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExponentialSpec {
     #[serde(default)]
@@ -302,7 +304,7 @@ pub struct ExponentialSpec {
 }
 
 /// `base` is required unless the policy's backoff is Envoy's already.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvoyBackoffSpec {
     #[serde(default)]
@@ -374,7 +376,7 @@ impl<'de> Deserialize<'de> for JitterSpec {
 /// A budget; its kind is `kind`, or inferred from its keys (`min_per_sec`/`ttl`: a ttl
 /// window; `token_ratio`: gRPC; `capacity`/`retry_cost`: an AWS quota; `percent`: Envoy;
 /// otherwise a token bucket).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetSpec {
     #[serde(default)]
@@ -407,7 +409,7 @@ pub struct BudgetSpec {
     pub min_concurrency: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetKindSpec {
     TokenBucket,
@@ -419,7 +421,7 @@ pub enum BudgetKindSpec {
 
 /// `failure_ratio` is required unless the policy has a breaker already (then the keys
 /// given replace its own).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerSpec {
     #[serde(default)]
