@@ -54,6 +54,11 @@ interop-proxy:
 interop-schema:
     bash interop/schema.sh
 
+# The fault-server's /metrics parsed by the Prometheus project's parsers: the text format
+# and OpenMetrics, strictly (interop/metrics.sh; installs the pins).
+interop-metrics:
+    bash interop/metrics.sh
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run

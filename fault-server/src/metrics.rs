@@ -1,7 +1,11 @@
-//! `GET /metrics`: Prometheus text exposition, written by hand.
+//! `GET /metrics`: Prometheus text exposition (format 0.0.4), or OpenMetrics 1.0 to a
+//! scraper that asks for it (`Accept: application/openmetrics-text`), written by hand.
 //!
 //! Why by hand: a dozen counters and gauges do not justify a metrics crate and its
-//! registry; the text format is simple and stable (Prometheus exposition format 0.0.4).
+//! registry; both formats are simple and stable, and differ here in two places only (a
+//! counter's family is named without `_total` in OpenMetrics, whose text ends `# EOF`).
+//! interop/metrics.sh parses a live server's output with the Prometheus project's own
+//! parsers (prometheus_client's, the OpenMetrics one strict) to prove both valid.
 //! Unlike the ledger, these counters are never reset (Prometheus counters must only go
 //! up; `rate()` copes with restarts, not with resets), so a dashboard keeps working
 //! across `POST /__chaos/reset`.
@@ -57,19 +61,26 @@ impl Metrics {
         ledger: &Ledger,
         capacity: CapacityGauges,
         phases: usize,
+        format: Format,
     ) -> String {
-        let mut out = String::with_capacity(2048);
+        let mut out = Exposition {
+            text: String::with_capacity(2048),
+            format,
+        };
         let (outcomes, faults) = ledger.lifetime_counts();
         requests_by_outcome(&mut out, outcomes);
         faults_by_kind(&mut out, faults);
         self.totals(&mut out, ledger);
         self.gauges_now(&mut out, capacity, phases);
-        out
+        if format == Format::OpenMetrics {
+            out.text.push_str("# EOF\n");
+        }
+        out.text
     }
 
     /// The series of one value each: the ledger's figures since its last reset and the
     /// process's counters.
-    fn totals(&self, out: &mut String, ledger: &Ledger) {
+    fn totals(&self, out: &mut Exposition, ledger: &Ledger) {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let (attempts, logical) = ledger.totals();
         let simple: [(&str, &str, &str, u64); 9] = [
@@ -129,13 +140,13 @@ impl Metrics {
             ),
         ];
         for (name, kind, help, value) in simple {
-            header(out, name, kind, help);
-            let _ = writeln!(out, "{name} {value}");
+            out.header(name, kind, help);
+            let _ = writeln!(out.text, "{name} {value}");
         }
     }
 
     /// What is happening now; a gauge without a value (no capacity model) is left out.
-    fn gauges_now(&self, out: &mut String, capacity: CapacityGauges, phases: usize) {
+    fn gauges_now(&self, out: &mut Exposition, capacity: CapacityGauges, phases: usize) {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let gauges: [(&str, &str, Option<u64>); 7] = [
             (
@@ -176,16 +187,15 @@ impl Metrics {
         ];
         for (name, help, value) in gauges {
             if let Some(value) = value {
-                header(out, name, "gauge", help);
-                let _ = writeln!(out, "{name} {value}");
+                out.header(name, "gauge", help);
+                let _ = writeln!(out.text, "{name} {value}");
             }
         }
     }
 }
 
-fn requests_by_outcome(out: &mut String, outcomes: Vec<(Disposition, u64)>) {
-    header(
-        out,
+fn requests_by_outcome(out: &mut Exposition, outcomes: Vec<(Disposition, u64)>) {
+    out.header(
         "fault_server_requests_total",
         "counter",
         "Requests handled outside the control API, by outcome (code: the status sent, when one was: an injected one for outcome status, the upstream's for outcome upstream).",
@@ -200,13 +210,13 @@ fn requests_by_outcome(out: &mut String, outcomes: Vec<(Disposition, u64)>) {
         match code {
             Some(code) => {
                 let _ = writeln!(
-                    out,
+                    out.text,
                     "fault_server_requests_total{{outcome=\"{label}\",code=\"{code}\"}} {n}"
                 );
             }
             None => {
                 let _ = writeln!(
-                    out,
+                    out.text,
                     "fault_server_requests_total{{outcome=\"{label}\"}} {n}"
                 );
             }
@@ -214,25 +224,63 @@ fn requests_by_outcome(out: &mut String, outcomes: Vec<(Disposition, u64)>) {
     }
 }
 
-fn faults_by_kind(out: &mut String, faults: Vec<(FaultKind, u64)>) {
-    header(
-        out,
+fn faults_by_kind(out: &mut Exposition, faults: Vec<(FaultKind, u64)>) {
+    out.header(
         "fault_server_faults_total",
         "counter",
         "Faults injected, by kind.",
     );
     for (kind, n) in faults {
         let _ = writeln!(
-            out,
+            out.text,
             "fault_server_faults_total{{kind=\"{}\"}} {n}",
             kind.name()
         );
     }
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// Which text a scraper gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// Prometheus text exposition 0.0.4.
+    Prometheus,
+    /// OpenMetrics 1.0.
+    OpenMetrics,
+}
+
+impl Format {
+    /// What a request's `Accept` asks for: OpenMetrics when it names it (as Prometheus
+    /// itself does, first in its list), else the classic text.
+    pub(crate) fn from_accept(accept: Option<&str>) -> Format {
+        match accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            true => Format::OpenMetrics,
+            false => Format::Prometheus,
+        }
+    }
+
+    pub(crate) fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+struct Exposition {
+    text: String,
+    format: Format,
+}
+
+impl Exposition {
+    fn header(&mut self, name: &str, kind: &str, help: &str) {
+        // An OpenMetrics counter's family is its samples' name without `_total`.
+        let family = match (self.format, kind) {
+            (Format::OpenMetrics, "counter") => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let _ = writeln!(self.text, "# HELP {family} {help}");
+        let _ = writeln!(self.text, "# TYPE {family} {kind}");
+    }
 }
 
 #[cfg(test)]
@@ -267,6 +315,7 @@ mod tests {
                 queue_limit: Some(8),
             },
             3,
+            Format::Prometheus,
         );
         assert!(text.contains("fault_server_requests_total{outcome=\"served\"} 1\n"));
         assert!(text.contains("fault_server_requests_total{outcome=\"status\",code=\"503\"} 1\n"));
@@ -283,5 +332,42 @@ mod tests {
             assert!(value.parse::<u64>().is_ok(), "{line}");
             assert!(series.starts_with("fault_server_"), "{line}");
         }
+        assert!(text.contains("# TYPE fault_server_faults_total counter\n"));
+        assert!(!text.contains("# EOF"));
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let text = Metrics::default().render(
+            &Ledger::default(),
+            CapacityGauges::default(),
+            0,
+            Format::OpenMetrics,
+        );
+        assert!(
+            text.contains("# TYPE fault_server_faults counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# HELP fault_server_faults Faults injected"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fault_server_faults_total{kind=\"reset\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE fault_server_in_flight gauge\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        assert_eq!(
+            Format::from_accept(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            )),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::from_accept(Some("*/*")), Format::Prometheus);
+        assert_eq!(Format::from_accept(None), Format::Prometheus);
     }
 }

@@ -26,6 +26,7 @@ use super::conn::{DeadlineBody, Serve};
 use super::handler;
 use super::state::{Shared, View};
 use crate::duration::format_duration;
+use crate::metrics::Format;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 use crate::wire;
 
@@ -221,17 +222,18 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
     ([(wire::SERVER, wire::server_name())], "ok\n").into_response()
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     count_control(&shared);
     let phases = shared.active().script.phase_count();
+    let format = Format::from_accept(
+        headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
     let text = shared
         .metrics
-        .render(&shared.ledger, shared.capacity_gauges(), phases);
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-        text,
-    )
-        .into_response()
+        .render(&shared.ledger, shared.capacity_gauges(), phases, format);
+    ([(CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 #[derive(Serialize)]
