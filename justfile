@@ -59,6 +59,11 @@ interop-schema:
 interop-metrics:
     bash interop/metrics.sh
 
+# report.html and sweep.html in headless chromium: no console message, every chart of
+# non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
+browser out="reports/browser":
+    bash interop/browser.sh {{out}}
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run

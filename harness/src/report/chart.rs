@@ -6,8 +6,10 @@ use std::fmt::Write;
 use super::html::esc;
 use super::model::SeriesPoint;
 
-const W: f64 = 720.0;
-const H: f64 = 200.0;
+// Wide enough that a retry wave of a few hundred milliseconds is seen without zooming;
+// the page scales it down on a narrow screen (width 100%, the viewBox keeps its shape).
+const W: f64 = 1000.0;
+const H: f64 = 280.0;
 const PAD_L: f64 = 48.0;
 const PAD_B: f64 = 24.0;
 const PAD_T: f64 = 12.0;
@@ -24,9 +26,25 @@ pub(super) fn chart(
         from: 0.0,
         step: 1.0,
         len: seconds,
-        tick: (seconds / 10).max(1),
+        tick: round_tick(seconds, 1),
     };
     chart_on(title, &axis, lines, window, shade)
+}
+
+/// A label every `tick` steps of an axis of `len` steps, `per_second` to a second: the
+/// roundest interval (200 or 500 ms where steps are that fine, else 1, 2, 5, 10, 15, …
+/// seconds) that leaves at most a dozen labels.
+pub(super) fn round_tick(len: usize, per_second: usize) -> usize {
+    const SECONDS: [usize; 11] = [1, 2, 5, 10, 15, 20, 30, 60, 120, 300, 600];
+    let per_second = per_second.max(1);
+    let fractions = [5, 2]
+        .into_iter()
+        .filter(|parts| per_second.is_multiple_of(*parts))
+        .map(|parts| per_second / parts);
+    fractions
+        .chain(SECONDS.iter().map(|s| s * per_second))
+        .find(|tick| len.div_ceil(*tick) <= 12)
+        .unwrap_or_else(|| len.div_ceil(12))
 }
 
 /// The x axis of a chart: `len` steps of `step` seconds from `from`, a label every
@@ -60,7 +78,7 @@ pub(super) fn chart_on(
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\">",
+        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" style=\"width:100%;height:auto\" role=\"img\" aria-label=\"{}\">",
         esc(title),
         esc(title)
     );
@@ -209,7 +227,24 @@ pub(super) fn carried(series: &[SeriesPoint]) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::grid;
+    use super::{grid, round_tick};
+
+    #[test]
+    fn time_labels_fall_on_round_seconds() {
+        // Seconds: 1, 2, 5, 10, 15, … so that at most a dozen labels show.
+        assert_eq!(round_tick(10, 1), 1);
+        assert_eq!(round_tick(12, 1), 1);
+        assert_eq!(round_tick(23, 1), 2);
+        assert_eq!(round_tick(35, 1), 5);
+        assert_eq!(round_tick(130, 1), 15);
+        assert_eq!(round_tick(3600, 1), 300);
+        // 50 ms steps (20 to the second): every 200 or 500 ms over a short window, else
+        // round seconds.
+        assert_eq!(round_tick(40, 20), 4);
+        assert_eq!(round_tick(60, 20), 10);
+        assert_eq!(round_tick(200, 20), 20);
+        assert_eq!(round_tick(600, 20), 100);
+    }
 
     #[test]
     fn the_grid_steps_are_round_and_cover_the_top() {

@@ -284,14 +284,8 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
         })
         .collect();
     let points = len.div_ceil(group);
-    // A label every 200 ms in a short window, else every second, or every few seconds so
-    // that there are at most a dozen.
-    let per_second = 20usize.div_ceil(group);
-    let tick = if points <= 40 {
-        4
-    } else {
-        per_second * points.div_ceil(per_second).div_ceil(12)
-    };
+    // A label every 200 ms in a short window, else on round seconds, at most a dozen.
+    let tick = super::chart::round_tick(points, 20usize.div_ceil(group));
     let axis = Axis {
         from,
         step: 0.05 * group as f64,
