@@ -40,6 +40,16 @@ pub const DEADLINE_MS: &str = "x-chaos-deadline-ms";
 pub const NO_RETRY: &str = "x-chaos-no-retry";
 /// Why a tier gave up (a `GiveUp` reason's name).
 pub const GAVE_UP: &str = "x-chaos-gave-up";
+/// A chain that shares one retry budget (`share_budget`): the retries the hops below the
+/// sender may still make for this logical request, taken from the client's budget.
+pub const RETRY_ALLOWANCE: &str = "x-chaos-retry-allowance";
+/// On a relay tier's answer: what is left of the allowance its request carried.
+pub const RETRY_ALLOWANCE_LEFT: &str = "x-chaos-retry-allowance-left";
+
+/// A retry allowance header's value: a whole number, or `None` for anything else.
+pub fn parse_allowance(value: &str) -> Option<u32> {
+    value.trim().parse().ok()
+}
 /// Names the phase whose fault produced a response.
 pub const FAULT: &str = "x-chaos-fault";
 /// Marks a response whose side effect had already run for this `x-request-id`.

@@ -175,6 +175,9 @@ impl Prepared {
                 HeaderValue::from(u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX)),
             );
         }
+        if let Some(allowance) = spec.allowance {
+            headers.insert(RETRY_ALLOWANCE, HeaderValue::from(allowance));
+        }
         let body = match &self.body {
             Some(body) if self.grpc => {
                 headers.insert(
@@ -222,6 +225,9 @@ pub struct AttemptSpec<'a> {
     /// Say how long this attempt will be waited for (`x-chaos-deadline-ms`), for relay
     /// tiers to end their own retries by then.
     pub propagate_deadline: bool,
+    /// `x-chaos-retry-allowance`: what the relay tiers may spend of the client's budget,
+    /// when the policy shares it with them.
+    pub allowance: Option<u32>,
 }
 
 /// What came back: the outcome, the server's `Retry-After` if it sent one, and whether
@@ -235,6 +241,8 @@ pub struct Answer {
     pub no_retry: bool,
     /// A gRPC server's pushback said not to retry (negative or malformed, gRFC A6).
     pub stop: bool,
+    /// `x-chaos-retry-allowance-left`: what the relay tiers left of a shared allowance.
+    pub allowance_left: Option<u32>,
 }
 
 impl Answer {
@@ -246,6 +254,7 @@ impl Answer {
             duplicate: false,
             no_retry: false,
             stop: false,
+            allowance_left: None,
         }
     }
 
@@ -255,6 +264,7 @@ impl Answer {
             retry_after: self.retry_after,
             no_retry: self.no_retry,
             stop: self.stop,
+            allowance_left: self.allowance_left,
         }
     }
 }
@@ -335,6 +345,8 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(wire::IDEMPOTENCY_KE
 const TRACEPARENT: HeaderName = HeaderName::from_static(wire::TRACEPARENT);
 const DUPLICATE: HeaderName = HeaderName::from_static(wire::DUPLICATE);
 const DEADLINE_MS: HeaderName = HeaderName::from_static(wire::DEADLINE_MS);
+const RETRY_ALLOWANCE: HeaderName = HeaderName::from_static(wire::RETRY_ALLOWANCE);
+const RETRY_ALLOWANCE_LEFT: HeaderName = HeaderName::from_static(wire::RETRY_ALLOWANCE_LEFT);
 const NO_RETRY: HeaderName = HeaderName::from_static(wire::NO_RETRY);
 
 /// Sends one attempt through `pool` and reads its answer, within the attempt's timeout.
@@ -369,6 +381,10 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
         let duplicated = headers.contains_key(DUPLICATE);
         duplicate.store(duplicated, Ordering::Relaxed);
         let no_retry = headers.contains_key(NO_RETRY);
+        let allowance_left = headers
+            .get(RETRY_ALLOWANCE_LEFT)
+            .and_then(|v| v.to_str().ok())
+            .and_then(wire::parse_allowance);
         // A Trailers-Only answer's status is in its headers, and its trailers are none.
         let head_status = spec.kind.grpc.then(|| GrpcStatus::of(headers)).flatten();
         match answering.finish().await {
@@ -381,6 +397,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                         duplicate: duplicated,
                         no_retry,
                         stop: grpc.pushback == Some(None),
+                        allowance_left,
                     },
                     // No gRPC status: an intermediary's HTTP answer, which a gRPC client
                     // reads by its status (gRPC's http-grpc-status-mapping), or a 200
@@ -391,6 +408,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                         duplicate: duplicated,
                         no_retry,
                         stop: false,
+                        allowance_left,
                     },
                     None => Answer {
                         outcome: Outcome::Grpc(GRPC_UNKNOWN),
@@ -405,6 +423,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                 duplicate: duplicated,
                 no_retry,
                 stop: false,
+                allowance_left,
             },
             // The status line and headers came; the body did not, in full.
             Err(_) => Answer {

@@ -106,6 +106,9 @@ impl std::fmt::Debug for EngineConfig<'_> {
 
 struct Shared {
     client: Mutex<Client>,
+    /// The most retries a request takes out of the client's budget for its chain, when
+    /// the policy shares its budget with its relay tiers (`share_budget`).
+    share_budget: Option<u32>,
     recorders: Recorders,
     in_flight: AtomicU32,
     start: Instant,
@@ -248,6 +251,7 @@ where
             .collect::<Result<_, _>>()?,
         base_url: config.base_url,
         policy: config.policy.name.clone(),
+        share_budget: config.policy.share_budget,
         http,
         connections: cap.map(Connections::new),
         plan: Arc::clone(&plan),

@@ -746,3 +746,109 @@ async fn first_attempt(url: &str, id: &str) -> reqwest::Response {
         .await
         .expect("an answer")
 }
+
+/// One budget shared by a chain (`share_budget`): a leaf that fails half of the attempts,
+/// 4 attempts at every hop, the client's token bucket (ratio 0.2, 5 tokens). Shared, the
+/// leaf's attempts per logical request stay within the bucket's bound whichever hops
+/// retried, live and simulated alike; with a bucket of the same size at each hop, the
+/// leaf gets far more than that bound.
+#[test]
+fn a_shared_budget_keeps_the_leaf_within_its_bound_live_and_simulated() {
+    let plan = common::plan(
+        r#"
+name: shared
+seed: 11
+duration: 2s
+drain: 5s
+tiers: [api, backend]
+load:
+  rate: 50
+  arrivals: uniform
+  requests: [ { name: read, path: "/items/{n}" } ]
+faults:
+  - { name: flaky, probability: 0.5, respond: { status: 503 } }
+policies:
+  - name: shared
+    max_attempts: 4
+    backoff: none
+    budget: { ratio: 0.2, max_tokens: 5 }
+    share_budget: true
+    tiers: { api: same, backend: same }
+  - name: own
+    max_attempts: 4
+    backoff: none
+    budget: { ratio: 0.2, max_tokens: 5 }
+    tiers: { api: same, backend: same }
+gates: [ client_server_agree, amplification_within_budget ]
+"#,
+    );
+    // What a request takes for its chain: 3 + 4·3 + 16·3 retries at most.
+    assert_eq!(plan.policies[0].share_budget, Some(63));
+    assert_eq!(plan.policies[1].share_budget, None);
+    for (mode, report) in [
+        ("live", common::live(&plan)),
+        ("simulated", common::simulated(&plan)),
+    ] {
+        let shared = policy(&report, "shared");
+        let bound = shared.amplification.budget_bound.expect("a ratio budget");
+        let leaf = shared.leaf_amplification.expect("a ledger");
+        assert!(
+            leaf <= bound + 1e-9,
+            "{mode}: leaf {leaf} over the bound {bound}"
+        );
+        assert!(leaf > 1.0, "{mode}: the shared budget let no hop retry");
+        let tier_retries: u64 = shared.tiers.iter().map(|t| t.retries).sum();
+        assert!(
+            tier_retries > 0,
+            "{mode}: the tiers spent nothing: {:?}",
+            shared.tiers
+        );
+        assert!(
+            shared.gates.iter().all(|g| g.pass),
+            "{mode}: {:?}",
+            shared.gates
+        );
+        let gate = shared
+            .gates
+            .iter()
+            .find(|g| g.name == "amplification_within_budget")
+            .expect("the gate");
+        assert!(
+            gate.detail.contains("at the leaf"),
+            "{mode}: {}",
+            gate.detail
+        );
+        // Each hop with a bucket of its own: every hop's retries multiply at the leaf.
+        let own = policy(&report, "own");
+        let own_leaf = own.leaf_amplification.expect("a ledger");
+        assert!(
+            own_leaf > own.amplification.budget_bound.expect("a ratio budget"),
+            "{mode}: {own_leaf}"
+        );
+    }
+}
+
+#[test]
+fn share_budget_needs_tiers_and_a_token_bucket() {
+    let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
+    let no_tiers = common::validate_error(
+        "no-tiers",
+        &format!(
+            "{base}policies: [ {{ name: a, budget: {{ ratio: 0.1 }}, share_budget: true }} ]\n"
+        ),
+    );
+    assert!(
+        no_tiers.contains("shares its budget, but the plan has no relay tiers"),
+        "{no_tiers}"
+    );
+    let no_bucket = common::validate_error(
+        "no-bucket",
+        &format!(
+            "{base}tiers: [api]\npolicies: [ {{ name: a, preset: grpc, share_budget: true, tiers: {{ api: same }} }} ]\n"
+        ),
+    );
+    assert!(
+        no_bucket.contains("has no token bucket to share"),
+        "{no_bucket}"
+    );
+}

@@ -42,6 +42,7 @@ async fn outcome(addr: SocketAddr) -> Outcome {
         timeout: Some(Duration::from_millis(300)),
         traceparent: None,
         propagate_deadline: false,
+        allowance: None,
     };
     attempt::send(&pool, spec).await.outcome
 }
@@ -181,6 +182,7 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
             timeout: None,
             traceparent: None,
             propagate_deadline: false,
+            allowance: None,
         },
     )
     .await;
@@ -202,6 +204,7 @@ async fn h2_outcome(addr: SocketAddr) -> Outcome {
         timeout: Some(Duration::from_millis(2000)),
         traceparent: None,
         propagate_deadline: false,
+        allowance: None,
     };
     attempt::send(&pool, spec).await.outcome
 }

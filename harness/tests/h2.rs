@@ -307,6 +307,7 @@ async fn attempts_beyond_the_servers_stream_limit_wait_and_are_counted() {
                 timeout: Some(std::time::Duration::from_secs(10)),
                 traceparent: None,
                 propagate_deadline: false,
+                allowance: None,
             };
             attempt::send(&pool, spec).await.outcome
         }

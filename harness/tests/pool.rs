@@ -89,6 +89,7 @@ async fn send(pool: &Pool, kind: &Prepared, n: u64) -> Outcome {
         timeout: Some(Duration::from_secs(5)),
         traceparent: None,
         propagate_deadline: false,
+        allowance: None,
     };
     attempt::send(pool, spec).await.outcome
 }

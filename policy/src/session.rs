@@ -182,6 +182,20 @@ pub struct Session {
     /// Attempts resent transparently (A6): they count in `sent`, not against
     /// `max_attempts`.
     transparent: u32,
+    /// The retry allowance this request shares with the hops of its chain, when it draws
+    /// retries from one budget (`share_budget`) instead of each hop's own.
+    shared: Option<Allowance>,
+}
+
+/// One request's share of a chain's budget: what is left of it here and below, carried
+/// down with each attempt and back with each answer, and spent by whichever hop retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Allowance {
+    left: u32,
+    /// Taken from this client's budget at the start: what is left goes back at the end.
+    reserved: bool,
+    /// A retry decided and paid for, not yet sent.
+    pending: bool,
 }
 
 /// What an answer said beyond its outcome.
@@ -194,9 +208,19 @@ pub struct Hints {
     /// The server said not to retry: a negative or malformed gRPC pushback (A6). Heeded by
     /// a policy that reads the server's hints (`retry_after` other than `ignore`).
     pub stop: bool,
+    /// What the hops below left of the shared retry allowance the attempt carried
+    /// (`x-chaos-retry-allowance-left`); `None` when the answer did not say (the leaf
+    /// spends none). Heeded only by a session that shares one.
+    pub allowance_left: Option<u32>,
 }
 
 impl Session {
+    /// The shared retry allowance the next attempt carries below, and the answer upward
+    /// reports (`None`: the request does not share one).
+    pub fn allowance(&self) -> Option<u32> {
+        self.shared.map(|s| s.left)
+    }
+
     /// How the last wait was decided, once one was.
     pub fn last_wait(&self) -> Option<Wait> {
         self.wait
@@ -308,6 +332,63 @@ impl Client {
         now: Duration,
         limit: Option<Duration>,
     ) -> (Session, Action) {
+        self.start_shared(request, now, limit, None)
+    }
+
+    /// [`Client::start_within`] for a request whose chain draws its retries from this
+    /// client's budget: up to `max` retries are taken out of it now, to be spent by this
+    /// client and by the hops below it ([`Session::allowance`] goes down with each
+    /// attempt), and what is left goes back when the request ends. A budget that cannot
+    /// share ([`Budget::can_share`]) grants none.
+    pub fn start_reserving(
+        &mut self,
+        request: Request,
+        now: Duration,
+        limit: Option<Duration>,
+        max: u32,
+    ) -> (Session, Action) {
+        let left = self.budget.as_mut().map_or(0, |b| b.reserve(max));
+        self.start_shared(
+            request,
+            now,
+            limit,
+            Some(Allowance {
+                left,
+                reserved: true,
+                pending: false,
+            }),
+        )
+    }
+
+    /// [`Client::start_within`] at a hop of a chain whose caller shares a retry allowance
+    /// with it (`x-chaos-retry-allowance`): its retries are paid from `allowance`, not from
+    /// its own budget, and what is left goes back up with its answer.
+    pub fn start_with_allowance(
+        &mut self,
+        request: Request,
+        now: Duration,
+        limit: Option<Duration>,
+        allowance: u32,
+    ) -> (Session, Action) {
+        self.start_shared(
+            request,
+            now,
+            limit,
+            Some(Allowance {
+                left: allowance,
+                reserved: false,
+                pending: false,
+            }),
+        )
+    }
+
+    fn start_shared(
+        &mut self,
+        request: Request,
+        now: Duration,
+        limit: Option<Duration>,
+        shared: Option<Allowance>,
+    ) -> (Session, Action) {
         let now = self.tick(now);
         let own = self.policy.config().deadline;
         let deadline = match (own, limit) {
@@ -327,6 +408,7 @@ impl Client {
             last: None,
             wait: None,
             transparent: 0,
+            shared,
         };
         if let Some(budget) = &mut self.budget {
             budget.on_request(now);
@@ -364,6 +446,7 @@ impl Client {
             retry_after,
             no_retry,
             stop: false,
+            allowance_left: None,
         };
         self.on_hinted(session, now, outcome, hints, rng)
     }
@@ -382,7 +465,12 @@ impl Client {
             retry_after,
             no_retry,
             stop,
+            allowance_left,
         } = hints;
+        if let (Some(shared), Some(left)) = (&mut session.shared, allowance_left) {
+            // The hops below spent the difference; they can never give back more.
+            shared.left = shared.left.min(left);
+        }
         debug_assert_eq!(
             session.phase,
             Phase::Sent,
@@ -461,7 +549,14 @@ impl Client {
         if session.deadline.is_some_and(|deadline| until >= deadline) {
             return self.finish(session, now, Some(GiveUp::Deadline));
         }
-        if let Some(budget) = &mut self.budget {
+        if let Some(shared) = &mut session.shared {
+            // The chain's one budget pays, whichever hop retries.
+            if shared.left == 0 {
+                return self.finish(session, now, Some(GiveUp::BudgetExhausted));
+            }
+            shared.left -= 1;
+            shared.pending = true;
+        } else if let Some(budget) = &mut self.budget {
             match budget.try_withdraw(now, outcome) {
                 Some(grant) => session.pending = Some(grant),
                 None => return self.finish(session, now, Some(GiveUp::BudgetExhausted)),
@@ -508,6 +603,9 @@ impl Client {
         session.phase = Phase::Sent;
         // The grant waited for is now spent on an attempt on the wire.
         session.in_flight = session.pending.take();
+        if let Some(shared) = &mut session.shared {
+            shared.pending = false;
+        }
         Action::Send {
             attempt: session.attempt,
             timeout,
@@ -519,6 +617,15 @@ impl Client {
             // Only a grant that never paid for a sent attempt is handed back; one that did
             // was reported with its attempt's outcome.
             budget.on_finish(now, session.pending.take());
+        }
+        if let Some(shared) = &mut session.shared {
+            // A retry paid for and never sent bought nothing.
+            shared.left += u32::from(std::mem::take(&mut shared.pending));
+            if std::mem::take(&mut shared.reserved)
+                && let Some(budget) = &mut self.budget
+            {
+                budget.refund(shared.left);
+            }
         }
         session.phase = Phase::Done;
         Action::Done(match gave_up {

@@ -111,6 +111,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         gates: Vec::new(),
         synchrony: None,
         leaf_amplification: Some(ratio(l.attempts, logical)),
+        shared_budget: false,
         tiers: Vec::new(),
         waves_50ms: Vec::new(),
         client: Some(ClientView {

@@ -136,7 +136,12 @@ impl<'a> Request<'a> {
             let now = shared.now();
             // Read only for a trace: an untraced request pays nothing for it.
             let before = trace.as_ref().and_then(|_| client.breaker_state(now));
-            let (session, action) = client.start(kind.policy_request(), now);
+            let (session, action) = crate::plan::start_request(
+                &mut client,
+                shared.share_budget,
+                kind.policy_request(),
+                now,
+            );
             if let (Some(trace), Some(t)) = (&mut trace, traced) {
                 note(trace, t, &client, before, &session, &action);
             }
@@ -180,6 +185,7 @@ impl<'a> Request<'a> {
             timeout,
             traceparent: traceparent.as_deref(),
             propagate_deadline: !shared.plan.tiers.is_empty(),
+            allowance: self.session.allowance(),
         };
         // Boxed: the send is most of a request's state, and a task's whole state is
         // moved when it is spawned; a request that never sends never pays for it.
@@ -235,7 +241,13 @@ impl<'a> Request<'a> {
             &mut self.trace,
             &mut self.session,
             |client, session, now| {
-                client.on_hinted(session, now, answer.outcome, answer.hints(), rng)
+                let mut hints = answer.hints();
+                hints.allowance_left = crate::hop::allowance_left(
+                    session.allowance(),
+                    answer.allowance_left,
+                    answer.outcome,
+                );
+                client.on_hinted(session, now, answer.outcome, hints, rng)
             },
         )
     }

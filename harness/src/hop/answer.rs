@@ -22,6 +22,8 @@ pub struct Upward {
     /// The next hop's last answer, if an attempt got one. When it is a status, the live
     /// tier passes its headers and body on too.
     pub last: Option<Outcome>,
+    /// `x-chaos-retry-allowance-left`, when the caller shares its chain's budget.
+    pub allowance_left: Option<u32>,
 }
 
 impl Upward {
@@ -49,6 +51,7 @@ impl Upward {
             no_retry,
             gave_up,
             last: last.map(|r| r.outcome),
+            allowance_left: None,
         }
     }
 
@@ -100,6 +103,7 @@ mod tests {
             retry_after: None,
             no_retry,
             stop: false,
+            allowance_left: None,
         })
     }
 

@@ -44,6 +44,8 @@ pub struct Reply {
     pub no_retry: bool,
     /// A gRPC pushback that says not to retry (gRFC A6).
     pub stop: bool,
+    /// `x-chaos-retry-allowance-left`: what the hops below left of a shared allowance.
+    pub allowance_left: Option<u32>,
 }
 
 impl Reply {
@@ -54,6 +56,7 @@ impl Reply {
             retry_after: None,
             no_retry: false,
             stop: false,
+            allowance_left: None,
         }
     }
 
@@ -63,8 +66,24 @@ impl Reply {
             retry_after: self.retry_after,
             no_retry: self.no_retry,
             stop: self.stop,
+            allowance_left: self.allowance_left,
         }
     }
+}
+
+/// What is left of a shared retry allowance `sent` after an attempt that ended in
+/// `outcome` with an answer that said `said` (`x-chaos-retry-allowance-left`), the one
+/// rule of every hop, live and simulated: an answer that does not say came from a hop
+/// that spends none (the leaf), but when no answer came at all (a timeout, a reset) the
+/// hops below may have spent it all, and the bound must hold whatever they did.
+pub fn allowance_left(sent: Option<u32>, said: Option<u32>, outcome: Outcome) -> Option<u32> {
+    let sent = sent?;
+    let answered = matches!(outcome, Outcome::Status(_) | Outcome::Grpc(_));
+    Some(match (said, answered) {
+        (Some(left), _) => left.min(sent),
+        (None, true) => sent,
+        (None, false) => 0,
+    })
 }
 
 /// A request as it reaches a tier: what the hop above wrote on it.
@@ -79,6 +98,9 @@ pub struct Incoming<'a> {
     pub upstream: Option<&'a str>,
     /// `x-chaos-deadline-ms`: how long the caller waits for this attempt.
     pub deadline: Option<Duration>,
+    /// `x-chaos-retry-allowance`: the caller shares its chain's budget, and this is what
+    /// the tier and the hops below it may spend.
+    pub allowance: Option<u32>,
     pub idempotency_key: bool,
     /// Every header, as the tier's fault phases match them.
     pub headers: &'a dyn HeaderLookup,
@@ -129,12 +151,23 @@ pub struct Forwarding {
     session: Option<Session>,
     last: Option<Reply>,
     jitter_seed: u64,
+    /// The shared retry allowance the request came with.
+    allowance: Option<u32>,
 }
 
 impl Forwarding {
     /// The `x-chaos-upstream-attempts` its attempts carry ([`wire::chain_below`]).
     pub fn chain(&self) -> &str {
         &self.chain
+    }
+
+    /// The shared retry allowance its next attempt carries below (and its answer upward),
+    /// when its caller shares one: what the request came with, less what was spent.
+    pub fn allowance(&self) -> Option<u32> {
+        match &self.session {
+            Some(session) => session.allowance(),
+            None => self.allowance,
+        }
     }
 
     /// The seed of its backoff jitter: the shell owns the generator (the simulator makes it
@@ -242,6 +275,7 @@ impl Tier {
             received: now,
             session: None,
             last: None,
+            allowance: incoming.allowance,
         };
         (forwarding, admission)
     }
@@ -295,7 +329,12 @@ impl Tier {
         let limit = r
             .limit
             .map(|l| l.saturating_sub(elapsed + DEADLINE_MARGIN.max(l / 20)));
-        let (session, action) = self.client.start_within(r.request, now, limit);
+        let (session, action) = match r.allowance {
+            Some(allowance) => self
+                .client
+                .start_with_allowance(r.request, now, limit, allowance),
+            None => self.client.start_within(r.request, now, limit),
+        };
         r.session = Some(session);
         self.step(r, now, action, id)
     }
@@ -315,6 +354,8 @@ impl Tier {
         if reply.no_retry {
             self.counts.no_retry_received += 1;
         }
+        let mut reply = reply;
+        reply.allowance_left = allowance_left(r.allowance(), reply.allowance_left, reply.outcome);
         r.last = Some(reply);
         let session = r
             .session
@@ -349,7 +390,8 @@ impl Tier {
             }
             Action::Wait { until } => Step::Wait { until },
             Action::Done(verdict) => {
-                let upward = Upward::of(verdict, r.last, self.retries);
+                let mut upward = Upward::of(verdict, r.last, self.retries);
+                upward.allowance_left = r.allowance();
                 match upward.gave_up {
                     None => self.counts.succeeded += 1,
                     Some(_) => self.counts.gave_up += 1,
@@ -404,6 +446,7 @@ mod tests {
             attempt: Some(attempt),
             upstream: None,
             deadline: None,
+            allowance: None,
             idempotency_key: false,
             headers: &NoHeaders,
         }

@@ -36,7 +36,7 @@ use locate::{Seg, locate};
 pub use model::{
     Arrivals, Check, DEFAULT_NETWORK_LATENCY, Expect, Gate, GateKind, Load, Metric, NamedPolicy,
     Numbers, Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning,
-    fill_path,
+    fill_path, start_request,
 };
 pub use policy::forward_once;
 use spec::{PlanSpec, TargetSpec};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chaos_policy::{Method, Policy, Preset};
+use chaos_policy::{Action, Client, Method, Policy, Preset, Request, Session};
 use fault_server::script::ScriptSpec;
 
 /// The one-way latency of a hop when a plan does not say: about half of what an attempt
@@ -333,6 +333,32 @@ pub struct NamedPolicy {
     pub tiers: Vec<TierPolicy>,
     /// A counterexample (`expect: fail`): the gates it must fail.
     pub expect: Option<Expect>,
+    /// `share_budget: true`: the client and every relay tier draw retries from the
+    /// client's one budget; the most retries a request takes out of it for its chain.
+    pub share_budget: Option<u32>,
+}
+
+impl NamedPolicy {
+    /// Starts a logical request at the load generator's client, as [`start_request`].
+    pub fn start(&self, client: &mut Client, request: Request, now: Duration) -> (Session, Action) {
+        start_request(client, self.share_budget, request, now)
+    }
+}
+
+/// Starts a logical request at the load generator's client, the one rule the live engine
+/// and the simulator share: a variant that shares its budget with its tiers takes up to
+/// `share` retries out of the client's budget for the request's whole chain (carried down
+/// as `x-chaos-retry-allowance`, what is not spent going back in at its end).
+pub fn start_request(
+    client: &mut Client,
+    share: Option<u32>,
+    request: Request,
+    now: Duration,
+) -> (Session, Action) {
+    match share {
+        Some(max) => client.start_reserving(request, now, None, max),
+        None => client.start(request, now),
+    }
 }
 
 /// A counterexample's expectation: the plan passes only if its gates catch it.

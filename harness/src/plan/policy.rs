@@ -77,6 +77,7 @@ pub(super) fn resolve(
         }
         let name = p.name.clone();
         let tier_specs = std::mem::take(&mut p.tiers);
+        let share = std::mem::take(&mut p.share_budget);
         let base = vec![Key("policies"), Index(i)];
         let (mut policy, imported) = policy(&base, p, dir, grpc_calls)?;
         note_import(&name, imported, &mut warnings, &mut sources);
@@ -85,6 +86,9 @@ pub(super) fn resolve(
         warnings.extend(tier_warnings);
         sources.extend(tier_sources);
         policy.tiers = tier_policies;
+        if share {
+            policy.share_budget = Some(shared_budget(&base, &policy)?);
+        }
         policies.push(policy);
     }
     Ok(Resolved {
@@ -92,6 +96,37 @@ pub(super) fn resolve(
         warnings,
         sources,
     })
+}
+
+/// `share_budget: true` checked: a variant with relay tiers and a token bucket to share.
+/// What a request takes out of the bucket is the most its chain could spend: each hop's
+/// retries times the attempts of the hops above it, so no request is refused a retry
+/// its chain's policies allow while the bucket holds enough.
+fn shared_budget(base: &[Seg], variant: &NamedPolicy) -> Result<u32, Found> {
+    let at = || key_at(base, "share_budget");
+    if variant.tiers.is_empty() {
+        return Err(found(at(), format!("policy `{}` shares its budget, but the plan has no relay tiers", variant.name))
+            .hint("`share_budget` is for a call chain (`tiers:` at the top of the plan): without one, the client's budget is already the only one"));
+    }
+    let bucket = variant
+        .policy
+        .config()
+        .budget
+        .as_ref()
+        .is_some_and(|b| b.build().is_ok_and(|b| b.can_share()));
+    if !bucket {
+        return Err(found(at(), format!("policy `{}` shares its budget, but has no token bucket to share", variant.name))
+            .hint("give it `budget: { ratio: 0.1 }` (a token bucket): its tokens are what a request carries down the chain; the other kinds cannot be handed out and back"));
+    }
+    let mut above: u64 = 1;
+    let mut retries: u64 = 0;
+    let hops = std::iter::once(&variant.policy).chain(variant.tiers.iter().map(|t| &t.policy));
+    for policy in hops {
+        let attempts = u64::from(policy.config().max_attempts.max(1));
+        retries = retries.saturating_add(above.saturating_mul(attempts - 1));
+        above = above.saturating_mul(attempts);
+    }
+    Ok(u32::try_from(retries).unwrap_or(u32::MAX))
 }
 
 /// A policy on its own (a relay tier's file): no name needed, no tiers.
@@ -103,6 +138,10 @@ pub(super) fn single(mut spec: PolicySpec, dir: &Path) -> Result<Policy, Found> 
     if spec.expect.is_some() {
         return Err(found(vec![Seg::Key("expect")], "a relay's policy has no `expect`")
             .hint("`expect: fail` marks a plan's policy as a counterexample its gates must catch; a relay has no gates"));
+    }
+    if spec.share_budget {
+        return Err(found(vec![Seg::Key("share_budget")], "a relay's policy has no `share_budget`")
+            .hint("a relay spends the allowance its caller sends (`x-chaos-retry-allowance`) on its own; the plan's client decides to share"));
     }
     if spec.name.is_empty() {
         spec.name = "relay".to_owned();
@@ -194,6 +233,10 @@ fn tier_policies(
                     return Err(found(at(tier), format!("tier `{tier}` of policy `{}` has an `expect`", variant.name))
                         .hint("a variant is a counterexample as a whole: put `expect:` on the policy, beside its `tiers:`"));
                 }
+                if spec.share_budget {
+                    return Err(found(at(tier), format!("tier `{tier}` of policy `{}` has `share_budget`", variant.name))
+                        .hint("a variant shares its budget as a whole: put `share_budget: true` on the policy, beside its `tiers:`"));
+                }
                 if !spec.name.is_empty() {
                     return Err(found(
                         at(tier),
@@ -262,6 +305,7 @@ fn policy(
             policy,
             tiers: Vec::new(),
             expect,
+            share_budget: None,
         },
         imported,
     ))

@@ -6,7 +6,7 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chaos_policy::GiveUp;
 use fault_server::script::FaultResponse;
-use fault_server::wire::{FAULT, GAVE_UP, NO_RETRY};
+use fault_server::wire::{FAULT, GAVE_UP, NO_RETRY, RETRY_ALLOWANCE_LEFT};
 
 use super::forward::Forwarded;
 use crate::hop::Upward;
@@ -45,7 +45,18 @@ pub(super) fn respond(tier: &str, up: Upward, last: Option<Forwarded>) -> Respon
             .headers_mut()
             .insert(GAVE_UP, HeaderValue::from_static(reason.name()));
     }
+    say_allowance_left(&mut response, up.allowance_left);
     response
+}
+
+/// `x-chaos-retry-allowance-left` on an answer upstream, when the caller shares its
+/// chain's budget.
+pub(super) fn say_allowance_left(response: &mut Response, left: Option<u32>) {
+    if let Some(left) = left {
+        response
+            .headers_mut()
+            .insert(RETRY_ALLOWANCE_LEFT, HeaderValue::from(left));
+    }
 }
 
 /// A status fault of the tier's own, as the fault-server writes one.

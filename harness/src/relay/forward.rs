@@ -8,7 +8,10 @@ use axum::http::HeaderMap;
 use bytes::BytesMut;
 use chaos_policy::Outcome;
 
-use fault_server::wire::{ATTEMPT, DEADLINE_MS, GAVE_UP, NO_RETRY, TRACEPARENT, UPSTREAM_ATTEMPTS};
+use fault_server::wire::{
+    self, ATTEMPT, DEADLINE_MS, GAVE_UP, NO_RETRY, RETRY_ALLOWANCE, RETRY_ALLOWANCE_LEFT,
+    TRACEPARENT, UPSTREAM_ATTEMPTS,
+};
 
 use super::{MAX_ANSWER, Shared};
 use crate::attempt::classify;
@@ -19,6 +22,8 @@ pub(super) struct Forwarded {
     /// The answer's headers, passed upstream but for hop-by-hop ones.
     pub(super) headers: HeaderMap,
     pub(super) no_retry: bool,
+    /// `x-chaos-retry-allowance-left`, as the next hop said it.
+    pub(super) allowance_left: Option<u32>,
     pub(super) body: Bytes,
 }
 
@@ -28,6 +33,7 @@ impl Forwarded {
             outcome,
             headers: HeaderMap::new(),
             no_retry: false,
+            allowance_left: None,
             body: Bytes::new(),
         }
     }
@@ -54,6 +60,8 @@ pub(super) fn hop_by_hop(name: &str) -> bool {
             | DEADLINE_MS
             | NO_RETRY
             | GAVE_UP
+            | RETRY_ALLOWANCE
+            | RETRY_ALLOWANCE_LEFT
     )
 }
 
@@ -64,6 +72,8 @@ pub(super) struct Hop<'a> {
     pub(super) chain: &'a str,
     /// The tier's own CLIENT span as the next hop's parent, when the tier traces.
     pub(super) traceparent: Option<&'a str>,
+    /// The shared retry allowance the hops below may spend, when the chain shares one.
+    pub(super) allowance: Option<u32>,
 }
 
 pub(super) async fn forward(
@@ -77,6 +87,7 @@ pub(super) async fn forward(
         timeout,
         chain,
         traceparent,
+        allowance,
     } = hop;
     let target = format!(
         "{}{}",
@@ -103,6 +114,9 @@ pub(super) async fn forward(
     if !chain.is_empty() {
         request = request.header(UPSTREAM_ATTEMPTS, chain);
     }
+    if let Some(allowance) = allowance {
+        request = request.header(RETRY_ALLOWANCE, allowance.to_string());
+    }
     if let Some(timeout) = timeout {
         request = request
             .timeout(timeout)
@@ -115,6 +129,11 @@ pub(super) async fn forward(
         Ok(response) => {
             let status = response.status().as_u16();
             let no_retry = response.headers().contains_key(NO_RETRY);
+            let allowance_left = response
+                .headers()
+                .get(RETRY_ALLOWANCE_LEFT)
+                .and_then(|v| v.to_str().ok())
+                .and_then(wire::parse_allowance);
             let mut headers = HeaderMap::new();
             for (name, value) in response.headers() {
                 if !hop_by_hop(name.as_str()) {
@@ -126,6 +145,7 @@ pub(super) async fn forward(
                     outcome: Outcome::Status(status),
                     headers,
                     no_retry,
+                    allowance_left,
                     body,
                 },
                 Err(outcome) => Forwarded::failed(outcome),

@@ -14,6 +14,10 @@
 //!   fault-server's per-attempt draws stay independent behind a chain;
 //! - `x-chaos-deadline-ms`: how long the caller will wait for this attempt; the tier's
 //!   session ends by then (the nearer of it and its policy's own deadline);
+//! - `x-chaos-retry-allowance`, when the chain shares one budget (`share_budget`): the
+//!   retries the tier and the hops below may make for this request; the tier spends from
+//!   it instead of its own budget, passes what is left down, and answers with
+//!   `x-chaos-retry-allowance-left`;
 //! - `traceparent`: the tier's own CLIENT span when the run is traced
 //!   ([`crate::telemetry::tier`]), else the caller's, unchanged;
 //! - every end-to-end header (`Idempotency-Key`, a request kind's own) and the body, both
@@ -50,7 +54,7 @@ use crate::telemetry::tier::{TierSpan, TierTracing};
 mod answer;
 mod forward;
 
-use answer::{injected, problem, respond};
+use answer::{injected, problem, respond, say_allowance_left};
 use forward::{Hop, forward};
 
 /// The largest request body a tier forwards.
@@ -341,11 +345,14 @@ async fn admit(
             deadline: text(wire::DEADLINE_MS)
                 .and_then(|ms| ms.trim().parse::<u64>().ok())
                 .map(Duration::from_millis),
+            allowance: text(wire::RETRY_ALLOWANCE).and_then(wire::parse_allowance),
             idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
             headers,
         },
     );
-    match admission {
+    // An answer of the tier's own spent nothing of a shared allowance: all of it goes back.
+    let left = forwarding.allowance();
+    let admitted = match admission {
         Admission::Forward => Ok(forwarding),
         Admission::Delay(d) => {
             tokio::time::sleep(d).await;
@@ -381,7 +388,11 @@ async fn admit(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!("tier `{}` cannot inject this fault", shared.name),
         )),
-    }
+    };
+    admitted.map_err(|mut response| {
+        say_allowance_left(&mut response, left);
+        response
+    })
 }
 
 /// The request's session: each attempt forwarded and its answer fed to the core, each
@@ -410,6 +421,7 @@ async fn session(
                     timeout,
                     chain: forwarding.chain(),
                     traceparent: traceparent.as_deref(),
+                    allowance: forwarding.allowance(),
                 };
                 let answer = forward(shared, parts, body, hop).await;
                 if let Some(span) = &mut span {
@@ -424,6 +436,7 @@ async fn session(
                         .and_then(parse_retry_after),
                     no_retry: answer.no_retry,
                     stop: false,
+                    allowance_left: answer.allowance_left,
                 };
                 step = shared
                     .core()

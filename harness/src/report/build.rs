@@ -387,6 +387,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
             .map(|w| w.buckets.clone())
             .unwrap_or_default(),
         leaf_amplification: ledger.as_ref().map(|l| ratio(l.attempts, r.logical)),
+        shared_budget: policy.share_budget.is_some(),
         tiers: tier_reports,
         client: None,
         expect: None,

@@ -142,8 +142,10 @@ fn amplification_within_budget(name: String, r: &PolicyReport) -> GateResult {
     // The bound is per logical request the client issued, so the server's count of
     // attempts is held to it over the same requests.
     // Behind relay tiers the client's own attempts are what the first tier received;
-    // the leaf's count holds every tier's retries too, which no client budget bounds.
+    // the leaf's count holds every tier's retries too, which no client budget bounds,
+    // unless every hop drew them from the client's budget (`share_budget`).
     let server = match r.tiers.first() {
+        Some(_) if r.shared_budget => r.leaf_amplification,
         Some(first) => Some(first.received as f64 / r.logical as f64),
         None => r
             .ledger
@@ -160,9 +162,10 @@ fn amplification_within_budget(name: String, r: &PolicyReport) -> GateResult {
             detail: format!(
                 "amplification {measured:.3} (client {:.3}{}) vs the budget's bound {bound:.3}",
                 r.amplification.client,
-                server.map_or(String::new(), |s| format!(
-                    ", server-counted attempts per logical request {s:.3}"
-                )),
+                server.map_or(String::new(), |s| match r.shared_budget {
+                    true => format!(", at the leaf, every hop's retries drawn from it, {s:.3}"),
+                    false => format!(", server-counted attempts per logical request {s:.3}"),
+                }),
             ),
         },
         None => GateResult {

@@ -148,6 +148,10 @@ pub struct PolicyReport {
     /// a ledger.
     #[serde(default)]
     pub leaf_amplification: Option<f64>,
+    /// `share_budget: true`: the client and its relay tiers drew every retry from the
+    /// client's one budget, so its bound holds at the leaf too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_budget: bool,
     /// Each relay tier, outermost first; empty without `tiers:`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tiers: Vec<TierReport>,

@@ -39,6 +39,8 @@ pub(super) struct Sent {
     pub(super) chain: Option<Box<str>>,
     /// `x-chaos-deadline-ms`: how long the sender waits for it, behind tiers.
     pub(super) deadline: Option<Duration>,
+    /// `x-chaos-retry-allowance`: what the hops below may spend of a shared budget.
+    pub(super) allowance: Option<u32>,
     /// When the sender's attempt timeout fires, if the hop that receives it must schedule
     /// that (see [`Queue::answered_at`]).
     pub(super) expires: Option<Duration>,

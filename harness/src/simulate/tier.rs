@@ -98,6 +98,7 @@ impl<'a> Tier<'a> {
             attempt: Some(sent.attempt.get()),
             upstream: sent.chain.as_deref(),
             deadline: sent.deadline,
+            allowance: sent.allowance,
             idempotency_key: kind.keyed,
             headers: &headers,
         };
@@ -109,6 +110,7 @@ impl<'a> Tier<'a> {
                 retry_after: response.retry_after_secs().map(Duration::from_secs),
                 no_retry: false,
                 stop: false,
+                allowance_left: request.allowance(),
             }),
             Admission::Unsupported => Some(Reply::bare(Outcome::Status(503))),
             // As the live tier answers a request going round a loop (no plan's chain is
@@ -118,6 +120,7 @@ impl<'a> Tier<'a> {
                 retry_after: None,
                 no_retry: true,
                 stop: false,
+                allowance_left: request.allowance(),
             }),
             Admission::Forward | Admission::Delay(_) => None,
         };
@@ -222,6 +225,7 @@ impl<'a> Tier<'a> {
                         chain: Some(r.request.chain().into()),
                         deadline: timeout
                             .map(|t| Duration::from_millis(t.as_millis().max(1) as u64)),
+                        allowance: r.request.allowance(),
                         expires,
                     }),
                 );
@@ -233,6 +237,7 @@ impl<'a> Tier<'a> {
                     retry_after: up.retry_after,
                     no_retry: up.no_retry,
                     stop: false,
+                    allowance_left: up.allowance_left,
                 };
                 let from = r.from;
                 self.requests[slot as usize] = None;

@@ -221,6 +221,30 @@ impl RetryBudget for Budget {
     }
 }
 
+impl Budget {
+    /// Whether a request can share this budget with the hops of its chain: only a token
+    /// bucket's tokens can be handed out and back (`share_budget`).
+    pub fn can_share(&self) -> bool {
+        matches!(self, Budget::TokenBucket(_))
+    }
+
+    /// Up to `max` retries taken out of the budget for one request to share with the
+    /// hops below it; none from a budget that cannot share.
+    pub fn reserve(&mut self, max: u32) -> u32 {
+        match self {
+            Budget::TokenBucket(b) => b.reserve(max),
+            _ => 0,
+        }
+    }
+
+    /// What a request reserved and did not spend, back into the budget.
+    pub fn refund(&mut self, n: u32) {
+        if let Budget::TokenBucket(b) = self {
+            b.refund(n);
+        }
+    }
+}
+
 /// `1 + retries / logical`, the common last step of every bound (1 for an empty run).
 fn amplification(retries: f64, logical: u64) -> f64 {
     if logical == 0 {

@@ -40,6 +40,21 @@ impl TokenBucket {
     }
 }
 
+impl TokenBucket {
+    /// Takes up to `max` whole tokens out for a request to share with the hops below it
+    /// (`share_budget`): how many it took.
+    pub fn reserve(&mut self, max: u32) -> u32 {
+        let n = self.tokens.floor().min(f64::from(max)).max(0.0);
+        self.tokens -= n;
+        n as u32
+    }
+
+    /// Puts back what a request reserved and no hop spent.
+    pub fn refund(&mut self, n: u32) {
+        self.tokens = (self.tokens + f64::from(n)).min(self.max_tokens);
+    }
+}
+
 impl RetryBudget for TokenBucket {
     fn on_request(&mut self, _now: Duration) {}
 

@@ -64,6 +64,11 @@ pub struct PolicySpec {
     /// named gate must): the plan passes only if the detectors catch it.
     #[serde(default)]
     pub expect: Option<ExpectSpec>,
+    /// The client and every relay tier of this variant draw their retries from the
+    /// client's one budget (a token bucket): a request carries its share down
+    /// (`x-chaos-retry-allowance`) and whichever hop retries spends it.
+    #[serde(default)]
+    pub share_budget: bool,
 }
 
 /// What a counterexample policy is expected to do: fail some gate, or the named ones (by
