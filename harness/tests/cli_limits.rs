@@ -27,6 +27,30 @@ fn plan_names_are_one_safe_path_component() {
 }
 
 #[test]
+fn a_billion_laughs_plan_is_refused_without_expanding_it() {
+    // Ten aliases of ten aliases, nine deep: 10^10 values once expanded, in a key that
+    // takes any YAML (`n.values`). The parser stops at its repetition limit, and the
+    // plan is refused (no timing here: the test would otherwise not end).
+    let mut values = vec!["&a0 [l, l, l, l, l, l, l, l, l, l]".to_owned()];
+    for i in 1..10 {
+        values.push(format!(
+            "&a{i} [{}]",
+            vec![format!("*a{}", i - 1); 10].join(", ")
+        ));
+    }
+    let plan = format!(
+        "duration: 1s\nload:\n  rate: 10\n  requests:\n    - name: r\n      path: /items/{{n}}\n      n:\n        values:\n{}policies: [ {{ name: a }} ]\n",
+        values
+            .iter()
+            .map(|v| format!("          - {v}\n"))
+            .collect::<String>()
+    );
+    let said = validate_error("laughs", &plan);
+    assert!(said.contains("billion laughs"), "{said}");
+    assert!(said.contains("hint: write the values out"), "{said}");
+}
+
+#[test]
 fn an_oversized_plan_is_refused_before_it_is_parsed() {
     let padding = format!("# {}\n", "x".repeat(1000)).repeat(1100);
     let said = validate_error(

@@ -63,7 +63,14 @@ pub(super) fn yaml_error(path: &Path, e: &serde_yaml::Error) -> PlanError {
     if let Some(at) = message.find(" at line ") {
         message.truncate(at);
     }
+    // The parser's own words for a document whose aliases expand past its limit.
+    if message == "repetition limit exceeded" {
+        message = "the plan's YAML aliases expand to too many values (a \"billion laughs\" document): it is refused unread".to_owned();
+    }
     let hint = unknown_field_hint(&message).or_else(|| {
+        if message.contains("billion laughs") {
+            return Some("write the values out: a plan needs no alias that refers to other aliases, each many times over".to_owned());
+        }
         message
             .contains("missing field")
             .then(|| "`harness validate --help` and plans/README.md show every key".to_owned())
