@@ -30,6 +30,7 @@ mod resolve;
 mod schema;
 mod select;
 pub mod spec;
+mod values;
 
 use std::time::Duration;
 
