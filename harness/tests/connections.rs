@@ -217,6 +217,11 @@ fn one_thread_and_a_cap_run_end_to_end_from_the_command_line() {
     let md = std::fs::read_to_string(dir.join("reports/one-connection/latest/report.md"))
         .expect("report.md");
     assert!(md.contains("At most 1 connection:"), "{md}");
+    assert!(
+        md.contains("The client opened 1 connection (1 in its busiest second)."),
+        "{md}"
+    );
+    assert_eq!(p["connections_opened"]["total"], 1, "{p}");
 
     let out = common::harness()
         .args(["chaos", "--threads", "0"])

@@ -493,6 +493,9 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
     if let Some(c) = &p.connection_wait {
         let _ = write!(out, "<p>{}</p>", esc(&c.sentence()));
     }
+    if let Some(c) = &p.connections_opened {
+        let _ = write!(out, "<p>{}</p>", esc(&c.sentence()));
+    }
     let _ = write!(
         out,
         "<p>Give-ups: {}. Attempt outcomes: {}.</p>",

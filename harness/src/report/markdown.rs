@@ -304,6 +304,9 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     if let Some(c) = &p.connection_wait {
         let _ = writeln!(out, "{}\n", c.sentence());
     }
+    if let Some(c) = &p.connections_opened {
+        let _ = writeln!(out, "{}\n", c.sentence());
+    }
     if let Some(l) = &p.ledger {
         let _ = writeln!(
             out,

@@ -598,6 +598,14 @@ impl OfferedPercentiles {
     }
 }
 
+impl ConnectionsOpened {
+    pub fn sentence(&self) -> String {
+        let s = if self.total == 1 { "" } else { "s" };
+        let (total, peak) = (self.total, self.peak_per_second);
+        format!("The client opened {total} connection{s} ({peak} in its busiest second).")
+    }
+}
+
 impl ConnectionWait {
     /// One sentence on the cap and what waiting under it cost.
     pub fn sentence(&self) -> String {
