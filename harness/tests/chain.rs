@@ -830,7 +830,7 @@ gates: [ client_server_agree, amplification_within_budget ]
 
 #[test]
 fn share_budget_needs_tiers_and_a_token_bucket() {
-    let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
+    let base = common::BASE;
     let no_tiers = common::validate_error(
         "no-tiers",
         &format!(

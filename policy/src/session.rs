@@ -210,7 +210,7 @@ pub struct Hints {
     pub stop: bool,
     /// What the hops below left of the shared retry allowance the attempt carried
     /// (`x-chaos-retry-allowance-left`); `None` when the answer did not say (the leaf
-    /// spends none). Heeded only by a session that shares one.
+    /// spends none) or none came. Heeded only by a session that shares one.
     pub allowance_left: Option<u32>,
 }
 
@@ -467,9 +467,17 @@ impl Client {
             stop,
             allowance_left,
         } = hints;
-        if let (Some(shared), Some(left)) = (&mut session.shared, allowance_left) {
-            // The hops below spent the difference; they can never give back more.
-            shared.left = shared.left.min(left);
+        if let Some(shared) = &mut session.shared {
+            // The hops below spent the difference, and never give back more. An answer
+            // that does not say came from a hop that spends none (the leaf); when no
+            // answer came at all (a timeout, a reset) they may have spent it all, and the
+            // bound must hold whatever they did.
+            let answered = matches!(outcome, Outcome::Status(_) | Outcome::Grpc(_));
+            shared.left = match (allowance_left, answered) {
+                (Some(left), _) => shared.left.min(left),
+                (None, true) => shared.left,
+                (None, false) => 0,
+            };
         }
         debug_assert_eq!(
             session.phase,

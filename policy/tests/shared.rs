@@ -117,6 +117,24 @@ fn a_tier_spends_the_allowance_it_was_given_and_never_its_own_budget() {
     assert_eq!(s.allowance(), Some(1));
 }
 
+#[test]
+fn an_attempt_without_an_answer_is_taken_to_have_spent_all_it_carried() {
+    let mut c = client(4, 5.0);
+    let (mut s, _) = c.start_reserving(Request::new(Method::Get), Duration::ZERO, None, 10);
+    assert_eq!(s.allowance(), Some(5));
+    // A timeout says nothing of what the hops below spent: the bound must hold anyway.
+    let done = answer(&mut c, &mut s, Outcome::AttemptTimeout, Hints::default());
+    assert!(matches!(
+        done,
+        Action::Done(Verdict::GaveUp {
+            reason: GiveUp::BudgetExhausted,
+            ..
+        })
+    ));
+    assert_eq!(s.allowance(), Some(0));
+    assert_eq!(c.budget_level(Duration::ZERO), Some(0.0));
+}
+
 proptest! {
     /// Whatever the hops below spend and whatever the outcomes, a chain of requests never
     /// makes more retries than the client's bucket held and refilled.

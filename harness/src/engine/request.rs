@@ -241,13 +241,7 @@ impl<'a> Request<'a> {
             &mut self.trace,
             &mut self.session,
             |client, session, now| {
-                let mut hints = answer.hints();
-                hints.allowance_left = crate::hop::allowance_left(
-                    session.allowance(),
-                    answer.allowance_left,
-                    answer.outcome,
-                );
-                client.on_hinted(session, now, answer.outcome, hints, rng)
+                client.on_hinted(session, now, answer.outcome, answer.hints(), rng)
             },
         )
     }

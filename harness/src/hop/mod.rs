@@ -71,21 +71,6 @@ impl Reply {
     }
 }
 
-/// What is left of a shared retry allowance `sent` after an attempt that ended in
-/// `outcome` with an answer that said `said` (`x-chaos-retry-allowance-left`), the one
-/// rule of every hop, live and simulated: an answer that does not say came from a hop
-/// that spends none (the leaf), but when no answer came at all (a timeout, a reset) the
-/// hops below may have spent it all, and the bound must hold whatever they did.
-pub fn allowance_left(sent: Option<u32>, said: Option<u32>, outcome: Outcome) -> Option<u32> {
-    let sent = sent?;
-    let answered = matches!(outcome, Outcome::Status(_) | Outcome::Grpc(_));
-    Some(match (said, answered) {
-        (Some(left), _) => left.min(sent),
-        (None, true) => sent,
-        (None, false) => 0,
-    })
-}
-
 /// A request as it reaches a tier: what the hop above wrote on it.
 pub struct Incoming<'a> {
     pub method: &'a str,
@@ -354,8 +339,6 @@ impl Tier {
         if reply.no_retry {
             self.counts.no_retry_received += 1;
         }
-        let mut reply = reply;
-        reply.allowance_left = allowance_left(r.allowance(), reply.allowance_left, reply.outcome);
         r.last = Some(reply);
         let session = r
             .session

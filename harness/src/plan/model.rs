@@ -338,13 +338,6 @@ pub struct NamedPolicy {
     pub share_budget: Option<u32>,
 }
 
-impl NamedPolicy {
-    /// Starts a logical request at the load generator's client, as [`start_request`].
-    pub fn start(&self, client: &mut Client, request: Request, now: Duration) -> (Session, Action) {
-        start_request(client, self.share_budget, request, now)
-    }
-}
-
 /// Starts a logical request at the load generator's client, the one rule the live engine
 /// and the simulator share: a variant that shares its budget with its tiers takes up to
 /// `share` retries out of the client's budget for the request's whole chain (carried down

@@ -290,9 +290,12 @@ impl World<'_> {
         }
         self.recorder.arrived(arrival.at, Duration::ZERO);
         let kind = &self.plan.load.requests[arrival.kind];
-        let (session, action) =
-            self.policy
-                .start(&mut self.client, kind.policy_request(), arrival.at);
+        let (session, action) = crate::plan::start_request(
+            &mut self.client,
+            self.policy.share_budget,
+            kind.policy_request(),
+            arrival.at,
+        );
         let running = Running {
             session,
             arrival,
@@ -410,11 +413,6 @@ impl World<'_> {
         );
         recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
         let mut rng = LazyRng::resume(request_rng_seed(seed, running.arrival.index), running.drawn);
-        reply.allowance_left = crate::hop::allowance_left(
-            running.session.allowance(),
-            reply.allowance_left,
-            reply.outcome,
-        );
         let action = self.client.on_hinted(
             &mut running.session,
             now,
