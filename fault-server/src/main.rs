@@ -53,7 +53,7 @@ struct Args {
     seed: Option<u64>,
     /// Bearer token required by the control API (`/__chaos/`); an empty or blank one is
     /// refused.
-    #[arg(long, env = "FAULT_SERVER_TOKEN", hide_env_values = true)]
+    #[arg(long, env = fault_server::wire::TOKEN_VARIABLE, hide_env_values = true)]
     token: Option<String>,
     /// The longest a `timeout` fault holds a request before closing its connection.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -122,7 +122,7 @@ fn main() -> ExitCode {
         && let Err(error) = check_token(token)
     {
         let from = match matches.value_source("token") {
-            Some(ValueSource::EnvVariable) => "FAULT_SERVER_TOKEN",
+            Some(ValueSource::EnvVariable) => fault_server::wire::TOKEN_VARIABLE,
             _ => "--token",
         };
         say(&format!("fault-server: {from}: {error}"));

@@ -74,6 +74,12 @@ pub const ORIGIN_STARTUP: &str = "startup";
 pub const ORIGIN_HARNESS: &str = "harness";
 /// A script someone else `PUT`.
 pub const ORIGIN_CONTROL: &str = "control";
+/// The environment variable the fault-server reads its control token from, and a harness
+/// whose fault-server target has no `token:` too (one Kubernetes Secret serves both).
+pub const TOKEN_VARIABLE: &str = "FAULT_SERVER_TOKEN";
+/// On `POST /__chaos/reset`, a query parameter: start the run clock this many
+/// milliseconds after the ledger is cleared (the common start of a sharded run).
+pub const RESET_CLOCK_IN: &str = "clock_in_ms";
 
 /// The value of [`SERVER`].
 pub fn server_name() -> String {

@@ -182,7 +182,17 @@ impl Remote<'_> {
 
     /// An empty ledger and the script's clock restarted.
     pub(crate) async fn reset(&self) -> Result<(), RunError> {
-        let request = self.client.post(format!("{}/__chaos/reset", self.url));
+        self.reset_clock_in(Duration::ZERO).await
+    }
+
+    /// Clears the ledger now and starts the server's run clock `delay` from now.
+    pub(crate) async fn reset_clock_in(&self, delay: Duration) -> Result<(), RunError> {
+        let request = self.client.post(format!(
+            "{}/__chaos/reset?{}={}",
+            self.url,
+            wire::RESET_CLOCK_IN,
+            delay.as_millis()
+        ));
         self.call("the reset", request).await
     }
 

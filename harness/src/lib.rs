@@ -20,6 +20,7 @@ pub mod relay;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod shard;
 pub mod simulate;
 pub mod stats;
 pub mod telemetry;

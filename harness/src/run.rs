@@ -14,6 +14,8 @@ use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target};
 use crate::relay::{Relay, RelayConfig};
 use crate::report::{self, Ending, PolicyOutcome, Report};
+use crate::schedule::Schedule;
+use crate::shard::{self, Shard, Sharding, partial::Partial};
 
 /// Why a run could not be carried out (exit code 3).
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +48,16 @@ pub enum RunError {
         script: String,
         origin: String,
     },
+    #[error(
+        "shard {shard} reached policy `{policy}`'s start ({at}) {:.1} s late: its arrivals would be skewed against the other shards', so it did not run",
+        late.as_secs_f64()
+    )]
+    Late {
+        shard: Shard,
+        policy: String,
+        at: String,
+        late: Duration,
+    },
     #[error("policy `{policy}`: {source}")]
     Engine {
         policy: String,
@@ -69,6 +81,8 @@ pub struct RunOptions {
     /// Traces and metrics, when the run exports them (the embedded fault-server's spans
     /// included).
     pub telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
+    /// This process's shard of a sharded run, and the run's common start.
+    pub sharding: Option<Sharding>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -95,8 +109,112 @@ impl Server {
     }
 }
 
+/// Every selected policy of a plan, measured, and how the run ended.
+struct Measurements<'a> {
+    policies: Vec<PolicyOutcome<'a>>,
+    aborted: bool,
+    /// What stopped the run before its end, once something was measured.
+    error: Option<String>,
+    /// What the run did about a running fault-server's own script, and whether it was put
+    /// back.
+    faults: Faults,
+}
+
 /// Runs every selected policy of `plan` and builds the report.
 pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
+    let measured = measure(plan, options).await?;
+    let policies = measured
+        .policies
+        .into_iter()
+        .map(|outcome| report::policy_report(plan, outcome))
+        .collect();
+    let (_, generated_at) = report::timestamp(SystemTime::now());
+    let mut report = report::build(
+        plan,
+        policies,
+        Ending {
+            aborted: measured.aborted,
+            error: measured.error,
+            generated_at,
+        },
+    );
+    measured.faults.say(
+        &mut report.plan.faults,
+        &mut report.plan.faults_from,
+        &mut report.warnings,
+    );
+    Ok(report)
+}
+
+/// Runs this process's shard of every selected policy of `plan` (`options.sharding`) on
+/// the run's common timeline and returns its partial report, which `harness merge` folds
+/// with the other shards'. A shard that cannot start says why in the partial's `error`.
+pub async fn run_shard(plan: &Plan, options: &RunOptions) -> Partial {
+    let Some(sharding) = options.sharding else {
+        // The command line sets it; an unsharded call is one shard of one.
+        let mut options = options.clone();
+        options.sharding = Some(Sharding {
+            shard: Shard { index: 0, count: 1 },
+            start: SystemTime::now(),
+        });
+        return Box::pin(run_shard(plan, &options)).await;
+    };
+    let mut partial = Partial {
+        schema: shard::partial::PARTIAL_SCHEMA.to_owned(),
+        plan: shard::partial::PartialPlan {
+            name: plan.name.clone(),
+            file: plan.file.display().to_string(),
+            seed: plan.seed,
+            digest: plan.digest(),
+            target: plan.target.url().unwrap_or("embedded").to_owned(),
+        },
+        shard: sharding.shard,
+        start_at: shard::format_time(sharding.start),
+        finished_at: String::new(),
+        keeper: sharding.shard.is_keeper(),
+        policies: Vec::new(),
+        aborted: false,
+        error: None,
+        warnings: plan.warnings.iter().map(|w| w.message.clone()).collect(),
+        faults: None,
+        faults_from: String::new(),
+    };
+    match measure(plan, options).await {
+        Ok(measured) => {
+            partial.aborted = measured.aborted;
+            partial.error = measured.error;
+            if partial.keeper {
+                let mut faults = plan.script.phase_names();
+                measured
+                    .faults
+                    .say(&mut faults, &mut partial.faults_from, &mut partial.warnings);
+                partial.faults = Some(faults);
+            }
+            partial.policies = measured
+                .policies
+                .into_iter()
+                .map(|outcome| shard::partial::PartialPolicy {
+                    name: outcome.policy.name.clone(),
+                    recorder: outcome.run.recorder.saved(),
+                    budget_bound: outcome.run.budget_bound,
+                    breaker_trips: outcome.run.breaker_trips,
+                    elapsed_ms: u64::try_from(outcome.run.elapsed.as_millis()).unwrap_or(u64::MAX),
+                    aborted: outcome.run.aborted,
+                    gone: outcome.run.gone,
+                    ledger: outcome.ledger,
+                    tiers: outcome.tiers,
+                })
+                .collect();
+        }
+        Err(e) => partial.error = Some(e.to_string()),
+    }
+    partial.finished_at = shard::format_time(SystemTime::now());
+    partial
+}
+
+/// Runs every selected policy of `plan`, each on a freshly reset server (on a sharded
+/// run, each in its slot of the common timeline).
+async fn measure<'a>(plan: &'a Plan, options: &RunOptions) -> Result<Measurements<'a>, RunError> {
     let selected = select(plan, &options.policies)?;
     let setup = set_up(plan, options).await?;
     let mut policies = Vec::new();
@@ -104,16 +222,16 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
     // What stopped the run before its end, once something was measured: the report is
     // still written, with every policy that ran.
     let mut error: Option<String> = None;
-    for policy in selected {
+    for (k, policy) in selected.into_iter().enumerate() {
         if options.abort.is_cancelled() {
             aborted = true;
             break;
         }
-        match run_policy(&setup, plan, policy, options).await {
+        match run_policy(&setup, plan, policy, k, options).await {
             Ok(measured) => {
                 aborted |= measured.outcome.run.aborted;
                 error = measured.error;
-                policies.push(report::policy_report(plan, measured.outcome));
+                policies.push(measured.outcome);
             }
             Err(e) if policies.is_empty() => return Err(e),
             Err(e) => error = Some(e.to_string()),
@@ -133,56 +251,54 @@ pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> 
     if let Server::Embedded(handle) = setup.server {
         handle.shutdown().await;
     }
-    let (_, generated_at) = report::timestamp(SystemTime::now());
-    let mut report = report::build(
-        plan,
+    Ok(Measurements {
         policies,
-        Ending {
-            aborted,
-            error,
-            generated_at,
-        },
-    );
-    say_faults(&mut report, decision.as_ref(), restored);
-    Ok(report)
+        aborted,
+        error,
+        faults: Faults { decision, restored },
+    })
 }
 
-/// The report says which faults were in force and where they came from: the plan's, or
-/// a running fault-server's own (kept), or the plan's in place of the server's.
-fn say_faults(
-    report: &mut Report,
-    decision: Option<&control::Decision>,
+/// What a run did about a running fault-server's own script.
+struct Faults {
+    decision: Option<control::Decision>,
     restored: Option<Result<(), String>>,
-) {
-    match decision {
-        Some(control::Decision::Keep(theirs)) => {
-            report.plan.faults = theirs.spec.phase_names();
-            report.plan.faults_from = format!(
-                "the fault-server's own script, kept as the plan says (`script: keep`; {}: {})",
-                theirs.origin,
-                theirs.describe()
-            );
+}
+
+impl Faults {
+    /// The report says which faults were in force and where they came from: the plan's,
+    /// or a running fault-server's own (kept), or the plan's in place of the server's.
+    fn say(&self, faults: &mut Vec<String>, from: &mut String, warnings: &mut Vec<String>) {
+        match &self.decision {
+            Some(control::Decision::Keep(theirs)) => {
+                *faults = theirs.spec.phase_names();
+                *from = format!(
+                    "the fault-server's own script, kept as the plan says (`script: keep`; {}: {})",
+                    theirs.origin,
+                    theirs.describe()
+                );
+            }
+            Some(control::Decision::Replace(theirs)) => {
+                let back = match &self.restored {
+                    Some(Ok(())) => "put back after the run".to_owned(),
+                    Some(Err(e)) => format!("NOT put back: {e}"),
+                    None => "not put back".to_owned(),
+                };
+                *from = format!(
+                    "the plan, in place of the fault-server's own script ({}), {back}",
+                    theirs.describe()
+                );
+                warnings.push(format!(
+                    "the fault-server's own script ({}: {}) was replaced by the plan's for this run (`script: replace`) and {back}",
+                    theirs.origin,
+                    theirs.describe()
+                ));
+            }
+            Some(control::Decision::Install) => {
+                *from = "the plan, installed on the running fault-server".to_owned();
+            }
+            None => {}
         }
-        Some(control::Decision::Replace(theirs)) => {
-            let back = match restored {
-                Some(Ok(())) => "put back after the run".to_owned(),
-                Some(Err(e)) => format!("NOT put back: {e}"),
-                None => "not put back".to_owned(),
-            };
-            report.plan.faults_from = format!(
-                "the plan, in place of the fault-server's own script ({}), {back}",
-                theirs.describe()
-            );
-            report.warnings.push(format!(
-                "the fault-server's own script ({}: {}) was replaced by the plan's for this run (`script: replace`) and {back}",
-                theirs.origin,
-                theirs.describe()
-            ));
-        }
-        Some(control::Decision::Install) => {
-            report.plan.faults_from = "the plan, installed on the running fault-server".to_owned();
-        }
-        None => {}
     }
 }
 
@@ -250,8 +366,11 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
                 token: token.as_deref(),
             };
             remote.recognise().await?;
-            let in_force = remote.in_force().await?;
-            decision = Some(control::decide(in_force, &plan.script, *script, url)?);
+            // Of a sharded run's shards, only the keeper scripts the server.
+            if options.sharding.is_none_or(|s| s.shard.is_keeper()) {
+                let in_force = remote.in_force().await?;
+                decision = Some(control::decide(in_force, &plan.script, *script, url)?);
+            }
             Server::Remote {
                 url: url.clone(),
                 token: token.clone(),
@@ -283,9 +402,19 @@ async fn run_policy<'a>(
     setup: &Setup,
     plan: &'a Plan,
     policy: &'a NamedPolicy,
+    k: usize,
     options: &RunOptions,
 ) -> Result<Measured<'a>, RunError> {
-    reset(setup, plan).await?;
+    let sharding = options.sharding;
+    match sharding {
+        None => reset(setup, plan).await?,
+        Some(s) if s.shard.is_keeper() => {
+            let at = s.policy_start(plan, k);
+            wait_for(at.checked_sub(shard::LEAD).unwrap_or(at), &options.abort).await;
+            reset_for(setup, plan, at).await?;
+        }
+        Some(_) => {}
+    }
     let relays = start_tiers(setup.server.url(), plan, policy, options).await?;
     if options.announce {
         announce(policy, &setup.server, &relays);
@@ -294,15 +423,35 @@ async fn run_policy<'a>(
         || setup.server.url(),
         |outermost| outermost.url().to_owned(),
     );
-    let run = engine::run(EngineConfig {
+    let config = EngineConfig {
         plan,
         policy,
         base_url: entry,
         abort: options.abort.clone(),
         progress: options.progress.as_ref().map(|p| p(policy, plan)),
         telemetry: options.telemetry.clone(),
-    })
-    .await
+    };
+    let schedule = Schedule::new(&plan.load, plan.seed);
+    let run = match sharding {
+        None => engine::run_arrivals(config, schedule).await,
+        Some(s) => {
+            let at = s.policy_start(plan, k);
+            wait_for(at, &options.abort).await;
+            if let Some(late) = shard::late_for(at).filter(|late| *late > shard::SKEW) {
+                for relay in relays {
+                    relay.shutdown().await;
+                }
+                return Err(RunError::Late {
+                    shard: s.shard,
+                    policy: policy.name.clone(),
+                    at: shard::format_time(at),
+                    late,
+                });
+            }
+            let shard = s.shard;
+            engine::run_arrivals(config, schedule.filter(move |a| shard.takes(a))).await
+        }
+    }
     .map_err(|source| RunError::Engine {
         policy: policy.name.clone(),
         source,
@@ -313,7 +462,16 @@ async fn run_policy<'a>(
             t.meters().publish_tier(&policy.name, &relay.tier, counts);
         }
     }
-    let (ledger, error) = match read_ledger(setup, plan.drain, &run).await {
+    let read = match sharding {
+        None => read_ledger(setup, plan.drain, &run).await,
+        // The keeper reads once every shard's drain is over; the others read nothing.
+        Some(s) if s.shard.is_keeper() => {
+            wait_for(s.ledger_at(plan, k), &options.abort).await;
+            read_ledger(setup, plan.drain, &run).await
+        }
+        Some(_) => Ok(None),
+    };
+    let (ledger, error) = match read {
         Ok(ledger) => (ledger, None),
         Err(why) => (None, Some(why)),
     };
@@ -498,6 +656,30 @@ async fn reset(setup: &Setup, plan: &Plan) -> Result<(), RunError> {
         remote.reset().await?;
     }
     Ok(())
+}
+
+/// The keeper's reset before a sharded run's slot: the script again and an empty ledger
+/// now, the server's run clock started at `at`, the slot's instant on every shard.
+async fn reset_for(setup: &Setup, plan: &Plan, at: SystemTime) -> Result<(), RunError> {
+    let Some(remote) = setup.remote() else {
+        // A black box has nothing to reset.
+        return Ok(());
+    };
+    if !matches!(setup.decision, Some(control::Decision::Keep(_))) {
+        remote.install(&plan.script).await?;
+    }
+    let delay = at
+        .duration_since(SystemTime::now())
+        .unwrap_or(Duration::ZERO);
+    remote.reset_clock_in(delay).await
+}
+
+/// Sleeps until the wall-clock time `at`, or until the run is interrupted.
+async fn wait_for(at: SystemTime, abort: &CancellationToken) {
+    tokio::select! {
+        () = tokio::time::sleep_until(shard::instant_of(at)) => {}
+        () = abort.cancelled() => {}
+    }
 }
 
 /// Waits (at most `limit`) until the server has no request in progress: requests whose

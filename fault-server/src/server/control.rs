@@ -10,10 +10,11 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -122,6 +123,7 @@ enum AppError {
     /// The parser's task panicked (a bug).
     ParserFailed,
     NotFound,
+    BadClockIn(String),
 }
 
 impl IntoResponse for AppError {
@@ -139,6 +141,15 @@ impl IntoResponse for AppError {
             AppError::BadScript(error) => {
                 (StatusCode::BAD_REQUEST, format!("invalid script: {error}\n")).into_response()
             }
+            AppError::BadClockIn(ms) => (
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "invalid reset: `{}={ms}` is not a whole number of milliseconds up to {}\n",
+                    wire::RESET_CLOCK_IN,
+                    MAX_CLOCK_IN.as_millis()
+                ),
+            )
+                .into_response(),
             AppError::NotUtf8 => (
                 StatusCode::BAD_REQUEST,
                 "invalid script: the body is not UTF-8 text\n",
@@ -354,14 +365,30 @@ async fn get_script(
         .into_response())
 }
 
+/// `POST /__chaos/reset`, and `?clock_in_ms=N` ([`wire::RESET_CLOCK_IN`]): the ledger is
+/// cleared now and the run clock starts N ms later (at most [`MAX_CLOCK_IN`]), the
+/// instant a sharded run's shards agreed to start at.
 async fn reset(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Response, AppError> {
     authorize(&shared, &headers)?;
-    shared.reset();
+    let delay = match query.get(wire::RESET_CLOCK_IN) {
+        None => Duration::ZERO,
+        Some(ms) => ms
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_millis)
+            .filter(|d| *d <= MAX_CLOCK_IN)
+            .ok_or_else(|| AppError::BadClockIn(ms.clone()))?,
+    };
+    shared.reset_clock_in(delay);
     Ok(axum::Json(summary(&shared)).into_response())
 }
+
+/// The furthest ahead a reset may start the run clock.
+const MAX_CLOCK_IN: Duration = Duration::from_secs(60);
 
 async fn ledger(
     State(shared): State<Arc<Shared>>,

@@ -41,10 +41,10 @@ pub(crate) struct Slot {
 }
 
 impl LiveCapacity {
-    fn new(limits: CapacityLimits) -> LiveCapacity {
+    fn new(limits: CapacityLimits, epoch: Instant) -> LiveCapacity {
         LiveCapacity {
             limits,
-            epoch: Instant::now(),
+            epoch,
             state: Mutex::new(CapacityState {
                 model: CapacityModel::new(&limits),
                 waiters: std::collections::HashMap::new(),
@@ -133,16 +133,17 @@ pub(crate) struct Active {
 }
 
 impl Active {
-    fn new(script: Arc<Script>, seed: u64, origin: &'static str) -> Active {
+    /// The script in force from `epoch` on its run clock: requests before it see time 0.
+    fn new(script: Arc<Script>, seed: u64, origin: &'static str, epoch: Instant) -> Active {
         let capacity = script
             .capacity()
             .filter(|limits| limits.capacity.is_some())
-            .map(|limits| Arc::new(LiveCapacity::new(*limits)));
+            .map(|limits| Arc::new(LiveCapacity::new(*limits, epoch)));
         Active {
             script,
             origin,
             seed,
-            epoch: Instant::now(),
+            epoch,
             capacity,
         }
     }
@@ -219,6 +220,7 @@ impl Shared {
                 Arc::new(config.script),
                 config.seed,
                 wire::ORIGIN_STARTUP,
+                Instant::now(),
             ))),
             generation: AtomicU64::new(0),
             ledger: match config.judging {
@@ -263,17 +265,26 @@ impl Shared {
     /// `seed:` sets the seed; otherwise the current seed stays.
     pub(crate) fn install(&self, script: Script, origin: &'static str) {
         let seed = script.seed().unwrap_or_else(|| self.active().seed);
-        self.replace_active(Active::new(Arc::new(script), seed, origin));
+        self.replace_active(Active::new(Arc::new(script), seed, origin, Instant::now()));
         self.metrics.script_loads.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Clears the ledger and restarts the run clock (and the capacity model).
     pub(crate) fn reset(&self) {
+        self.reset_clock_in(Duration::ZERO);
+    }
+
+    /// Clears the ledger now and starts the run clock (and the capacity model) `delay`
+    /// from now: the shards of a sharded run start their schedules at an agreed instant,
+    /// and the one that resets the server does so ahead of it, so no shard's first
+    /// request can reach the old ledger.
+    pub(crate) fn reset_clock_in(&self, delay: Duration) {
         let current = self.active();
         self.replace_active(Active::new(
             Arc::clone(&current.script),
             current.seed,
             current.origin,
+            Instant::now() + delay,
         ));
         self.ledger.reset();
     }

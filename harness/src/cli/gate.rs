@@ -94,6 +94,10 @@ pub(super) fn gate(args: GateArgs) -> u8 {
                 },
                 otlp: None,
                 threads: None,
+                target: None,
+                shard: None,
+                start_at: None,
+                partial: None,
             })
         };
         let report = dir.join("report.html");

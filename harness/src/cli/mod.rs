@@ -17,6 +17,7 @@ mod client_test;
 mod gate;
 mod relay;
 mod runtime;
+mod shard;
 mod simulate;
 mod sweep;
 mod validate;
@@ -33,6 +34,7 @@ pub use client_test::ClientTestArgs;
 pub use gate::GateArgs;
 pub use relay::RelayArgs;
 use runtime::Interrupts;
+pub use shard::MergeArgs;
 
 /// The annotated reference plan, `docs/plan-reference.yaml`.
 pub const PLAN_REFERENCE: &str = include_str!("../../../docs/plan-reference.yaml");
@@ -70,6 +72,10 @@ pub enum Command {
     /// arguments and CHAOS_TARGET_URL give it the server's URL); the same report and exit
     /// codes, `mode: client`.
     ClientTest(ClientTestArgs),
+    /// Merge the partial reports of a sharded run (`chaos --shard I/N`) into one report,
+    /// then judge its gates and `--baseline` once; a shard missing or failed makes it
+    /// INCOMPLETE (exit 3), naming the shard.
+    Merge(MergeArgs),
     /// Compare a run with a baseline offline: exit 1 on a regression beyond tolerance.
     Compare {
         /// The baseline (`chaos-baseline/v1`, from `chaos --save-baseline`) or a report.json;
@@ -156,6 +162,27 @@ pub struct ChaosArgs {
     /// its cores: docs/benchmarks.md); else one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub threads: Option<u16>,
+    /// Drive this running fault-server (on loopback) instead of the plan's target; its
+    /// token from FAULT_SERVER_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Run one shard of the plan: I/N, I from 0. It sends the arrivals whose index is I
+    /// mod N (the same seed, schedule and request ids as the unsharded run), as one client
+    /// instance (its own budget, breaker and connections), and writes a partial report
+    /// instead of judging; `harness merge` judges every shard's together. Shard 0 resets
+    /// the fault-server and reads its ledger. Kubernetes: $(JOB_COMPLETION_INDEX)/N.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::shard::Shard>,
+    /// The shards' common start, the same for every shard: RFC 3339 UTC
+    /// (2026-12-07T08:00:00Z) or Unix seconds. Each policy gets a slot of the timeline
+    /// from it; a shard more than 1 s late for a slot refuses to run it.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+    /// Where a shard writes its partial report (default: the --out directory, else
+    /// reports/<plan>/shards/, as partial-I-of-N.json); `-` prints it on stdout as one line
+    /// after `chaos-partial/v1 `, for a pod's log.
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub partial: Option<PathBuf>,
 }
 
 /// Parses the process's arguments and runs; the binary's whole `main`.
@@ -199,6 +226,7 @@ pub fn execute(cli: Cli) -> u8 {
             short,
         } => compare(&baseline, &now, short),
         Command::Relay(args) => relay::relay(args),
+        Command::Merge(args) => shard::merge(args),
         Command::Gate(args) => gate::gate(args),
     }
 }
@@ -262,7 +290,15 @@ fn say_regressions(comparison: &crate::report::Comparison) {
 }
 
 fn chaos(args: ChaosArgs) -> u8 {
-    let ChaosArgs { run, otlp, threads } = args;
+    let ChaosArgs {
+        run,
+        otlp,
+        threads,
+        target,
+        shard: shard_of,
+        start_at,
+        partial: partial_file,
+    } = args;
     let PlanArgs {
         plan: path,
         policies,
@@ -294,8 +330,19 @@ fn chaos(args: ChaosArgs) -> u8 {
             "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
         );
     }
-    let (plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
+    let (mut plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
+        Err(code) => return code,
+    };
+    let judged_here = baseline_file.is_some() || save_baseline.is_some();
+    let sharding = match shard::prepare(
+        &mut plan,
+        target.as_deref(),
+        shard_of,
+        start_at.as_deref(),
+        judged_here,
+    ) {
+        Ok(sharding) => sharding,
         Err(code) => return code,
     };
     let workers = threads.map(usize::from).or_else(|| runtime::workers(&plan));
@@ -335,7 +382,28 @@ fn chaos(args: ChaosArgs) -> u8 {
         progress: show_progress.then(progress_bars),
         announce: !quiet,
         telemetry: telemetry.clone(),
+        sharding,
     };
+    if sharding.is_some() {
+        if !quiet && let Some(s) = sharding {
+            eprintln!(
+                "shard {} of `{}`: starting at {} ({} s a policy)",
+                s.shard,
+                plan.name,
+                crate::shard::format_time(s.start),
+                crate::shard::Sharding::slot(&plan).as_secs()
+            );
+        }
+        let partial = runtime.block_on(run::run_shard(&plan, &options));
+        drop(listening);
+        if let Some(t) = telemetry {
+            let view = t.shutdown();
+            if !quiet || view.spans_dropped > 0 {
+                eprintln!("{}", view.describe());
+            }
+        }
+        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
+    }
     let result = runtime.block_on(run::run(&plan, &options));
     drop(listening);
     // Bounded: a collector that is down or slow costs at most a few seconds here.

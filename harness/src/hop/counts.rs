@@ -59,6 +59,36 @@ impl HopViolations {
 }
 
 impl HopCounts {
+    /// Adds what another instance of the same tier counted (a sharded run's shards each
+    /// start their own): totals summed, the series second by second from each tier's start.
+    pub fn absorb(&mut self, mut other: HopCounts) {
+        for (mine, theirs) in [
+            (&mut self.received, other.received),
+            (&mut self.logical, other.logical),
+            (&mut self.sent, other.sent),
+            (&mut self.retries, other.retries),
+            (&mut self.succeeded, other.succeeded),
+            (&mut self.gave_up, other.gave_up),
+            (&mut self.no_retry_received, other.no_retry_received),
+            (&mut self.faulted, other.faulted),
+            (&mut self.unsent, other.unsent),
+        ] {
+            *mine += theirs;
+        }
+        self.violations
+            .retried_permanent
+            .absorb(&mut other.violations.retried_permanent);
+        self.violations
+            .retried_non_idempotent
+            .absorb(&mut other.violations.retried_non_idempotent);
+        if self.sent_per_second.len() < other.sent_per_second.len() {
+            self.sent_per_second.resize(other.sent_per_second.len(), 0);
+        }
+        for (mine, theirs) in self.sent_per_second.iter_mut().zip(other.sent_per_second) {
+            *mine += theirs;
+        }
+    }
+
     /// An attempt sent at `at` (the tier's clock).
     pub(super) fn sent_at(&mut self, at: std::time::Duration, retry: bool) {
         self.sent += 1;

@@ -132,6 +132,14 @@ impl Target {
         !matches!(self, Target::BlackBox { .. })
     }
 
+    /// The URL of a target that runs elsewhere.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Target::FaultServer { url, .. } | Target::BlackBox { url } => Some(url),
+            Target::Embedded | Target::Proxy { .. } => None,
+        }
+    }
+
     /// Whether the fault-server runs in this process (and on its runtime).
     pub fn is_embedded(&self) -> bool {
         matches!(self, Target::Embedded | Target::Proxy { .. })

@@ -143,6 +143,7 @@ pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report
         },
         ranking: super::rank::rank_run(&policies, unfinished),
         telemetry: None,
+        shards: None,
         policies,
         baseline: None,
     }

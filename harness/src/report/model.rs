@@ -42,6 +42,23 @@ pub struct Report {
     /// Where the run's traces and metrics went, and how many spans arrived (`--otlp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<crate::telemetry::TelemetryView>,
+    /// A sharded run's report, merged from its shards' partial reports (`harness merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsInfo>,
+}
+
+/// Which shards a merged report covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardsInfo {
+    /// Shards in the run (`--shard I/N`: N).
+    pub count: u32,
+    /// The common start (`--start-at`), RFC 3339 UTC.
+    pub start_at: String,
+    /// The shards whose partial reports were merged, by index.
+    pub reported: Vec<u32>,
+    /// The shards that never reported: the report is then `INCOMPLETE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<u32>,
 }
 
 fn live() -> String {

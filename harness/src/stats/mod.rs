@@ -12,9 +12,11 @@ use chaos_policy::{BreakerState, GiveUp, Outcome, Verdict, Violation};
 use hdrhistogram::Histogram;
 
 mod memory;
+mod saved;
 mod waves;
 
 pub use memory::peak_resident_kib;
+pub use saved::{SavedError, SavedRecorder, decode_histogram, encode_histogram};
 pub use waves::{MAX_WAVE_BUCKETS, WAVE_BUCKET, Waves, synchrony};
 
 /// How many example ids each violation keeps for the report.
@@ -59,6 +61,16 @@ pub struct Sampled {
 }
 
 impl Sampled {
+    /// Adds what `other` counted and empties it; its examples fill the free places.
+    pub fn absorb(&mut self, other: &mut Sampled) {
+        self.count += std::mem::take(&mut other.count);
+        for id in other.examples.drain(..) {
+            if self.examples.len() < SAMPLE_IDS && !self.examples.contains(&id) {
+                self.examples.push(id);
+            }
+        }
+    }
+
     pub fn add(&mut self, id: &str) {
         self.count += 1;
         if self.examples.len() < SAMPLE_IDS && !self.examples.iter().any(|e| e == id) {
@@ -405,12 +417,7 @@ impl Recorder {
                 &mut other.retried_non_idempotent,
             ),
         ] {
-            mine.count += std::mem::take(&mut theirs.count);
-            for id in theirs.examples.drain(..) {
-                if mine.examples.len() < SAMPLE_IDS && !mine.examples.contains(&id) {
-                    mine.examples.push(id);
-                }
-            }
+            mine.absorb(theirs);
         }
         self.last_send = self.last_send.max(std::mem::take(&mut other.last_send));
         if let (Some(mine), Some(theirs)) = (&mut self.waves, &mut other.waves) {
