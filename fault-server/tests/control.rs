@@ -170,6 +170,46 @@ async fn reset_clears_the_ledger_but_keeps_the_script() {
     assert_eq!(get(&format!("{url}/f")).await.status().as_u16(), 500);
 }
 
+/// A sharded run's keeper resets ahead of the agreed start: the ledger is cleared at
+/// once, the run clock starts `clock_in_ms` later, and until then a request sees time 0
+/// (here, inside a phase that ends at 300 ms, long after it would have ended).
+#[tokio::test]
+async fn a_reset_can_start_the_run_clock_later() {
+    let server = server("faults: [ { until: 300ms, respond: { status: 503 } } ]").await;
+    let url = server.url();
+    assert_eq!(get(&format!("{url}/a")).await.status().as_u16(), 503);
+    let reset = client()
+        .post(format!("{url}/__chaos/reset?clock_in_ms=60000"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(reset.status().as_u16(), 200);
+    assert_eq!(server.ledger(), LedgerSnapshot::default());
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        get(&format!("{url}/a")).await.status().as_u16(),
+        503,
+        "the clock has not started: still at 0"
+    );
+    for bad in ["60001", "soon", "-1"] {
+        let reset = client()
+            .post(format!("{url}/__chaos/reset?clock_in_ms={bad}"))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(reset.status().as_u16(), 400, "{bad}");
+        let text = reset.text().await.unwrap_or_default();
+        assert!(text.contains("clock_in_ms"), "{text}");
+    }
+    client()
+        .post(format!("{url}/__chaos/reset?clock_in_ms=0"))
+        .send()
+        .await
+        .expect("response");
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(get(&format!("{url}/a")).await.status().as_u16(), 200);
+}
+
 /// Issue 26: a request in flight across a reset belongs to the ledger it arrived in.
 /// Three payments arrive (their heads, and half their bodies: counted, then held until
 /// the rest comes), the ledger is reset, then their bodies come: their delay fault, key,
