@@ -61,6 +61,17 @@ interop-metrics:
 
 # report.html and sweep.html in headless chromium: no console message, every chart of
 # non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
+# The Kubernetes manifests of a sharded run for N shards (deploy/k8s/, docs/kubernetes.md),
+# written to target/k8s/shards-N.yaml; START is the shards' common start (default: in 2 min).
+k8s-render n start="":
+    mkdir -p target/k8s
+    bash deploy/k8s/render.sh {{n}} {{start}} > target/k8s/shards-{{n}}.yaml
+    @echo "target/k8s/shards-{{n}}.yaml: kubectl -n chaos apply -f target/k8s/shards-{{n}}.yaml"
+
+# The rendered manifests against kubernetes-validate --strict, as CI runs it.
+interop-k8s:
+    bash interop/k8s.sh
+
 browser out="reports/browser":
     bash interop/browser.sh {{out}}
 
