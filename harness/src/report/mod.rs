@@ -12,6 +12,7 @@ mod junit;
 mod markdown;
 mod model;
 mod rank;
+mod sentences;
 #[cfg(test)]
 mod tests;
 mod write;

@@ -44,21 +44,7 @@ pub struct Report {
     pub telemetry: Option<crate::telemetry::TelemetryView>,
     /// A sharded run's report, merged from its shards' partial reports (`harness merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shards: Option<ShardsInfo>,
-}
-
-/// Which shards a merged report covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardsInfo {
-    /// Shards in the run (`--shard I/N`: N).
-    pub count: u32,
-    /// The common start (`--start-at`), RFC 3339 UTC.
-    pub start_at: String,
-    /// The shards whose partial reports were merged, by index.
-    pub reported: Vec<u32>,
-    /// The shards that never reported: the report is then `INCOMPLETE`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub missing: Vec<u32>,
+    pub shards: Option<crate::shard::ShardsInfo>,
 }
 
 fn live() -> String {
@@ -604,63 +590,5 @@ impl PolicyReport {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         parts.join(", ")
-    }
-}
-
-impl OfferedPercentiles {
-    /// p50, p90, p99, p99.9 in milliseconds, `∞` where unbounded: one table row's cells.
-    pub fn cells(&self) -> [String; 4] {
-        [self.p50, self.p90, self.p99, self.p999]
-            .map(|x| x.map_or_else(|| "∞".to_owned(), |v| format!("{v:.1}")))
-    }
-}
-
-impl ConnectionsOpened {
-    pub fn sentence(&self) -> String {
-        let s = if self.total == 1 { "" } else { "s" };
-        let (total, peak) = (self.total, self.peak_per_second);
-        format!("The client opened {total} connection{s} ({peak} in its busiest second).")
-    }
-}
-
-impl ConnectionWait {
-    /// One sentence on the cap and what waiting under it cost.
-    pub fn sentence(&self) -> String {
-        if let Some(waited) = self.streams_waited {
-            return format!(
-                "HTTP/2: every attempt multiplexed on {} connection{}; {} found every stream the server allows (SETTINGS_MAX_CONCURRENT_STREAMS) taken and waited in the client for one.",
-                self.max_connections,
-                if self.max_connections == 1 { "" } else { "s" },
-                waited
-            );
-        }
-        format!(
-            "At most {} connection{}: attempts waited for one {:.1} ms at p99 ({:.1} ms at most); {} ran out of time waiting (never sent; counted as connect_timeout).",
-            self.max_connections,
-            if self.max_connections == 1 { "" } else { "s" },
-            self.wait_ms.p99,
-            self.wait_ms.max,
-            self.timed_out
-        )
-    }
-}
-
-impl LedgerView {
-    /// One sentence on what the server saw; `disagree` is how the renderer stresses a
-    /// disagreement with the client.
-    pub fn sentence(&self, disagree: &str) -> String {
-        format!(
-            "Server ledger: {} attempts of {} logical requests, {} side effects, {} duplicate, {} idempotent replays; {}.",
-            self.attempts,
-            self.logical,
-            self.side_effects,
-            self.duplicate_side_effects,
-            self.idempotent_replays,
-            if self.reconciled {
-                "agrees with the client"
-            } else {
-                disagree
-            }
-        )
     }
 }
