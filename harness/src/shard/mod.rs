@@ -122,11 +122,6 @@ impl Sharding {
     pub fn ledger_at(&self, plan: &Plan, k: usize) -> SystemTime {
         self.policy_start(plan, k) + plan.duration + plan.drain + SKEW
     }
-
-    /// When the whole sharded run is over, for `policies` policies.
-    pub fn end(&self, plan: &Plan, policies: usize) -> SystemTime {
-        self.policy_start(plan, policies)
-    }
 }
 
 /// Reads `--start-at`: RFC 3339 in UTC (`2026-12-07T08:00:00Z`, fractions of a second
