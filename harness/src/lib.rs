@@ -13,6 +13,7 @@ pub mod cli;
 pub mod client;
 mod control;
 pub mod engine;
+pub mod export;
 pub mod hop;
 pub mod plan;
 pub mod pool;

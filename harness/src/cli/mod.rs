@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use clap::{Parser, Subcommand};
 
 mod client_test;
+mod export;
 mod gate;
 mod relay;
 mod runtime;
@@ -31,6 +32,7 @@ use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
 pub use client_test::ClientTestArgs;
+pub use export::ExportArgs;
 pub use gate::GateArgs;
 pub use relay::RelayArgs;
 use runtime::Interrupts;
@@ -100,6 +102,9 @@ pub enum Command {
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
     Relay(RelayArgs),
+    /// Write a plan's policy as the production config that runs it (a gRPC service config,
+    /// an Envoy route and cluster), each setting the format cannot say named on stderr.
+    Export(ExportArgs),
     /// List the policy presets: their sources, caveats and every field of their policies.
     Presets,
     /// Print every key a plan can hold, with defaults and examples (a valid plan); with
@@ -228,6 +233,7 @@ pub fn execute(cli: Cli) -> u8 {
         Command::Relay(args) => relay::relay(args),
         Command::Merge(args) => shard::merge(args),
         Command::Gate(args) => gate::gate(args),
+        Command::Export(args) => export::export(args),
     }
 }
 

@@ -11,7 +11,7 @@ mod chain;
 mod client;
 mod error;
 mod gate;
-mod import;
+pub(crate) mod import;
 mod load;
 mod locate;
 mod merge;

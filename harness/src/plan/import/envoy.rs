@@ -36,7 +36,7 @@ const DEFAULT_MIN_RETRY_CONCURRENCY: u64 = 3;
 
 /// The outcomes an Envoy `retry_on` condition retries. `None`: the harness cannot produce
 /// what it waits for (a warning names it).
-fn retry_on(condition: &str, codes: &[u16]) -> Option<Vec<C>> {
+pub(crate) fn retry_on(condition: &str, codes: &[u16]) -> Option<Vec<C>> {
     Some(match condition {
         // "any 5xx response code, or does not respond at all (disconnect/reset/read
         // timeout). (Includes connect-failure and refused-stream)".

@@ -35,7 +35,7 @@ const JITTER_SPREAD: f64 = 0.2;
 /// sends no `grpc-status` (grpc `doc/http-grpc-status-mapping.md`: 429, 502, 503, 504),
 /// transport failures and a refused stream, as the `grpc` preset does; DEADLINE_EXCEEDED
 /// also covers an attempt that timed out.
-const CODES: [(&str, u8, &[C]); 17] = [
+pub(crate) const CODES: [(&str, u8, &[C]); 17] = [
     ("OK", 0, &[]),
     ("CANCELLED", 1, &[C::Grpc(1), C::Status(499)]),
     ("UNKNOWN", 2, &[C::Grpc(2), C::Status(500)]),
