@@ -25,3 +25,4 @@ pub mod shard;
 pub mod simulate;
 pub mod stats;
 pub mod telemetry;
+pub mod tune;

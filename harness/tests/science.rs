@@ -118,3 +118,47 @@ fn a_long_total_outage_takes_each_budget_to_its_limit() {
         }
     }
 }
+
+/// `harness tune` rediscovers the known answer of plans/science/tune-budget.yaml: under a
+/// brownout failing each attempt at 50%, with one retry allowed and a budget of `ratio`
+/// retries per request, the success rate is 1/2 + ratio/2 and the server load 1 + ratio,
+/// so the least load meeting a 68.75% success rate is at ratio 0.375 (within sampling
+/// error: 24,000 requests, a standard error of 0.003 on the success rate).
+#[test]
+fn tune_rediscovers_the_least_budget_ratio_that_meets_the_success_gate() {
+    let request = harness::tune::Request {
+        plan: common::repo().join("plans/science/tune-budget.yaml"),
+        policy: "budgeted".into(),
+        vary: vec!["budget.ratio=0.1..0.8".into()],
+        budget: 40,
+        seed: None,
+    };
+    let tuned = harness::tune::simulate(
+        &request,
+        &tokio_util::sync::CancellationToken::new(),
+        |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let t = &tuned.table;
+    assert!(t.ran <= 40, "{} runs", t.ran);
+    let chosen = &t.candidates[t.chosen.expect("a candidate passes")];
+    let ratio: f64 = chosen.settings[0].value.parse().unwrap();
+    assert!(
+        (ratio - 0.375).abs() <= 0.02,
+        "tune chose ratio {ratio}, the known answer is 0.375"
+    );
+    assert!(
+        (chosen.figures.server_load - (1.0 + ratio)).abs() < 0.01,
+        "load {} at ratio {ratio}",
+        chosen.figures.server_load
+    );
+    // Every candidate below the answer fails the success gate; the current settings
+    // (ratio 0.1) are one of them.
+    for c in &t.candidates {
+        let r: f64 = c.settings[0].value.parse().unwrap();
+        if r < 0.355 {
+            assert!(!c.figures.qualifies, "ratio {r} should fall short");
+        }
+    }
+    assert_eq!(t.current.failed_gates, ["success_rate >= 0.6875"]);
+}

@@ -19,6 +19,10 @@ pub struct ExportArgs {
     /// The policy (a plan's policy after its preset, import and keys).
     #[arg(long, value_name = "NAME")]
     pub policy: String,
+    /// Set a key of the policy first, as `harness tune` prints its choice (repeat for
+    /// several): `--set budget.ratio=0.15 --set max_attempts=3`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// What to write it as.
     #[arg(long, value_enum)]
     pub format: Format,
@@ -34,7 +38,7 @@ pub struct ExportArgs {
 }
 
 pub(super) fn export(args: ExportArgs) -> u8 {
-    let plan = match crate::plan::load(&args.plan) {
+    let plan = match plan_with(&args.plan, &args.policy, &args.set) {
         Ok(plan) => plan,
         Err(e) => {
             eprintln!("error: {e}");
@@ -76,6 +80,31 @@ pub(super) fn export(args: ExportArgs) -> u8 {
             }
         },
     }
+}
+
+/// The plan, with each `--set KEY=VALUE` applied to `policy`.
+fn plan_with(path: &Path, policy: &str, set: &[String]) -> Result<crate::plan::Plan, String> {
+    let text = crate::plan::read(path).map_err(|e| e.to_string())?;
+    let mut parts: Vec<(Vec<&str>, &str)> = Vec::new();
+    for s in set {
+        let (key, value) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--set `{s}` is not KEY=VALUE; e.g. --set budget.ratio=0.15"))?;
+        let mut key: Vec<&str> = key.split('.').map(str::trim).collect();
+        if key.len() > 1 && key[0] == policy {
+            key.remove(0);
+        }
+        parts.push((key, value.trim()));
+    }
+    let settings: Vec<crate::plan::Setting<'_>> = parts
+        .iter()
+        .map(|(key, value)| crate::plan::Setting {
+            policy: Some(policy),
+            key,
+            value,
+        })
+        .collect();
+    crate::plan::parse_with(path, &text, &settings).map_err(|e| e.to_string())
 }
 
 /// What the files cannot say, on stderr: the file itself goes to stdout.

@@ -21,6 +21,7 @@ mod runtime;
 mod shard;
 mod simulate;
 mod sweep;
+mod tune;
 mod validate;
 use indicatif::{ProgressBar, ProgressStyle};
 pub use simulate::SimulateArgs;
@@ -37,6 +38,7 @@ pub use gate::GateArgs;
 pub use relay::RelayArgs;
 use runtime::Interrupts;
 pub use shard::MergeArgs;
+pub use tune::TuneArgs;
 
 /// The annotated reference plan, `docs/plan-reference.yaml`.
 pub const PLAN_REFERENCE: &str = include_str!("../../../docs/plan-reference.yaml");
@@ -102,6 +104,10 @@ pub enum Command {
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
     Relay(RelayArgs),
+    /// Search a policy's settings in the simulator for the least server load that passes
+    /// every gate (`--vary KEY=RANGE`), confirm the best live, write tune.html with the
+    /// trade-off frontier and the current settings on it.
+    Tune(TuneArgs),
     /// Write a plan's policy as the production config that runs it (a gRPC service config,
     /// an Envoy route and cluster), each setting the format cannot say named on stderr.
     Export(ExportArgs),
@@ -234,6 +240,7 @@ pub fn execute(cli: Cli) -> u8 {
         Command::Merge(args) => shard::merge(args),
         Command::Gate(args) => gate::gate(args),
         Command::Export(args) => export::export(args),
+        Command::Tune(args) => tune::tune(args),
     }
 }
 

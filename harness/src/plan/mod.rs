@@ -210,27 +210,61 @@ pub struct Setting<'a> {
     pub value: &'a str,
 }
 
-/// [`parse`] with `setting` applied first: the plan as if its file said so. A missing
-/// mapping on the way is made (`budget.ratio` in a policy without a budget); the result is
-/// checked as any plan is, and an error names the setting.
-pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan, PlanError> {
-    use serde_yaml::{Mapping, Value};
-    let whole = |message: String, hint: &str| whole_file(path, message, hint);
-    let shown = format!(
-        "{}{}={}",
-        setting.policy.map(|p| format!("{p}.")).unwrap_or_default(),
-        setting.key.join("."),
-        setting.value
-    );
+/// [`parse`] with `settings` applied first, in order: the plan as if its file said so. A
+/// missing mapping on the way is made (`budget.ratio` in a policy without a budget); the
+/// result is checked as any plan is, and an error names the settings.
+pub fn parse_with(path: &Path, text: &str, settings: &[Setting<'_>]) -> Result<Plan, PlanError> {
+    use serde_yaml::Value;
     check_depth(path, text)?;
     let mut root: Value = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
+    for setting in settings {
+        apply(path, &mut root, setting)?;
+    }
+    let shown: Vec<String> = settings.iter().map(Setting::shown).collect();
+    let shown = shown.join(" ");
+    let changed = serde_yaml::to_string(&root)
+        .map_err(|e| whole_file(path, format!("`{shown}`: {e}"), "report this as a bug"))?;
+    // Lines and columns would point into the changed text, not the file.
+    let mut plan = parse(path, &changed).map_err(|mut e| {
+        e.message = format!("with `{shown}`: {}", e.message);
+        e.line = None;
+        e.column = None;
+        e
+    })?;
+    for warning in &mut plan.warnings {
+        warning.at = None;
+    }
+    Ok(plan)
+}
+
+impl Setting<'_> {
+    /// As the command line wrote it: `policy.key.path=value`.
+    fn shown(&self) -> String {
+        format!(
+            "{}{}={}",
+            self.policy.map(|p| format!("{p}.")).unwrap_or_default(),
+            self.key.join("."),
+            self.value
+        )
+    }
+}
+
+/// One setting applied to the plan's YAML.
+fn apply(
+    path: &Path,
+    root: &mut serde_yaml::Value,
+    setting: &Setting<'_>,
+) -> Result<(), PlanError> {
+    use serde_yaml::{Mapping, Value};
+    let whole = |message: String, hint: &str| whole_file(path, message, hint);
+    let shown = setting.shown();
     let value: Value = serde_yaml::from_str(setting.value).map_err(|e| {
         whole(
             format!("`{shown}`: the value is not YAML: {e}"),
             "a number, a duration (`200ms`) or a flow mapping (`{ fixed: 100ms }`)",
         )
     })?;
-    let mut at = &mut root;
+    let mut at = root;
     if let Some(policy) = setting.policy {
         let found = at
             .get_mut("policies")
@@ -271,19 +305,7 @@ pub fn parse_with(path: &Path, text: &str, setting: Setting<'_>) -> Result<Plan,
             )
         })?
         .insert(Value::from(*last), value);
-    let changed = serde_yaml::to_string(&root)
-        .map_err(|e| whole(format!("`{shown}`: {e}"), "report this as a bug"))?;
-    // Lines and columns would point into the changed text, not the file.
-    let mut plan = parse(path, &changed).map_err(|mut e| {
-        e.message = format!("with `{shown}`: {}", e.message);
-        e.line = None;
-        e.column = None;
-        e
-    })?;
-    for warning in &mut plan.warnings {
-        warning.at = None;
-    }
-    Ok(plan)
+    Ok(())
 }
 
 /// Reads a policy file (a plan's policy on its own: `preset`, `import`, the keys; no name

@@ -26,7 +26,7 @@ pub use html::render as html;
 pub use junit::render as junit;
 pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};
 pub use model::*;
-pub use rank::{Delta, RankRow, Ranking, rank};
+pub use rank::{Delta, RankRow, Ranking, order as rank_order, rank, row as rank_row};
 pub use write::{Files, WriteError, Written, run_id, timestamp, write, write_to_temp};
 
 /// `report.json`.

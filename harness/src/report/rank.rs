@@ -89,13 +89,7 @@ pub fn rank(policies: &[PolicyReport]) -> Ranking {
     let mut rows: Vec<RankRow> = policies.iter().map(row).collect();
     // Qualifiers first, cheapest first; then the rest, fewest failed gates first. A stable
     // sort keeps the plan's order for what remains equal.
-    rows.sort_by(|a, b| {
-        b.qualifies
-            .cmp(&a.qualifies)
-            .then((a.gates - a.gates_passed).cmp(&(b.gates - b.gates_passed)))
-            .then(a.server_load.total_cmp(&b.server_load))
-            .then(a.peak_1s.total_cmp(&b.peak_1s))
-    });
+    rows.sort_by(order);
     let Some(best) = rows.first().filter(|r| r.qualifies).cloned() else {
         let reason = if rows.is_empty() {
             "no policy ran".to_owned()
@@ -139,7 +133,19 @@ pub fn rank(policies: &[PolicyReport]) -> Ranking {
     }
 }
 
-fn row(p: &PolicyReport) -> RankRow {
+/// The ranking's order: qualifiers first, cheapest first (server load, then the worst
+/// second); then the rest, fewest failed gates first. `harness tune` orders its candidates
+/// by it too.
+pub fn order(a: &RankRow, b: &RankRow) -> std::cmp::Ordering {
+    b.qualifies
+        .cmp(&a.qualifies)
+        .then((a.gates - a.gates_passed).cmp(&(b.gates - b.gates_passed)))
+        .then(a.server_load.total_cmp(&b.server_load))
+        .then(a.peak_1s.total_cmp(&b.peak_1s))
+}
+
+/// A policy's place in the ranking, from its report.
+pub fn row(p: &PolicyReport) -> RankRow {
     let v = &p.violations;
     let gates_passed = p.gates.iter().filter(|g| g.pass).count();
     RankRow {

@@ -84,6 +84,13 @@ impl Effort {
     }
 }
 
+/// How closely a simulated run agrees with the live run of the same plan and seed, as
+/// `tests/faithful.rs` holds it and docs/simulator.md documents it: amplification (client
+/// and server) within this share of the live figure...
+pub const FAITHFUL_AMPLIFICATION: f64 = 0.03;
+/// ...and the success rate within this many percentage points.
+pub const FAITHFUL_SUCCESS_POINTS: f64 = 2.0;
+
 /// Simulates every selected policy of `plan` (all when `policies` is empty) and builds
 /// the report.
 pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), SimError> {

@@ -31,7 +31,9 @@ use crate::plan::{self, PlanError, Setting};
 use crate::report::Report;
 
 use super::{Effort, SimError};
+pub(crate) use render::escape;
 pub use render::{html, markdown};
+pub(crate) use spec::{PLAN_KEYS, split_values};
 pub use spec::{SpecError, Sweep};
 pub use table::{Point, SweepTable};
 
@@ -113,7 +115,7 @@ pub fn run(
             key: &key,
             value,
         };
-        let mut plan = plan::parse_with(path, &text, setting)?;
+        let mut plan = plan::parse_with(path, &text, &[setting])?;
         if let Some(seed) = seed {
             plan.reseed(seed);
         }

@@ -4,7 +4,7 @@
 use crate::plan::Plan;
 
 /// The plan's own top-level keys: a sweep key starting with one of these is the plan's.
-const PLAN_KEYS: &[&str] = &[
+pub(crate) const PLAN_KEYS: &[&str] = &[
     "name",
     "description",
     "seed",
@@ -103,7 +103,7 @@ impl Sweep {
 }
 
 /// Values split at commas outside braces and brackets, so `{ fixed: 1s, x: 2 }` is one.
-fn split_values(text: &str) -> Vec<String> {
+pub(crate) fn split_values(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let (mut depth, mut current) = (0i32, String::new());
     for c in text.chars() {

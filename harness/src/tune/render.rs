@@ -1,0 +1,385 @@
+//! A tune rendered: tune.md (also what the terminal shows) and tune.html (the two
+//! frontier charts, server load against success rate and against p99, with the current
+//! settings, the choice and the exported config placed on them; then the tables).
+
+use std::fmt::Write as _;
+
+use super::model::{Candidate, TuneTable};
+use crate::simulate::sweep::escape;
+
+fn percent(v: f64) -> String {
+    format!("{:.1}%", v * 100.0)
+}
+
+fn gates(c: &Candidate) -> String {
+    let f = &c.figures;
+    if f.gates_passed == f.gates {
+        format!("pass {}/{}", f.gates_passed, f.gates)
+    } else {
+        format!(
+            "fail {}/{} ({})",
+            f.gates_passed,
+            f.gates,
+            c.failed_gates.join(", ")
+        )
+    }
+}
+
+/// The headline: what was searched, how, and the choice against the current settings.
+fn summary(t: &TuneTable) -> String {
+    let mut out = format!(
+        "Searched {} ({}): {} of a budget of {} simulated runs in {:.1} s{}.\n\n",
+        t.vary.join(", "),
+        t.search,
+        t.ran,
+        t.budget,
+        t.search_s,
+        if t.partial { ", interrupted" } else { "" }
+    );
+    let cur = &t.current.figures;
+    match t.chosen.map(|i| &t.candidates[i]) {
+        Some(c) => {
+            let f = &c.figures;
+            let _ = writeln!(out, "**Choice: `{}`**: {}.\n", c.label(), t.reason);
+            let _ = writeln!(
+                out,
+                "Current settings: {:.3} attempts per logical request at the server, {:.2} in the worst second, success {}, p99 {:.0} ms, gates {}. The choice asks {} of the server ({:+.1}%), success {:+.1} points, p99 {:+.0} ms.\n",
+                cur.server_load,
+                cur.peak_1s,
+                percent(cur.success_rate),
+                cur.p99_ms,
+                gates(&t.current),
+                if f.server_load <= cur.server_load {
+                    "less"
+                } else {
+                    "more"
+                },
+                (f.server_load / cur.server_load.max(1e-9) - 1.0) * 100.0,
+                (f.success_rate - cur.success_rate) * 100.0,
+                f.p99_ms - cur.p99_ms
+            );
+        }
+        None => {
+            let _ = writeln!(out, "**No choice**: {}.\n", t.reason);
+        }
+    }
+    out
+}
+
+/// tune.md.
+pub fn markdown(t: &TuneTable) -> String {
+    let mut out = format!(
+        "# Tune of `{}` — plan `{}`, seed {}\n\n{}",
+        t.policy,
+        t.plan,
+        t.seed,
+        summary(t)
+    );
+    let live: Vec<&Candidate> = t.candidates.iter().filter(|c| c.live.is_some()).collect();
+    if !live.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Confirmed live\n\nTolerance: amplification within {:.0}%, success within {:.0} points (docs/simulator.md).\n",
+            t.tolerance.amplification * 100.0,
+            t.tolerance.success_points
+        );
+        out.push_str("| candidate | server load sim / live | success sim / live | p99 ms sim / live | live gates | agrees |\n");
+        out.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
+        for c in live {
+            let l = c.live.as_ref().expect("filtered");
+            let _ = writeln!(
+                out,
+                "| {} | {:.3} / {:.3} | {} / {} | {:.0} / {:.0} | {} | {} |",
+                c.label(),
+                c.figures.server_load,
+                l.figures.server_load,
+                percent(c.figures.success_rate),
+                percent(l.figures.success_rate),
+                c.figures.p99_ms,
+                l.figures.p99_ms,
+                if l.failed_gates.is_empty() {
+                    format!("pass {}/{}", l.figures.gates_passed, l.figures.gates)
+                } else {
+                    format!("fail ({})", l.failed_gates.join(", "))
+                },
+                l.detail
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(e) = &t.export {
+        let s = &e.simulated.figures;
+        let _ = writeln!(
+            out,
+            "## Exported as {}\n\nFiles: {}. Imported back and simulated: server load {:.3}, worst second {:.2}, success {}, p99 {:.0} ms, gates {}.\n",
+            e.format,
+            e.files.join(", "),
+            s.server_load,
+            s.peak_1s,
+            percent(s.success_rate),
+            s.p99_ms,
+            gates(&e.simulated)
+        );
+        if e.warnings.is_empty() {
+            out.push_str("The config says every setting of the choice.\n\n");
+        } else {
+            out.push_str("What the config cannot say:\n\n");
+            for w in &e.warnings {
+                let _ = writeln!(out, "- {w}");
+            }
+            out.push('\n');
+        }
+    }
+    if let Some(cmd) = &t.export_command {
+        let _ = writeln!(out, "To export the choice: `{cmd}`\n");
+    }
+    out.push_str("## Candidates, best first\n\n");
+    out.push_str(
+        "| # | settings | stage | gates | server load | peak 1s | success | p99 ms | frontier |\n",
+    );
+    out.push_str("| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |\n");
+    let rows = std::iter::once((None, &t.current))
+        .chain(t.candidates.iter().enumerate().map(|(i, c)| (Some(i), c)));
+    for (i, c) in rows {
+        let f = &c.figures;
+        let frontier = match (c.frontier_success, c.frontier_p99) {
+            (true, true) => "success, p99",
+            (true, false) => "success",
+            (false, true) => "p99",
+            (false, false) => "",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {}{} | {} | {} | {:.3} | {:.2} | {} | {:.0} | {} |",
+            i.map_or_else(|| "–".to_owned(), |i| (i + 1).to_string()),
+            c.label(),
+            if i.is_some() && i == t.chosen {
+                " **(chosen)**"
+            } else {
+                ""
+            },
+            c.stage.name(),
+            gates(c),
+            f.server_load,
+            f.peak_1s,
+            percent(f.success_rate),
+            f.p99_ms,
+            frontier
+        );
+    }
+    out
+}
+
+/// One scatter chart: server load across, `metric` up.
+fn scatter(
+    t: &TuneTable,
+    title: &str,
+    unit: &str,
+    metric: fn(&Candidate) -> f64,
+    frontier: fn(&Candidate) -> bool,
+) -> String {
+    let (w, h, left, bottom, top, right) = (560.0, 360.0, 60.0, 44.0, 30.0, 20.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let mut all: Vec<&Candidate> = t.candidates.iter().collect();
+    all.push(&t.current);
+    if let Some(e) = &t.export {
+        all.push(&e.simulated);
+    }
+    let xs: Vec<f64> = all.iter().map(|c| c.figures.server_load).collect();
+    let ys: Vec<f64> = all.iter().map(|c| metric(c)).collect();
+    let span = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        crate::report::nice_range(lo, if hi > lo { hi } else { lo + 1e-3 })
+    };
+    let (x0, x1, xstep) = span(&xs);
+    let (y0, y1, ystep) = span(&ys);
+    let x = |v: f64| left + pw * (v - x0) / (x1 - x0);
+    let y = |v: f64| top + ph * (1.0 - (v - y0) / (y1 - y0));
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    );
+    // Three decimals at most: a load axis from 1.0 to 1.3 steps by 0.05.
+    let label = |v: f64| format!("{}", (v * 1000.0).round() / 1000.0);
+    let mut v = x0;
+    while v <= x1 + xstep / 2.0 {
+        let _ = write!(
+            svg,
+            r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{b}" stroke="#eee"/><text x="{px:.1}" y="{ty}" font-size="11" text-anchor="middle">{l}</text>"##,
+            px = x(v),
+            b = top + ph,
+            ty = top + ph + 15.0,
+            l = label(v)
+        );
+        v += xstep;
+    }
+    let mut v = y0;
+    while v <= y1 + ystep / 2.0 {
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{py:.1}" x2="{r}" y2="{py:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{l}</text>"##,
+            py = y(v),
+            r = left + pw,
+            lx = left - 4.0,
+            ty = y(v) + 4.0,
+            l = label(v)
+        );
+        v += ystep;
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="{cx}" y="{by}" font-size="11" text-anchor="middle">server load (attempts per logical request at the server)</text><text x="14" y="{cy}" font-size="11" text-anchor="middle" transform="rotate(-90 14 {cy})">{unit}</text>"##,
+        cx = left + pw / 2.0,
+        by = h - 4.0,
+        cy = top + ph / 2.0
+    );
+    let mut line: Vec<&Candidate> = t.candidates.iter().filter(|c| frontier(c)).collect();
+    line.sort_by(|a, b| a.figures.server_load.total_cmp(&b.figures.server_load));
+    let pts: Vec<String> = line
+        .iter()
+        .map(|c| format!("{:.1},{:.1}", x(c.figures.server_load), y(metric(c))))
+        .collect();
+    let _ = write!(
+        svg,
+        r##"<polyline points="{}" fill="none" stroke="#1f77b4" stroke-width="1.5" stroke-dasharray="5 3"/>"##,
+        pts.join(" ")
+    );
+    for c in &t.candidates {
+        let (px, py) = (x(c.figures.server_load), y(metric(c)));
+        let tip = escape(&format!("{}: {}", c.label(), gates(c)));
+        if c.figures.qualifies {
+            let _ = write!(
+                svg,
+                r##"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="#1f77b4"><title>{tip}</title></circle>"##
+            );
+        } else {
+            let _ = write!(
+                svg,
+                r##"<circle cx="{px:.1}" cy="{py:.1}" r="4" fill="none" stroke="#999"><title>{tip}</title></circle>"##
+            );
+        }
+    }
+    if let Some(c) = t.chosen.map(|i| &t.candidates[i]) {
+        let _ = write!(
+            svg,
+            r##"<circle cx="{:.1}" cy="{:.1}" r="9" fill="none" stroke="#2ca02c" stroke-width="2.5"><title>chosen: {}</title></circle>"##,
+            x(c.figures.server_load),
+            y(metric(c)),
+            escape(&c.label())
+        );
+    }
+    let (cx, cy) = (x(t.current.figures.server_load), y(metric(&t.current)));
+    let _ = write!(
+        svg,
+        r##"<path d="M{:.1},{:.1} l7,7 l-7,7 l-7,-7 z" fill="#ff7f0e" stroke="#a34d00"><title>current settings: {}</title></path>"##,
+        cx,
+        cy - 7.0,
+        escape(&gates(&t.current))
+    );
+    if let Some(e) = &t.export {
+        let (ex, ey) = (x(e.simulated.figures.server_load), y(metric(&e.simulated)));
+        let _ = write!(
+            svg,
+            r##"<rect x="{:.1}" y="{:.1}" width="10" height="10" fill="#9467bd"><title>exported {}, imported back: {}</title></rect>"##,
+            ex - 5.0,
+            ey - 5.0,
+            e.format,
+            escape(&gates(&e.simulated))
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// tune.html: one self-contained page.
+pub fn html(t: &TuneTable) -> String {
+    let md = markdown(t);
+    let mut out = format!(
+        r##"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Tune of {policy} — {plan}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}.charts{{display:flex;flex-wrap:wrap;gap:16px}}.legend span{{margin-right:1.5em}}code{{background:#f4f4f4;padding:1px 3px}}</style></head><body><h1>Tune of <code>{policy}</code> — plan <code>{plan}</code>, seed {seed}</h1>"##,
+        policy = escape(&t.policy),
+        plan = escape(&t.plan),
+        seed = t.seed
+    );
+    for para in summary(t).split("\n\n").filter(|p| !p.trim().is_empty()) {
+        let _ = write!(out, "<p>{}</p>", inline(para.trim()));
+    }
+    out.push_str(r##"<h2>The trade-off frontier</h2><p class="legend"><span style="color:#1f77b4">● passes every gate</span><span style="color:#999">○ fails a gate</span><span style="color:#2ca02c">◯ chosen</span><span style="color:#ff7f0e">◆ current settings</span><span style="color:#9467bd">■ exported config, imported back</span><span style="color:#1f77b4">- - frontier</span></p><div class="charts">"##);
+    out.push_str(&scatter(
+        t,
+        "Server load against success rate",
+        "success rate (%)",
+        |c| c.figures.success_rate * 100.0,
+        |c| c.frontier_success,
+    ));
+    out.push_str(&scatter(
+        t,
+        "Server load against p99 latency",
+        "p99 (ms)",
+        |c| c.figures.p99_ms,
+        |c| c.frontier_p99,
+    ));
+    out.push_str("</div>");
+    // The tables, from the markdown: one renderer of the figures.
+    let tables = md
+        .split_once("\n## ")
+        .map(|(_, rest)| format!("## {rest}"))
+        .unwrap_or_default();
+    out.push_str(&markdown_tables(&tables));
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// `**bold**` and `` `code` `` of one paragraph, escaped.
+fn inline(text: &str) -> String {
+    let mut out = String::new();
+    let (mut bold, mut code) = (false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                out.push_str(if bold { "</strong>" } else { "<strong>" });
+                bold = !bold;
+            }
+            '`' => {
+                out.push_str(if code { "</code>" } else { "<code>" });
+                code = !code;
+            }
+            c => out.push_str(&escape(&c.to_string())),
+        }
+    }
+    out
+}
+
+/// The markdown's headings, paragraphs, lists and tables as HTML.
+fn markdown_tables(md: &str) -> String {
+    let mut out = String::new();
+    for block in md.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
+        if let Some(h) = block.strip_prefix("## ") {
+            let _ = write!(out, "<h2>{}</h2>", inline(h));
+        } else if block.starts_with('|') {
+            out.push_str("<table>");
+            for (i, line) in block.lines().enumerate() {
+                if i == 1 {
+                    continue;
+                }
+                let tag = if i == 0 { "th" } else { "td" };
+                out.push_str("<tr>");
+                for cell in line.trim_matches('|').split(" | ") {
+                    let _ = write!(out, "<{tag}>{}</{tag}>", inline(cell.trim()));
+                }
+                out.push_str("</tr>");
+            }
+            out.push_str("</table>");
+        } else if block.starts_with("- ") {
+            out.push_str("<ul>");
+            for line in block.lines() {
+                let _ = write!(out, "<li>{}</li>", inline(line.trim_start_matches("- ")));
+            }
+            out.push_str("</ul>");
+        } else {
+            let _ = write!(out, "<p>{}</p>", inline(block));
+        }
+    }
+    out
+}
