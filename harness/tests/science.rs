@@ -142,7 +142,7 @@ fn tune_rediscovers_the_least_budget_ratio_that_meets_the_success_gate() {
     let t = &tuned.table;
     assert!(t.ran <= 40, "{} runs", t.ran);
     let chosen = &t.candidates[t.chosen.expect("a candidate passes")];
-    let ratio: f64 = chosen.settings[0].value.parse().unwrap();
+    let ratio: f64 = chosen.settings[0].value.parse().expect("a ratio");
     assert!(
         (ratio - 0.375).abs() <= 0.02,
         "tune chose ratio {ratio}, the known answer is 0.375"
@@ -155,7 +155,7 @@ fn tune_rediscovers_the_least_budget_ratio_that_meets_the_success_gate() {
     // Every candidate below the answer fails the success gate; the current settings
     // (ratio 0.1) are one of them.
     for c in &t.candidates {
-        let r: f64 = c.settings[0].value.parse().unwrap();
+        let r: f64 = c.settings[0].value.parse().expect("a ratio");
         if r < 0.355 {
             assert!(!c.figures.qualifies, "ratio {r} should fall short");
         }

@@ -2,6 +2,8 @@
 //! an embedded fault-server on 127.0.0.1 port 0, the choice confirmed live, exported, and
 //! the exported file imported back into a plan and simulated.
 
+#![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
+
 mod common;
 
 use std::path::Path;

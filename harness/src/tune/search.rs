@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn few_enough_values_are_a_grid() {
         let vary = [Vary::parse("max_attempts=2..5", "p").unwrap()];
-        let s = search(&vary, 10, |l, st| world(l, st)).unwrap().unwrap();
+        let s = search(&vary, 10, world).unwrap().unwrap();
         assert_eq!(s.search, "grid");
         assert_eq!(s.candidates.len(), 4);
     }
@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn a_range_is_spread_then_refined_toward_the_least_load_that_passes() {
         let vary = [Vary::parse("budget.ratio=0..1", "p").unwrap()];
-        let s = search(&vary, 30, |l, st| world(l, st)).unwrap().unwrap();
+        let s = search(&vary, 30, world).unwrap().unwrap();
         assert_eq!(s.search, "coarse-then-fine");
         assert!(s.candidates.len() <= 30);
         let best = s
@@ -266,7 +266,7 @@ mod tests {
             Vary::parse("budget.ratio=0..1", "p").unwrap(),
             Vary::parse("attempt_timeout=100ms..2s", "p").unwrap(),
         ];
-        let s = search(&vary, 20, |l, st| world(l, st)).unwrap().unwrap();
+        let s = search(&vary, 20, world).unwrap().unwrap();
         assert!(s.candidates.len() <= 20);
         let mut calls = 0;
         let s = search(&vary, 20, |l, st| {
@@ -277,7 +277,7 @@ mod tests {
         .unwrap();
         assert!(s.stopped);
         assert_eq!(s.candidates.len(), 3);
-        let too_small = search(&vary, 3, |l, st| world(l, st)).unwrap().unwrap_err();
+        let too_small = search(&vary, 3, world).unwrap().unwrap_err();
         assert_eq!(too_small.needed, 4);
     }
 

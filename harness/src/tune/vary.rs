@@ -148,7 +148,7 @@ impl Vary {
         match &self.kind {
             Kind::Whole { lo, hi } => usize::try_from(hi - lo + 1).ok(),
             Kind::List(values) => Some(values.len()),
-            Kind::Decimal { lo, hi } | Kind::Time { lo, hi } => (lo == hi).then_some(1),
+            Kind::Decimal { lo, hi } | Kind::Time { lo, hi } => (hi - lo <= 0.0).then_some(1),
         }
     }
 
@@ -274,6 +274,8 @@ fn decimals(span: f64) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
+
     use super::Vary;
 
     fn texts(v: &Vary, n: usize) -> Vec<String> {
