@@ -119,6 +119,15 @@ sim-vs-live:
 simulate plan *flags:
     cargo run --release -p harness -- simulate {{plan}} {{flags}}
 
+# Tune a policy in the simulator, confirm the best live (docs/tune.md):
+# `just tune plans/outage.yaml --policy jittered-budget --vary budget.ratio=0.05..0.5`
+tune plan *flags:
+    cargo run --release -p harness -- tune {{plan}} {{flags}}
+
+# A plan's policy as a production config: `just export plans/outage.yaml --policy grpc --format envoy-route`
+export plan *flags:
+    cargo run --release -p harness -- export {{plan}} {{flags}}
+
 # The simulator's speed (logical requests per second of wall time) and memory.
 bench-sim:
     bash bench/sim.sh

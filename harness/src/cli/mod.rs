@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use clap::{Parser, Subcommand};
 
 mod client_test;
+mod compare;
 mod export;
 mod gate;
 mod relay;
@@ -235,7 +236,7 @@ pub fn execute(cli: Cli) -> u8 {
             baseline,
             now,
             short,
-        } => compare(&baseline, &now, short),
+        } => compare::compare(&baseline, &now, short),
         Command::Relay(args) => relay::relay(args),
         Command::Merge(args) => shard::merge(args),
         Command::Gate(args) => gate::gate(args),
@@ -244,51 +245,8 @@ pub fn execute(cli: Cli) -> u8 {
     }
 }
 
-fn compare(baseline: &Path, now: &Path, short: bool) -> u8 {
-    let read = |path: &Path| {
-        baseline::read(path).map_err(|e| {
-            eprintln!("error: {e}");
-            EXIT_INVALID
-        })
-    };
-    let (base, current) = match (read(baseline), read(now)) {
-        (Ok(b), Ok(n)) => (b, n),
-        (Err(code), _) | (_, Err(code)) => return code,
-    };
-    let comparison = baseline::compare(
-        &base,
-        &baseline.display().to_string(),
-        &current.policies,
-        &current.plan,
-        &base.tolerance,
-    );
-    if short {
-        let ok = comparison
-            .rows
-            .iter()
-            .filter(|r| r.verdict == report::Drift::Ok)
-            .count();
-        let mut shown = comparison.clone();
-        shown.rows.retain(|r| r.verdict != report::Drift::Ok);
-        if !shown.rows.is_empty() {
-            print!("{}", report::baseline_table(&shown));
-        }
-        println!("{ok} of {} figures within tolerance", comparison.rows.len());
-    } else {
-        print!("{}", report::baseline_table(&comparison));
-    }
-    say_regressions(&comparison);
-    if comparison.passed() {
-        println!("PASS: no regression against {}", baseline.display());
-        EXIT_PASS
-    } else {
-        println!("FAIL: regressions against {}", baseline.display());
-        EXIT_GATE_FAILED
-    }
-}
-
 /// The notes and the regressions of a comparison, on stderr.
-fn say_regressions(comparison: &crate::report::Comparison) {
+pub(super) fn say_regressions(comparison: &crate::report::Comparison) {
     for note in &comparison.notes {
         eprintln!("note: {note}");
     }
