@@ -31,7 +31,7 @@ use crate::plan::{self, Plan, PlanError, Setting};
 use crate::report::{self, Files, PolicyReport, Report};
 use crate::run::{RunError, RunOptions};
 use crate::simulate::{FAITHFUL_AMPLIFICATION, FAITHFUL_SUCCESS_POINTS, SimError};
-pub use model::{Candidate, ExportView, KeyValue, Live, Stage, Tolerance, TuneTable};
+pub use model::{Candidate, ExportView, GateLine, KeyValue, Live, Stage, Tolerance, TuneTable};
 pub use render::{html, markdown};
 pub use search::TooSmall;
 pub use vary::{Vary, VaryError};
@@ -140,7 +140,7 @@ pub fn simulate(
         seed: request.seed.unwrap_or(base.seed),
     };
     let started = Instant::now();
-    let current = context.simulated(&[], Stage::Current, stop)?;
+    let (current, gate_lines) = context.simulated_with_lines(&[], Stage::Current, stop)?;
     // Checked before any budget is spent: every key must make a plan at both ends.
     for v in &vary {
         for level in v.levels(2) {
@@ -195,6 +195,7 @@ pub fn simulate(
                 success_points: FAITHFUL_SUCCESS_POINTS,
             },
             current,
+            gate_lines,
             candidates,
             chosen: None,
             reason: String::new(),
@@ -241,6 +242,17 @@ impl Context {
         stage: Stage,
         stop: &CancellationToken,
     ) -> Result<Candidate, TuneError> {
+        Ok(self.simulated_with_lines(settings, stage, stop)?.0)
+    }
+
+    /// [`Self::simulated`], and the plan's success-rate and p99 limits for the policy:
+    /// the lines the charts draw.
+    fn simulated_with_lines(
+        &self,
+        settings: &[KeyValue],
+        stage: Stage,
+        stop: &CancellationToken,
+    ) -> Result<(Candidate, Vec<GateLine>), TuneError> {
         let plan = self.plan_of(settings)?;
         self.simulate_plan(&plan, settings, stage, stop)
     }
@@ -251,7 +263,7 @@ impl Context {
         settings: &[KeyValue],
         stage: Stage,
         stop: &CancellationToken,
-    ) -> Result<Candidate, TuneError> {
+    ) -> Result<(Candidate, Vec<GateLine>), TuneError> {
         let (report, _) = crate::simulate::simulate_until(
             plan,
             std::slice::from_ref(&self.policy),
@@ -259,7 +271,21 @@ impl Context {
             |_| {},
         )?;
         let p = self.policy_of(&report);
-        Ok(Candidate {
+        let lines = p
+            .gates
+            .iter()
+            .filter_map(|g| {
+                let metric = ["success_rate", "p99_ms"]
+                    .into_iter()
+                    .find(|m| g.name.starts_with(&format!("{m} ")))?;
+                Some(GateLine {
+                    metric,
+                    limit: g.limit?,
+                    gate: g.name.clone(),
+                })
+            })
+            .collect();
+        let candidate = Candidate {
             settings: settings.to_vec(),
             stage,
             figures: report::rank_row(p),
@@ -267,7 +293,8 @@ impl Context {
             frontier_success: false,
             frontier_p99: false,
             live: None,
-        })
+        };
+        Ok((candidate, lines))
     }
 
     fn policy_of<'r>(&self, report: &'r Report) -> &'r PolicyReport {
@@ -385,7 +412,7 @@ impl Tuned {
                 format: format.name(),
                 message: e.to_string(),
             })?;
-        let simulated =
+        let (simulated, _) =
             self.context
                 .simulate_plan(&plan, &[], Stage::Exported, &CancellationToken::new())?;
         self.table.export = Some(ExportView {

@@ -99,6 +99,16 @@ pub struct Tolerance {
     pub success_points: f64,
 }
 
+/// A gate's limit on one of the charts' figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct GateLine {
+    /// `success_rate` or `p99_ms`.
+    pub metric: &'static str,
+    pub limit: f64,
+    /// The gate as the report names it: `success_rate >= 0.55`.
+    pub gate: String,
+}
+
 /// The exported choice.
 #[derive(Debug, Clone, Serialize)]
 pub struct ExportView {
@@ -130,6 +140,8 @@ pub struct TuneTable {
     pub search_s: f64,
     pub tolerance: Tolerance,
     pub current: Candidate,
+    /// The plan's success-rate and p99 gates on the policy, drawn on the charts.
+    pub gate_lines: Vec<GateLine>,
     /// Every candidate, in the ranking's order.
     pub candidates: Vec<Candidate>,
     /// Index into `candidates` of the choice: the first that passes every gate, simulated

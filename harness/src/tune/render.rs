@@ -170,13 +170,15 @@ pub fn markdown(t: &TuneTable) -> String {
     out
 }
 
-/// One scatter chart: server load across, `metric` up.
+/// One scatter chart: server load across, `metric` up, and the plan's gate on it (`gate`,
+/// in the chart's unit) as a line.
 fn scatter(
     t: &TuneTable,
     title: &str,
     unit: &str,
     metric: fn(&Candidate) -> f64,
     frontier: fn(&Candidate) -> bool,
+    gate: Option<(f64, &str)>,
 ) -> String {
     let (w, h, left, bottom, top, right) = (560.0, 360.0, 60.0, 44.0, 30.0, 20.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
@@ -186,7 +188,8 @@ fn scatter(
         all.push(&e.simulated);
     }
     let xs: Vec<f64> = all.iter().map(|c| c.figures.server_load).collect();
-    let ys: Vec<f64> = all.iter().map(|c| metric(c)).collect();
+    let mut ys: Vec<f64> = all.iter().map(|c| metric(c)).collect();
+    ys.extend(gate.map(|(limit, _)| limit));
     let span = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -233,6 +236,17 @@ fn scatter(
         by = h - 4.0,
         cy = top + ph / 2.0
     );
+    if let Some((limit, name)) = gate {
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{gy:.1}" x2="{r}" y2="{gy:.1}" stroke="#d62728" stroke-dasharray="2 3"/><text x="{tx}" y="{ty:.1}" font-size="10" fill="#d62728" text-anchor="end">gate: {}</text>"##,
+            escape(name),
+            gy = y(limit),
+            r = left + pw,
+            tx = left + pw - 4.0,
+            ty = y(limit) - 4.0
+        );
+    }
     let mut line: Vec<&Candidate> = t.candidates.iter().filter(|c| frontier(c)).collect();
     line.sort_by(|a, b| a.figures.server_load.total_cmp(&b.figures.server_load));
     let pts: Vec<String> = line
@@ -303,13 +317,33 @@ pub fn html(t: &TuneTable) -> String {
     for para in summary(t).split("\n\n").filter(|p| !p.trim().is_empty()) {
         let _ = write!(out, "<p>{}</p>", inline(para.trim()));
     }
-    out.push_str(r##"<h2>The trade-off frontier</h2><p class="legend"><span style="color:#1f77b4">● passes every gate</span><span style="color:#999">○ fails a gate</span><span style="color:#2ca02c">◯ chosen</span><span style="color:#ff7f0e">◆ current settings</span><span style="color:#9467bd">■ exported config, imported back</span><span style="color:#1f77b4">- - frontier</span></p><div class="charts">"##);
+    let exported = if t.export.is_some() {
+        r##"<span style="color:#9467bd">■ exported config, imported back</span>"##
+    } else {
+        ""
+    };
+    let _ = write!(
+        out,
+        r##"<h2>The trade-off frontier</h2><p class="legend"><span style="color:#1f77b4">● passes every gate</span><span style="color:#999">○ fails a gate</span><span style="color:#2ca02c">◯ chosen</span><span style="color:#ff7f0e">◆ current settings</span>{exported}<span style="color:#1f77b4">- - frontier</span><span style="color:#d62728">··· the plan's gate</span></p><div class="charts">"##
+    );
+    // The strictest limit of each: the line a candidate must clear.
+    let line = |metric: &str, scale: f64, stricter: fn(f64, f64) -> bool| {
+        t.gate_lines
+            .iter()
+            .filter(|g| g.metric == metric)
+            .fold(None::<&super::model::GateLine>, |best, g| match best {
+                Some(b) if !stricter(g.limit, b.limit) => Some(b),
+                _ => Some(g),
+            })
+            .map(|g| (g.limit * scale, g.gate.as_str()))
+    };
     out.push_str(&scatter(
         t,
         "Server load against success rate",
         "success rate (%)",
         |c| c.figures.success_rate * 100.0,
         |c| c.frontier_success,
+        line("success_rate", 100.0, |a, b| a > b),
     ));
     out.push_str(&scatter(
         t,
@@ -317,6 +351,7 @@ pub fn html(t: &TuneTable) -> String {
         "p99 (ms)",
         |c| c.figures.p99_ms,
         |c| c.frontier_p99,
+        line("p99_ms", 1.0, |a, b| a < b),
     ));
     out.push_str("</div>");
     // The tables, from the markdown: one renderer of the figures.
