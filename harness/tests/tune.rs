@@ -237,3 +237,24 @@ fn an_envoy_export_is_two_files_and_says_what_envoy_cannot() {
         assert!(said.contains(needle), "{needle}: {said}");
     }
 }
+
+#[test]
+fn a_tune_stopped_before_it_starts_says_so_and_panics_nowhere() {
+    let dir = common::scratch("tune-stopped");
+    let plan = common::write_plan(&dir, "brownout.yaml", PLAN);
+    let stop = tokio_util::sync::CancellationToken::new();
+    stop.cancel();
+    let request = harness::tune::Request {
+        plan,
+        policy: "p".into(),
+        vary: vec!["budget.ratio=0.1..0.9".into()],
+        budget: 8,
+        seed: None,
+    };
+    let got = harness::tune::simulate(&request, &stop, |_| {});
+    assert!(
+        matches!(got, Err(harness::tune::TuneError::Interrupted)),
+        "{:?}",
+        got.map(|t| t.table.ran)
+    );
+}

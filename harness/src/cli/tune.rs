@@ -107,7 +107,9 @@ pub(super) fn tune(args: TuneArgs) -> u8 {
         Ok(tuned) => tuned,
         Err(e) => {
             eprintln!("error: {e}");
-            return if e.is_invalid() {
+            return if matches!(e, tune::TuneError::Interrupted) {
+                EXIT_INTERRUPTED
+            } else if e.is_invalid() {
                 EXIT_INVALID
             } else {
                 EXIT_CANNOT_RUN

@@ -57,12 +57,17 @@ pub enum TuneError {
     Live(#[from] RunError),
     #[error(transparent)]
     Export(#[from] ExportError),
+    #[error("interrupted before the current settings were simulated: nothing was written")]
+    Interrupted,
 }
 
 impl TuneError {
     /// The plan's or the command line's, rather than the run's.
     pub fn is_invalid(&self) -> bool {
-        !matches!(self, TuneError::Live(_) | TuneError::Export(_))
+        !matches!(
+            self,
+            TuneError::Live(_) | TuneError::Export(_) | TuneError::Interrupted
+        )
     }
 }
 
@@ -164,7 +169,11 @@ pub fn simulate(
                 value: l.text.clone(),
             })
             .collect();
-        let candidate = context.simulated(&settings, stage, stop)?;
+        let candidate = match context.simulated(&settings, stage, stop) {
+            // Stopped mid-run: the search ends with what finished, marked partial.
+            Err(TuneError::Interrupted) => return Ok(None),
+            other => other?,
+        };
         ran += 1;
         step(&Step {
             ran,
@@ -270,7 +279,7 @@ impl Context {
             stop,
             |_| {},
         )?;
-        let p = self.policy_of(&report);
+        let p = self.policy_of(&report)?;
         let lines = p
             .gates
             .iter()
@@ -297,12 +306,15 @@ impl Context {
         Ok((candidate, lines))
     }
 
-    fn policy_of<'r>(&self, report: &'r Report) -> &'r PolicyReport {
+    /// The tuned policy's part of a run's report; a run stopped before the policy ran
+    /// has none.
+    fn policy_of<'r>(&self, report: &'r Report) -> Result<&'r PolicyReport, TuneError> {
         report
             .policies
             .iter()
             .find(|p| p.name == self.policy)
-            .expect("the run was of this policy")
+            .filter(|_| !report.aborted)
+            .ok_or(TuneError::Interrupted)
     }
 }
 
@@ -378,7 +390,7 @@ impl Tuned {
                 break;
             }
             let dir = format!("live-{}", n + 1);
-            let p = self.context.policy_of(&report);
+            let p = self.context.policy_of(&report)?;
             let figures = report::rank_row(p);
             let (agrees, detail) = agreement(&self.table.candidates[i].figures, &figures);
             self.table.candidates[i].live = Some(Live {
