@@ -144,6 +144,22 @@ pub enum Class {
 }
 
 impl Outcome {
+    /// Every outcome that carries no number: all but `Status` and `Grpc`. Where a list of
+    /// every kind of outcome is wanted (to read a name back, to compare what two retry
+    /// conditions match), this is its part that a range cannot make.
+    pub const TRANSPORT: [Outcome; 10] = [
+        Outcome::ConnectRefused,
+        Outcome::ConnectTimeout,
+        Outcome::Reset(ResetPhase::BeforeWrite),
+        Outcome::Reset(ResetPhase::AfterWrite),
+        Outcome::Reset(ResetPhase::Unknown),
+        Outcome::Closed,
+        Outcome::AttemptTimeout,
+        Outcome::TruncatedBody,
+        Outcome::Unprocessed(Unprocessed::RefusedStream),
+        Outcome::Unprocessed(Unprocessed::GoAway),
+    ];
+
     /// The design's vocabulary. A 500 is ambiguous (AWS SDKs retry it, gRPC does not), so it
     /// is permanent unless a policy's `retry_on` names it.
     pub fn class(self) -> Class {

@@ -2,7 +2,7 @@
 //! the policy (as `plan/resolved.rs` writes it out) where the two differ, with why the
 //! format says it otherwise.
 
-use chaos_policy::{Outcome, PolicyConfig, ResetPhase, RetryOn, Unprocessed};
+use chaos_policy::{Outcome, PolicyConfig, RetryOn};
 
 use super::Format;
 use crate::plan::resolved::{self, Value};
@@ -10,10 +10,10 @@ use crate::plan::resolved::{self, Value};
 /// One outcome of every kind a policy can be asked to retry: every failing HTTP status,
 /// every failing gRPC code and every transport failure. Two `retry_on`s that agree on all
 /// of them retry the same.
-pub(crate) const PROBES: [Outcome; 228] = probes();
+pub(crate) const PROBES: [Outcome; 226] = probes();
 
-const fn probes() -> [Outcome; 228] {
-    let mut out = [Outcome::Closed; 228];
+const fn probes() -> [Outcome; 226] {
+    let mut out = [Outcome::Closed; 226];
     let mut i = 0;
     while i < 200 {
         out[i] = Outcome::Status(400 + i as u16);
@@ -25,23 +25,9 @@ const fn probes() -> [Outcome; 228] {
         i += 1;
         code += 1;
     }
-    let transport = [
-        Outcome::ConnectRefused,
-        Outcome::ConnectTimeout,
-        Outcome::Reset(ResetPhase::BeforeWrite),
-        Outcome::Reset(ResetPhase::AfterWrite),
-        Outcome::Reset(ResetPhase::Unknown),
-        Outcome::Closed,
-        Outcome::AttemptTimeout,
-        Outcome::TruncatedBody,
-        Outcome::Unprocessed(Unprocessed::RefusedStream),
-        Outcome::Unprocessed(Unprocessed::GoAway),
-        Outcome::Closed,
-        Outcome::Closed,
-    ];
     let mut t = 0;
-    while t < transport.len() {
-        out[i] = transport[t];
+    while t < Outcome::TRANSPORT.len() {
+        out[i] = Outcome::TRANSPORT[t];
         i += 1;
         t += 1;
     }

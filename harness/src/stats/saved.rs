@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use base64::Engine as _;
-use chaos_policy::{BreakerState, GiveUp, Outcome, ResetPhase, Unprocessed};
+use chaos_policy::{BreakerState, GiveUp, Outcome};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2Serializer};
 use serde::{Deserialize, Serialize};
@@ -113,20 +113,6 @@ pub fn decode_histogram(name: &'static str, text: &str) -> Result<Histogram<u64>
     Ok(h)
 }
 
-/// Every outcome but the numbered ones, for reading names back.
-const NAMED: [Outcome; 10] = [
-    Outcome::ConnectRefused,
-    Outcome::ConnectTimeout,
-    Outcome::Reset(ResetPhase::BeforeWrite),
-    Outcome::Reset(ResetPhase::AfterWrite),
-    Outcome::Reset(ResetPhase::Unknown),
-    Outcome::Closed,
-    Outcome::AttemptTimeout,
-    Outcome::TruncatedBody,
-    Outcome::Unprocessed(Unprocessed::RefusedStream),
-    Outcome::Unprocessed(Unprocessed::GoAway),
-];
-
 /// An outcome's name in a saved recorder: its `Debug` form, which tells the reset phases
 /// apart (its report name does not).
 fn outcome_name(o: Outcome) -> String {
@@ -145,7 +131,7 @@ fn outcome_of(name: &str) -> Result<Outcome, SavedError> {
     if let Some(code) = number("Grpc(").and_then(|c| u8::try_from(c).ok()) {
         return Ok(Outcome::Grpc(code));
     }
-    NAMED
+    Outcome::TRANSPORT
         .into_iter()
         .find(|o| outcome_name(*o) == name)
         .ok_or_else(|| SavedError::Outcome(name.to_owned()))
@@ -310,7 +296,7 @@ mod tests {
     use chaos_policy::{BreakerState, GiveUp, Outcome, ResetPhase, Verdict, Violation};
 
     use super::super::Recorder;
-    use super::{NAMED, outcome_name, outcome_of};
+    use super::{outcome_name, outcome_of};
 
     #[test]
     fn a_recorder_saved_and_read_back_is_the_same_recorder() {
@@ -381,7 +367,7 @@ mod tests {
 
     #[test]
     fn every_outcome_name_parses_back() {
-        for o in NAMED.into_iter().chain([
+        for o in Outcome::TRANSPORT.into_iter().chain([
             Outcome::Status(200),
             Outcome::Status(999),
             Outcome::Grpc(16),
