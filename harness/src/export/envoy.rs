@@ -18,7 +18,7 @@ use super::proto_duration;
 
 /// The names written for what a policy retries, in this order, each when the policy
 /// retries every outcome it stands for (`plan/import/envoy.rs` reads them).
-const NAMES: [&str; 11] = [
+pub(super) const NAMES: [&str; 11] = [
     "5xx",
     "gateway-error",
     "reset",

@@ -81,20 +81,8 @@ fn grpc_policy() -> impl Strategy<Value = PolicyConfig> {
 
 /// A policy an Envoy route and cluster can say.
 fn envoy_policy() -> impl Strategy<Value = PolicyConfig> {
-    let names = proptest::sample::subsequence(
-        vec![
-            "5xx",
-            "gateway-error",
-            "reset",
-            "connect-failure",
-            "refused-stream",
-            "retriable-4xx",
-            "deadline-exceeded",
-            "resource-exhausted",
-            "unavailable",
-        ],
-        0..4,
-    );
+    // Every name the exporter writes, as the importer reads them.
+    let names = proptest::sample::subsequence(super::envoy::NAMES.to_vec(), 0..4);
     (
         1u32..=10,
         proptest::option::of(duration()),
