@@ -88,12 +88,8 @@ pub(super) fn search<E>(
         if out.candidates.len() >= budget {
             break;
         }
-        match eval(&combo, Stage::Coarse)? {
-            Some(c) => out.candidates.push((combo, c)),
-            None => {
-                out.stopped = true;
-                return Ok(Ok(out));
-            }
+        if !ask(&mut out, &mut eval, combo, Stage::Coarse)? {
+            return Ok(Ok(out));
         }
     }
     if search == "grid" {
@@ -127,16 +123,32 @@ pub(super) fn search<E>(
             if out.candidates.len() >= budget {
                 break;
             }
-            match eval(&combo, Stage::Fine)? {
-                Some(c) => out.candidates.push((combo, c)),
-                None => {
-                    out.stopped = true;
-                    return Ok(Ok(out));
-                }
+            if !ask(&mut out, &mut eval, combo, Stage::Fine)? {
+                return Ok(Ok(out));
             }
         }
     }
     Ok(Ok(out))
+}
+
+/// Simulates `combo` and keeps it; `false` once `eval` says stop (the search is then
+/// `stopped`).
+fn ask<E>(
+    out: &mut Searched,
+    eval: &mut impl FnMut(&[Level], Stage) -> Result<Option<Candidate>, E>,
+    combo: Vec<Level>,
+    stage: Stage,
+) -> Result<bool, E> {
+    match eval(&combo, stage)? {
+        Some(c) => {
+            out.candidates.push((combo, c));
+            Ok(true)
+        }
+        None => {
+            out.stopped = true;
+            Ok(false)
+        }
+    }
 }
 
 fn same(a: &[Level], b: &[Level]) -> bool {
