@@ -29,12 +29,9 @@ pub struct ClientTestArgs {
 
 pub(super) fn client_test(args: ClientTestArgs) -> u8 {
     let abort = CancellationToken::new();
-    let listening = match Interrupts::listen(abort.clone()) {
+    let listening = match Interrupts::listen_or_exit(abort.clone()) {
         Ok(listening) => listening,
-        Err(e) => {
-            eprintln!("error: cannot listen for Ctrl-C: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+        Err(code) => return code,
     };
     let (plan, against) = match plan_and_baseline(
         &args.plan,

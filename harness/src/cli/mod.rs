@@ -286,12 +286,9 @@ fn chaos(args: ChaosArgs) -> u8 {
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report
     // marked aborted, however early it comes.
     let abort = CancellationToken::new();
-    let listening = match Interrupts::listen(abort.clone()) {
+    let listening = match Interrupts::listen_or_exit(abort.clone()) {
         Ok(listening) => listening,
-        Err(e) => {
-            eprintln!("error: cannot listen for Ctrl-C: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+        Err(code) => return code,
     };
     // The embedded fault-server and the client's sockets share this process's descriptors.
     if let Ok(limit) = fault_server::fd_limit::raise()

@@ -120,6 +120,16 @@ impl Interrupts {
         Ok(Listening { done })
     }
 
+    /// [`Interrupts::listen`] for a command: when the signals cannot be registered it
+    /// says so on stderr and gives the exit code, since a run that could not be
+    /// interrupted cleanly should not start.
+    pub(super) fn listen_or_exit(abort: CancellationToken) -> Result<Listening, u8> {
+        Interrupts::listen(abort).map_err(|e| {
+            eprintln!("error: cannot listen for Ctrl-C: {e}");
+            super::EXIT_CANNOT_RUN
+        })
+    }
+
     /// Resolves on Ctrl-C, SIGTERM or SIGHUP.
     pub(super) async fn received(mut self) {
         #[cfg(unix)]

@@ -5,7 +5,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::runtime::Interrupts;
-use super::{EXIT_CANNOT_RUN, EXIT_INVALID, PlanArgs, ReportArgs, conclude, plan_and_baseline};
+use super::{EXIT_INVALID, PlanArgs, ReportArgs, conclude, plan_and_baseline};
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
@@ -35,12 +35,9 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
     // Before the plan is read, as `chaos` does: an interrupt however early ends the run
     // (or the sweep) with what ran written, marked aborted.
     let abort = CancellationToken::new();
-    let _listening = match Interrupts::listen(abort.clone()) {
+    let _listening = match Interrupts::listen_or_exit(abort.clone()) {
         Ok(listening) => listening,
-        Err(e) => {
-            eprintln!("error: cannot listen for Ctrl-C: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+        Err(code) => return code,
     };
     if let Err(e) = crate::plan::load_simulable(&path) {
         eprintln!("error: {e}");

@@ -56,12 +56,9 @@ pub struct TuneArgs {
 
 pub(super) fn tune(args: TuneArgs) -> u8 {
     let abort = CancellationToken::new();
-    let listening = match Interrupts::listen(abort.clone()) {
+    let listening = match Interrupts::listen_or_exit(abort.clone()) {
         Ok(listening) => listening,
-        Err(e) => {
-            eprintln!("error: cannot listen for Ctrl-C: {e}");
-            return EXIT_CANNOT_RUN;
-        }
+        Err(code) => return code,
     };
     if let Err(e) = crate::plan::load_simulable(&args.plan) {
         eprintln!("error: {e}");
