@@ -24,9 +24,10 @@ const Z_99: f64 = 2.326_347_874_040_840_8;
 /// distribution only far above p99.9.
 const LOGNORMAL_CAP_OVER_P99: f64 = 10.0;
 
-/// A uniform draw in `[0, 1)` with 53 random bits: the top 53 bits of one `next_u64`.
+/// A uniform draw in `[0, 1)`: the project's one uniform draw (`chaos_wire::seed::unit`)
+/// of one `next_u64`.
 pub fn unit<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    chaos_wire::seed::unit(rng.next_u64())
 }
 
 /// A resolved, validated distribution of durations.

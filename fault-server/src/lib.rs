@@ -32,15 +32,18 @@
 pub mod capacity;
 pub mod dist;
 pub mod duration;
+pub mod effect;
 pub mod fd_limit;
 pub mod ledger;
 mod metrics;
 pub mod otel;
 pub mod script;
-pub mod seed;
 mod server;
-pub mod wire;
 pub mod yaml_guard;
+
+/// The contract between the hops, and the seeds behind every draw: the `chaos-wire` crate,
+/// under the names this crate has always given them.
+pub use chaos_wire::{self as wire, seed};
 
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;

@@ -170,10 +170,7 @@ impl Prepared {
             headers.append(name.clone(), value.clone());
         }
         if let Some(timeout) = spec.timeout.filter(|_| spec.propagate_deadline) {
-            headers.insert(
-                DEADLINE_MS,
-                HeaderValue::from(u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX)),
-            );
+            headers.insert(DEADLINE_MS, HeaderValue::from(wire::deadline_ms(timeout)));
         }
         if let Some(allowance) = spec.allowance {
             headers.insert(RETRY_ALLOWANCE, HeaderValue::from(allowance));
@@ -377,7 +374,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
         let retry_after = headers
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(parse_retry_after);
+            .and_then(wire::retry_after);
         let duplicated = headers.contains_key(DUPLICATE);
         duplicate.store(duplicated, Ordering::Relaxed);
         let no_retry = headers.contains_key(NO_RETRY);
@@ -411,9 +408,9 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                         allowance_left,
                     },
                     None => Answer {
-                        outcome: Outcome::Grpc(GRPC_UNKNOWN),
+                        outcome: Outcome::Grpc(wire::grpc::UNKNOWN),
                         duplicate: duplicated,
-                        ..Answer::of(Outcome::Grpc(GRPC_UNKNOWN))
+                        ..Answer::of(Outcome::Grpc(wire::grpc::UNKNOWN))
                     },
                 }
             }
@@ -447,7 +444,6 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
     }
 }
 
-const GRPC_UNKNOWN: u8 = 2;
 const GRPC_STATUS: HeaderName = HeaderName::from_static(wire::grpc::STATUS);
 const GRPC_PUSHBACK: HeaderName = HeaderName::from_static(wire::grpc::PUSHBACK);
 
@@ -469,18 +465,15 @@ impl GrpcStatus {
             .parse::<u8>();
         Some(GrpcStatus {
             // A status that is not a code is one the client cannot read: UNKNOWN.
-            code: code.ok().filter(|c| *c <= 16).unwrap_or(GRPC_UNKNOWN),
+            code: code
+                .ok()
+                .filter(|c| wire::grpc::snake_name(*c).is_some())
+                .unwrap_or(wire::grpc::UNKNOWN),
             pushback: headers
                 .get(GRPC_PUSHBACK)
                 .map(|v| wire::grpc::pushback(v.as_bytes())),
         })
     }
-}
-
-/// `Retry-After` in delay-seconds (RFC 9110 §10.2.3). An HTTP-date is not honoured: its
-/// meaning depends on the clocks of two machines.
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
-    value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 /// Classifies a failed send of the relay's client by what its source chain holds.
@@ -613,7 +606,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use super::{Prepared, RequestKind, left_after_wait, parse_retry_after};
+    use super::{Prepared, RequestKind, left_after_wait};
 
     #[test]
     fn a_wait_leaves_the_rest_of_the_timeout_or_nothing_worth_sending() {
@@ -626,13 +619,5 @@ mod tests {
         );
         assert_eq!(left_after_wait(Some(ms(100)), ms(150)), None);
         assert_eq!(left_after_wait(None, ms(150)), Some(None));
-    }
-
-    #[test]
-    fn retry_after_takes_delay_seconds_only() {
-        assert_eq!(parse_retry_after("3"), Some(Duration::from_secs(3)));
-        assert_eq!(parse_retry_after(" 0 "), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(parse_retry_after("-1"), None);
     }
 }

@@ -429,5 +429,5 @@ pub(crate) fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
 
 /// What [`request_rng`] is seeded with.
 pub(crate) fn request_rng_seed(seed: u64, index: u64) -> u64 {
-    fault_server::seed::splitmix64(seed ^ 0x6a09_e667_f3bc_c908) ^ index
+    fault_server::seed::stream::client_request(seed, index)
 }

@@ -49,9 +49,6 @@ pub struct Schedule {
     index: u64,
 }
 
-/// The stream label that keeps the schedule's draws apart from every other use of the seed.
-const SCHEDULE_STREAM: u64 = 0x5c4e_d01e;
-
 impl Schedule {
     pub fn new(load: &Load, seed: u64) -> Schedule {
         let mut total = 0.0;
@@ -67,7 +64,7 @@ impl Schedule {
             arrivals: load.arrivals,
             segments: load.profile.clone(),
             cumulative,
-            rng: ChaCha8Rng::seed_from_u64(seed ^ SCHEDULE_STREAM),
+            rng: ChaCha8Rng::seed_from_u64(fault_server::seed::stream::schedule(seed)),
             segment: 0,
             segment_start: 0.0,
             area: 0.0,
@@ -98,7 +95,7 @@ impl Schedule {
 }
 
 fn unit(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    fault_server::seed::unit(rng.next_u64())
 }
 
 impl Iterator for Schedule {

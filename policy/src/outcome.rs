@@ -57,80 +57,9 @@ pub enum Unprocessed {
     GoAway,
 }
 
-/// The gRPC status codes (`google/rpc/code.proto`), by name and number.
-pub mod grpc {
-    /// Every code's name as `code.proto` spells it, indexed by its number.
-    pub const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-    pub const OK: u8 = 0;
-    pub const DEADLINE_EXCEEDED: u8 = 4;
-    pub const RESOURCE_EXHAUSTED: u8 = 8;
-    pub const UNAVAILABLE: u8 = 14;
-
-    /// A code by name in any case, with `_` or `-` (`UNAVAILABLE`, `resource-exhausted`,
-    /// as Envoy's `retry_on` spells them).
-    pub fn code_by_name(name: &str) -> Option<u8> {
-        let name = name.trim().to_ascii_uppercase().replace('-', "_");
-        NAMES.iter().position(|n| *n == name).map(|i| i as u8)
-    }
-
-    /// The snake_case name reports use (`unavailable`); `unknown_code` past 16.
-    pub fn snake_name(code: u8) -> &'static str {
-        const SNAKE: [&str; 17] = [
-            "ok",
-            "cancelled",
-            "unknown",
-            "invalid_argument",
-            "deadline_exceeded",
-            "not_found",
-            "already_exists",
-            "permission_denied",
-            "resource_exhausted",
-            "failed_precondition",
-            "aborted",
-            "out_of_range",
-            "unimplemented",
-            "internal",
-            "unavailable",
-            "data_loss",
-            "unauthenticated",
-        ];
-        SNAKE
-            .get(usize::from(code))
-            .copied()
-            .unwrap_or("unknown_code")
-    }
-
-    /// What a gRPC client reads from an HTTP answer that carries no `grpc-status` (grpc
-    /// `doc/http-grpc-status-mapping.md`): an intermediary's 503 is UNAVAILABLE.
-    pub fn code_of_http_status(status: u16) -> u8 {
-        match status {
-            400 => 13,
-            401 => 16,
-            403 => 7,
-            404 => 12,
-            429 | 502 | 503 | 504 => UNAVAILABLE,
-            _ => 2,
-        }
-    }
-}
+/// The gRPC status codes (`google/rpc/code.proto`): the one table, shared with the
+/// fault-server and the harness.
+pub use chaos_wire::grpc;
 
 /// The design's classification of an outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -252,7 +181,11 @@ impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outcome::Status(code) => write!(f, "{code}"),
-            Outcome::Grpc(code) => write!(f, "grpc_{}", grpc::snake_name(*code)),
+            Outcome::Grpc(code) => write!(
+                f,
+                "grpc_{}",
+                grpc::snake_name(*code).unwrap_or("unknown_code")
+            ),
             other => f.write_str(other.kind()),
         }
     }

@@ -1,16 +1,17 @@
 //! The few draws the core needs, built on the caller's RNG.
 //!
 //! Kept by hand (rather than `rand`'s distributions) so the stream of decisions is defined by
-//! this file alone and stays the same for a seed across dependency upgrades.
+//! this file and `chaos_wire::seed::unit` alone and stays the same for a seed across
+//! dependency upgrades.
 
 use std::time::Duration;
 
 use rand_core::Rng;
 
-/// A uniform draw in `[0, 1)` from the top 53 bits of one `u64`.
+/// A uniform draw in `[0, 1)`: the project's one uniform draw (`chaos_wire::seed::unit`)
+/// of one `u64` of the caller's RNG.
 pub fn unit_f64<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    const SCALE: f64 = 1.0 / (1u64 << 53) as f64;
-    (rng.next_u64() >> 11) as f64 * SCALE
+    chaos_wire::seed::unit(rng.next_u64())
 }
 
 /// A uniform duration in `[low, high]` (`low` when the range is empty), to the nanosecond.

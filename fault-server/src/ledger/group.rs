@@ -16,16 +16,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::script::HeaderLookup;
-use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, REQUEST_ID};
+use crate::wire::{
+    ATTEMPT, AWS_REQUEST, ENVOY_ATTEMPT_COUNT, IDEMPOTENCY_KEY, REQUEST_ID, StatedAttempt, grpc,
+};
 
 /// AWS SDKs: the same for every attempt of one call (a UUID).
 pub const AWS_INVOCATION_ID: &str = "amz-sdk-invocation-id";
-/// AWS SDKs: `attempt=2; max=3` (and a `ttl=` when clock skew is known).
-pub const AWS_REQUEST: &str = "amz-sdk-request";
-/// Envoy: the attempt number of a request it routes (`x-envoy-attempt-count: 2`).
-pub const ENVOY_ATTEMPT_COUNT: &str = "x-envoy-attempt-count";
-/// gRPC (A6): how many attempts of this RPC were sent before this one.
-pub const GRPC_PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
 
 /// How a logical request was told apart: the report says how many were grouped each way,
 /// so a run that had to guess says so.
@@ -115,29 +111,20 @@ pub fn claim<'h>(
     Claim::Unnamed(fingerprint())
 }
 
-/// The attempt number the client says this is, 1-based: `x-chaos-attempt`, AWS SDKs'
-/// `amz-sdk-request: attempt=N`, Envoy's `x-envoy-attempt-count`, gRPC's
-/// `grpc-previous-rpc-attempts` plus one. `None` when no header says (the ledger then
-/// counts the attempts it saw).
+/// The attempt number the client says this is, 1-based, by the one rule the server's
+/// fault draws read too ([`StatedAttempt::number`]). `None` when no header says (the
+/// ledger then counts the attempts it saw).
 pub fn stated_attempt(headers: &dyn HeaderLookup) -> Option<u32> {
-    let number = |v: &str| v.trim().parse::<u32>().ok().filter(|n| *n >= 1);
-    headers
-        .header(ATTEMPT)
-        .and_then(number)
-        .or_else(|| {
-            headers.header(AWS_REQUEST).and_then(|v| {
-                v.split(';')
-                    .filter_map(|part| part.trim().strip_prefix("attempt="))
-                    .find_map(number)
-            })
-        })
-        .or_else(|| headers.header(ENVOY_ATTEMPT_COUNT).and_then(number))
-        .or_else(|| {
-            headers
-                .header(GRPC_PREVIOUS_ATTEMPTS)
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .map(|n| n.saturating_add(1))
-        })
+    StatedAttempt {
+        chaos: headers.header(ATTEMPT),
+        aws: headers.header(AWS_REQUEST),
+        envoy: headers.header(ENVOY_ATTEMPT_COUNT),
+        grpc_previous: headers.header(grpc::PREVIOUS_ATTEMPTS),
+        grpc_call: headers
+            .header("content-type")
+            .is_some_and(|c| grpc::is_grpc(c.as_bytes())),
+    }
+    .number()
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::expire;
 use super::group::{Claim, GroupedBy};
+pub use crate::wire::Seen;
 
 /// Gaps are kept per attempt number up to this one; later attempts share its histogram.
 pub const MAX_GAP_ATTEMPT: u32 = 10;
@@ -58,43 +59,6 @@ impl Default for Judging {
     }
 }
 
-/// How an attempt was answered, as its client saw it. Ordered as declared (statuses by
-/// code first): the order of a snapshot's `retries`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Seen {
-    /// A status line (a fault's, the capacity model's, the service's or the upstream's).
-    Status(u16),
-    /// The connection was reset.
-    Reset,
-    /// The connection was closed without an answer.
-    Close,
-    /// The answer's body was cut short.
-    Truncate,
-    /// No answer before the client gave up (a held request, a slow service).
-    Timeout,
-    /// The stream was refused (`REFUSED_STREAM`): not processed.
-    Refused,
-}
-
-impl Seen {
-    /// `status_503`, `reset`, `close`, `truncate`, `timeout`: the `after` of
-    /// [`RetryAfter`].
-    pub fn label(self) -> String {
-        match self {
-            Seen::Status(code) => format!("status_{code}"),
-            Seen::Reset => "reset".into(),
-            Seen::Close => "close".into(),
-            Seen::Truncate => "truncate".into(),
-            Seen::Timeout => "timeout".into(),
-            Seen::Refused => "refuse".into(),
-        }
-    }
-
-    fn succeeded(self) -> bool {
-        matches!(self, Seen::Status(code) if (200..300).contains(&code))
-    }
-}
-
 /// One attempt, as it arrives: what the judge needs of it.
 #[derive(Debug, Clone)]
 pub struct Arriving<'a> {
@@ -125,7 +89,7 @@ pub struct Grouped {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RetryAfter {
-    /// How the previous attempt was answered ([`Seen::label`]).
+    /// How the previous attempt was answered ([`Seen`]'s label: `status_503`, `refuse`).
     pub after: String,
     /// The request runs a side effect (POST, PATCH).
     pub side_effect: bool,
@@ -530,7 +494,7 @@ impl Retries {
                 .retries
                 .iter()
                 .map(|(&(after, side_effect, keyed), &retries)| RetryAfter {
-                    after: after.label(),
+                    after: after.to_string(),
                     side_effect,
                     keyed,
                     retries,

@@ -116,14 +116,7 @@ impl Default for Ids {
 
 /// Whether a trace whose sampling value is `x` (uniform in 0..2^64) is kept at `ratio`.
 pub fn keep(x: u64, ratio: f64) -> bool {
-    if ratio >= 1.0 {
-        return true;
-    }
-    if ratio <= 0.0 {
-        return false;
-    }
-    // Compare in 53 bits, where f64 is exact.
-    ((x >> 11) as f64) < ratio * (1u64 << 53) as f64
+    crate::seed::below(x, ratio)
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub struct RequestFacts<'a> {
     /// The request's headers.
     pub headers: &'a dyn HeaderLookup,
     /// A seed that is the same for every attempt of this logical request (the live server
-    /// uses [`crate::seed::request_seed`]`(seed, x-request-id, 0)`); `sticky` phases draw from it. Without
+    /// uses [`crate::seed::IdSeed`]`::new(seed, x-request-id).attempt(0)`); `sticky` phases draw from it. Without
     /// one, they draw from the per-attempt RNG like any other phase.
     pub sticky_seed: Option<u64>,
 }

@@ -103,7 +103,7 @@ impl JsonSchema for GrpcCodeSpec {
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         // The names for completion; any case, `-` for `_` and a number as text are
-        // read too (`wire::grpc::code_by_name`), so the pattern admits them.
+        // read too (`wire::grpc::parse_code`), so the pattern admits them.
         let names: Vec<String> = crate::wire::grpc::NAMES[1..]
             .iter()
             .map(|n| n.to_ascii_lowercase())

@@ -35,14 +35,11 @@ impl Script {
             }
             // A sticky phase draws from a stream of its own for the logical request, so
             // every attempt of the request gets the same answer from it.
-            let mut sticky_rng =
-                phase
-                    .sticky
-                    .then_some(request.sticky_seed)
-                    .flatten()
-                    .map(|sticky| {
-                        ChaCha8Rng::seed_from_u64(seed::splitmix64(sticky ^ (index as u64 + 1)))
-                    });
+            let mut sticky_rng = phase
+                .sticky
+                .then_some(request.sticky_seed)
+                .flatten()
+                .map(|sticky| ChaCha8Rng::seed_from_u64(seed::stream::sticky_phase(sticky, index)));
             let drawn = match sticky_rng.as_mut() {
                 Some(sticky) => phase.draw(sticky),
                 None => phase.draw(rng),

@@ -152,7 +152,7 @@ impl TryFrom<String> for GrpcCodeSpec {
     type Error = String;
 
     fn try_from(value: String) -> Result<Self, String> {
-        match crate::wire::grpc::code_by_name(&value) {
+        match crate::wire::grpc::parse_code(&value) {
             Some(0) => Err(
                 "grpc: OK is no fault (a request the script does not fault is answered OK)".into(),
             ),

@@ -13,13 +13,14 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::Response;
 
 use super::answer::{ANONYMOUS_OK, OkBody, json, problem, replay};
+use super::arrival::fingerprint;
 use super::flight::InFlight;
 use super::kept::{Kept, Text};
 use super::state::Shared;
+use crate::effect::{KEY_IN_FLIGHT_STATUS, KEY_MISMATCH_STATUS};
 use crate::ledger::{
     Disposition, Epoch, Execution, KeyCheck, KeyClaim, RequestIdentity, StoredResponse,
 };
-use crate::seed::fnv1a;
 use crate::wire::DUPLICATE;
 
 /// Releases an idempotency key if its request is abandoned before executing.
@@ -123,18 +124,23 @@ pub(super) fn respond(done: AppResult, flight: &mut InFlight) -> Response {
         AppResult::KeyInFlight => {
             flight.outcome(Disposition::KeyInFlight);
             problem(
-                StatusCode::CONFLICT,
+                status(KEY_IN_FLIGHT_STATUS),
                 "a request with this Idempotency-Key is still being processed",
             )
         }
         AppResult::KeyMismatch => {
             flight.outcome(Disposition::KeyMismatch);
             problem(
-                StatusCode::UNPROCESSABLE_ENTITY,
+                status(KEY_MISMATCH_STATUS),
                 "this Idempotency-Key was used with a different request",
             )
         }
     }
+}
+
+/// One of [`crate::effect`]'s statuses, which are valid ones.
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 /// The application: idempotency-key check, service time, side effect, response.
@@ -268,15 +274,4 @@ pub(super) fn execute(shared: &Shared, facts: &Facts, flight: &mut InFlight) -> 
         });
     }
     execution
-}
-
-/// FNV-1a over method, path and query, and body: identifies "the same request" for
-/// idempotency keys.
-fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
-    fnv1a([
-        method.as_str().as_bytes(),
-        b" ",
-        uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
-        body,
-    ])
 }

@@ -17,7 +17,7 @@ use super::kept::Kept;
 use super::state::{Active, Shared};
 use crate::ledger::RequestIdentity;
 use crate::script::{Decision, RequestFacts, Script};
-use crate::seed::{IdSeed, fnv1a};
+use crate::seed::IdSeed;
 use crate::wire::{UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
 
 // Made once: a lookup by `&str` parses and checks the name each time.
@@ -97,15 +97,13 @@ pub(super) fn decide(
     (rng, decision)
 }
 
-/// FNV-1a over method, path and query, and body: identifies "the same request" for
-/// idempotency keys.
+/// "The same request" for idempotency keys ([`crate::wire::fingerprint`]).
 pub(super) fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &Bytes) -> u64 {
-    fnv1a([
-        method.as_str().as_bytes(),
-        b" ",
-        uri.path_and_query().map_or(b"/", |p| p.as_str().as_bytes()),
+    crate::wire::fingerprint(
+        method.as_str(),
+        uri.path_and_query().map_or("/", |p| p.as_str()),
         body,
-    ])
+    )
 }
 
 /// Whether the script's server takes time to serve a request (drawn per request).

@@ -44,7 +44,7 @@ pub(super) fn answer(response: Response) -> Response {
         return trailers_only(parts.headers, status.code, &message, status.pushback);
     }
     if parts.status != StatusCode::OK {
-        let code = grpc::code_of_http_status(parts.status.as_u16());
+        let code = grpc::code_answering(parts.status.as_u16());
         let message = format!(
             "HTTP {} {}",
             parts.status.as_u16(),

@@ -50,8 +50,9 @@ use super::kept::{Kept, kept_headers};
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
 use super::upstream;
+use crate::effect::{Effect, Ending, effect};
 use crate::ledger::{Disposition, RequestIdentity};
-use crate::script::{Decision, Fault, FaultAction, HeaderLookup};
+use crate::script::{Decision, HeaderLookup};
 use crate::wire::{TRACEPARENT, has_side_effect};
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
@@ -221,56 +222,53 @@ pub(super) async fn proceed(
             span.set("chaos.fault.phase", phase_name.clone());
             span.set("chaos.fault.kind", fault.kind().name());
         });
-        if let FaultAction::Delay(d) = fault.action {
-            delay = d;
-        } else if let FaultAction::GoAway = fault.action {
-            // Served as usual; its connection goes away behind it. HTTP/1.1 says so in
-            // this very answer: hyper closes a connection whose response says `close`.
-            if parts.version >= axum::http::Version::HTTP_2 {
-                if let Some(control) = current_connection() {
-                    control.drain();
-                }
-            } else {
-                close_after = true;
-            }
-        } else if let FaultAction::Refuse = fault.action {
-            flight.outcome(Disposition::Refused);
-            return super::conn::refuse_stream();
-        } else {
-            if fault.processed {
-                // The work is done, then the answer is lost: the retry that follows is
-                // the double-charge scenario (unless an Idempotency-Key saves it).
-                match stream.take() {
-                    Some(body) => {
-                        let request = upstream::outgoing(shared, parts, body);
-                        upstream::processed(shared, request, &facts, &mut flight).await;
+        match effect(
+            &fault,
+            shared.hang_cap,
+            facts.grpc && shared.upstream.is_none(),
+        ) {
+            Effect::Serve { extra, drain } => {
+                delay = extra;
+                // Served as usual; its connection goes away behind it. HTTP/1.1 says so
+                // in this very answer: hyper closes a connection whose response says
+                // `close`.
+                if drain {
+                    if parts.version >= axum::http::Version::HTTP_2 {
+                        if let Some(control) = current_connection() {
+                            control.drain();
+                        }
+                    } else {
+                        close_after = true;
                     }
-                    None => drop(app_now(shared, &facts, &mut flight)),
                 }
             }
-            if let FaultAction::Status(response) = &fault.action {
-                let answer = status_response(response, &phase_name);
-                return match response.grpc {
-                    Some(status) if facts.grpc && shared.upstream.is_none() => {
-                        flight.outcome(Disposition::Grpc(status.code));
-                        super::grpc::scripted(answer, status)
+            Effect::Answer { ending, processed } => {
+                if processed {
+                    // The work is done, then the answer is lost: the retry that follows
+                    // is the double-charge scenario (unless an Idempotency-Key saves it).
+                    match stream.take() {
+                        Some(body) => {
+                            let request = upstream::outgoing(shared, parts, body);
+                            upstream::processed(shared, request, &facts, &mut flight).await;
+                        }
+                        None => drop(app_now(shared, &facts, &mut flight)),
                     }
-                    _ => {
-                        flight.outcome(Disposition::Status(response.status));
-                        answer
+                }
+                flight.outcome(ending.disposition());
+                return match ending {
+                    Ending::Refuse => super::conn::refuse_stream(),
+                    Ending::Status { response, grpc } => {
+                        let answer = status_response(&response, &phase_name);
+                        match grpc {
+                            Some(status) => super::grpc::scripted(answer, status),
+                            None => answer,
+                        }
                     }
+                    // Rare next to the rest and ending the connection: boxed, so the
+                    // future of every request does not carry its room.
+                    ending => Box::pin(end_connection(shared, ending, &phase_name, &facts)).await,
                 };
             }
-            // Rare next to the rest and ending the connection: boxed, so the future of
-            // every request does not carry its room.
-            return Box::pin(end_connection(
-                shared,
-                &mut flight,
-                fault,
-                &phase_name,
-                &facts,
-            ))
-            .await;
         }
     }
 
@@ -364,33 +362,20 @@ async fn serve(
     respond(done, &mut flight)
 }
 
-/// Executes a fault that ends the connection: reset, close, truncate, timeout.
-async fn end_connection(
-    shared: &Shared,
-    flight: &mut InFlight,
-    fault: Fault,
-    phase: &str,
-    facts: &Facts,
-) -> Response {
+/// Carries out an ending that ends the connection: reset, close, truncate, hold. The
+/// ledger has counted it already.
+async fn end_connection(shared: &Shared, ending: Ending, phase: &str, facts: &Facts) -> Response {
     let Some(control): Option<ConnControl> = current_connection() else {
         // Only reachable when the router is driven without this crate's accept loop.
-        flight.outcome(Disposition::BadRequest);
         return problem(
             StatusCode::INTERNAL_SERVER_ERROR,
             "this fault needs a connection served by fault-server's accept loop",
         );
     };
-    match fault.action {
-        FaultAction::Reset => {
-            flight.outcome(Disposition::Reset);
-            control.reset();
-        }
-        FaultAction::Close => {
-            flight.outcome(Disposition::Close);
-            control.close();
-        }
-        FaultAction::Truncate(response) => {
-            flight.outcome(Disposition::Truncate);
+    match ending {
+        Ending::Reset => control.reset(),
+        Ending::Close => control.close(),
+        Ending::Truncate(response) => {
             let _ = control.write_raw(&truncated_bytes(
                 &response,
                 phase,
@@ -399,20 +384,15 @@ async fn end_connection(
             ));
             control.reset();
         }
-        FaultAction::Timeout { hold } => {
-            flight.outcome(Disposition::Timeout);
-            let hold = hold.map_or(shared.hang_cap, |h| h.min(shared.hang_cap));
+        Ending::Hold(hold) => {
             tokio::select! {
                 () = tokio::time::sleep(hold) => {}
                 () = shared.stop.shutdown.cancelled() => {}
             }
             control.close();
         }
-        FaultAction::Status(_)
-        | FaultAction::Delay(_)
-        | FaultAction::Refuse
-        | FaultAction::GoAway => {
-            unreachable!("status, delay, refuse and goaway faults are handled by the caller")
+        Ending::Refuse | Ending::Status { .. } => {
+            unreachable!("a refusal and a status are answered by the caller")
         }
     }
     // The connection task drops this future together with the connection.

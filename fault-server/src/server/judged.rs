@@ -23,10 +23,7 @@ use super::state::View;
 use crate::ledger::group::{self, GroupedBy};
 use crate::ledger::{Arriving, Grouped, Seen};
 use crate::script::{Decision, FaultAction};
-
-/// Millisecond forms of `Retry-After`: Microsoft's, and AWS's (botocore reads only this
-/// one since its 2026 retry behaviour).
-const RETRY_AFTER_MS: [&str; 2] = ["retry-after-ms", "x-amz-retry-after"];
+use crate::wire;
 
 /// Reads the body, groups the attempt, then serves it as [`super::handler::handle`] would.
 pub(super) async fn handle(
@@ -120,16 +117,10 @@ pub(super) fn asked_wait(headers: &HeaderMap) -> Option<Duration> {
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
-    RETRY_AFTER_MS
+    wire::RETRY_AFTER_MS
         .iter()
-        .find_map(|name| text(name).and_then(|ms| ms.parse::<u64>().ok()))
-        .map(Duration::from_millis)
-        .or_else(|| {
-            text(RETRY_AFTER.as_str())
-                .and_then(|s| s.parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(Duration::from_secs_f64)
-        })
+        .find_map(|name| text(name).and_then(wire::retry_after_ms))
+        .or_else(|| text(RETRY_AFTER.as_str()).and_then(wire::retry_after))
 }
 
 /// Tells the ledger how an attempt ended, when it ends: with a response, or with its

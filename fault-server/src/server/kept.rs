@@ -8,7 +8,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::http::HeaderName;
 use axum::http::header::CONTENT_TYPE;
 
-use crate::wire::{ATTEMPT, IDEMPOTENCY_KEY, POLICY, REQUEST_ID, grpc};
+use crate::wire::{
+    ATTEMPT, AWS_REQUEST, ENVOY_ATTEMPT_COUNT, IDEMPOTENCY_KEY, POLICY, REQUEST_ID, StatedAttempt,
+    grpc,
+};
 
 // The names read on every request, made once: a lookup by `&str` parses and checks the
 // name each time.
@@ -17,15 +20,16 @@ const POLICY_NAME: HeaderName = HeaderName::from_static(POLICY);
 const IDEMPOTENCY_KEY_NAME: HeaderName = HeaderName::from_static(IDEMPOTENCY_KEY);
 const ATTEMPT_NAME: HeaderName = HeaderName::from_static(ATTEMPT);
 const PREVIOUS_ATTEMPTS_NAME: HeaderName = HeaderName::from_static(grpc::PREVIOUS_ATTEMPTS);
+const AWS_REQUEST_NAME: HeaderName = HeaderName::from_static(AWS_REQUEST);
+const ENVOY_ATTEMPT_COUNT_NAME: HeaderName = HeaderName::from_static(ENVOY_ATTEMPT_COUNT);
 
 /// The request headers the ledger keeps, checked by [`kept_headers`].
 pub(super) struct Kept {
     pub(super) request_id: Option<Text>,
     pub(super) policy: Option<Text>,
     pub(super) key: Option<Text>,
-    /// `x-chaos-attempt`, when it is a number; for a gRPC call without it, one more
-    /// than `grpc-previous-rpc-attempts` (which a gRPC client leaves out of a first
-    /// attempt).
+    /// The attempt number the request states ([`StatedAttempt::number`]: `x-chaos-attempt`,
+    /// an AWS SDK's, Envoy's, or gRPC's previous attempts plus one).
     pub(super) attempt: Option<u32>,
     /// Whether the request is a gRPC call (`content-type: application/grpc`).
     pub(super) grpc: bool,
@@ -82,14 +86,19 @@ impl BadHeader {
     }
 }
 
+/// A header's value as text, when it is.
+fn text(value: Option<&HeaderValue>) -> Option<&str> {
+    value.and_then(|v| v.to_str().ok())
+}
+
 /// Reads the headers the ledger keeps, each at most `max` bytes of UTF-8 text and a key
-/// not empty, `x-chaos-attempt` and what makes a gRPC call (its content type and
-/// `grpc-previous-rpc-attempts`): the first value of each, in one pass over the
+/// not empty, the headers that state an attempt number ([`StatedAttempt`]) and the content
+/// type that makes a gRPC call: the first value of each, in one pass over the
 /// headers (a lookup by name hashes the name and probes: four of them cost more than
 /// looking once at the few headers a request has).
 pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadHeader> {
     let (mut request_id, mut policy, mut key, mut attempt) = (None, None, None, None);
-    let (mut content_type, mut previous) = (None, None);
+    let (mut content_type, mut previous, mut aws, mut envoy) = (None, None, None, None);
     for (name, value) in headers {
         let first = if *name == REQUEST_ID_NAME {
             &mut request_id
@@ -103,6 +112,10 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
             &mut content_type
         } else if *name == PREVIOUS_ATTEMPTS_NAME {
             &mut previous
+        } else if *name == AWS_REQUEST_NAME {
+            &mut aws
+        } else if *name == ENVOY_ATTEMPT_COUNT_NAME {
+            &mut envoy
         } else {
             continue;
         };
@@ -132,17 +145,15 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
         }
         key => key,
     };
-    let number = |value: Option<&HeaderValue>| {
-        value
-            .and_then(|a| std::str::from_utf8(a.as_bytes()).ok())
-            .and_then(|a| a.trim().parse::<u32>().ok())
-    };
     let grpc = content_type.is_some_and(|c| grpc::is_grpc(c.as_bytes()));
-    let attempt = match number(attempt) {
-        Some(attempt) => Some(attempt),
-        None if grpc => Some(number(previous).unwrap_or(0).saturating_add(1)),
-        None => None,
-    };
+    let attempt = StatedAttempt {
+        chaos: text(attempt),
+        aws: text(aws),
+        envoy: text(envoy),
+        grpc_previous: text(previous),
+        grpc_call: grpc,
+    }
+    .number();
     Ok(Kept {
         request_id: read(request_id, REQUEST_ID)?,
         policy: read(policy, POLICY)?,
@@ -213,9 +224,37 @@ mod tests {
                 ("content-type", b"application/grpcx"),
                 ("grpc-previous-rpc-attempts", b"2")
             ]),
-            (false, None),
-            "not a gRPC call"
+            (false, Some(3)),
+            "not a gRPC call, but the header says two attempts came before"
         );
+    }
+
+    /// The drift issue 46 found: the fault draw's seed read `x-chaos-attempt: 0` as
+    /// attempt 0 (the sticky seed) and `grpc-previous-rpc-attempts` only on a gRPC call,
+    /// while the ledger's judge read neither so. One rule now; the two readers agree.
+    #[test]
+    fn the_seed_and_the_ledger_read_one_attempt_number() {
+        let cases: [&[(&'static str, &[u8])]; 8] = [
+            &[("x-chaos-attempt", b"0")],
+            &[("x-chaos-attempt", b"2")],
+            &[("grpc-previous-rpc-attempts", b"1")],
+            &[("content-type", b"application/grpc")],
+            &[("amz-sdk-request", b"attempt=3; max=3")],
+            &[("x-envoy-attempt-count", b"2")],
+            &[("x-chaos-attempt", b"0"), ("x-envoy-attempt-count", b"4")],
+            &[],
+        ];
+        for pairs in cases {
+            let map = headers(pairs);
+            let kept = kept_headers(&map, 256).expect("fine headers");
+            assert_eq!(
+                kept.attempt,
+                crate::ledger::group::stated_attempt(&map),
+                "{pairs:?}"
+            );
+        }
+        let zero = kept_headers(&headers(&[("x-chaos-attempt", b"0")]), 256).expect("fine");
+        assert_eq!(zero.attempt, None, "attempts count from 1");
     }
 
     #[test]

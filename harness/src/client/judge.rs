@@ -5,8 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use chaos_policy::{Client, Method, Outcome, Request, ResetPhase, RunCounts, Violation};
+use chaos_policy::{
+    Client, Method, Outcome, Request, ResetPhase, RunCounts, Unprocessed, Violation,
+};
 use fault_server::Judged;
+use fault_server::ledger::Seen;
 use fault_server::ledger::retries::RetryAfter;
 
 use super::Tested;
@@ -133,21 +136,18 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
     report
 }
 
-/// What a retry after `after` means, in `chaos-policy`'s vocabulary: the one definition
-/// of a retry that breaks an invariant.
-fn outcome(after: &str) -> Outcome {
-    match after {
-        "reset" => Outcome::Reset(ResetPhase::AfterWrite),
-        "close" => Outcome::Closed,
-        "truncate" => Outcome::TruncatedBody,
-        "timeout" => Outcome::AttemptTimeout,
-        status => Outcome::Status(
-            status
-                .strip_prefix("status_")
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(200),
-        ),
-    }
+/// What a retry after `after` (a [`Seen`] label of the ledger's) means, in
+/// `chaos-policy`'s vocabulary: the one definition of a retry that breaks an invariant.
+/// A label the ledger does not write judges nothing.
+fn outcome(after: &str) -> Option<Outcome> {
+    Some(match after.parse::<Seen>().ok()? {
+        Seen::Status(code) => Outcome::Status(code),
+        Seen::Reset => Outcome::Reset(ResetPhase::AfterWrite),
+        Seen::Close => Outcome::Closed,
+        Seen::Truncate => Outcome::TruncatedBody,
+        Seen::Timeout => Outcome::AttemptTimeout,
+        Seen::Refused => Outcome::Unprocessed(Unprocessed::RefusedStream),
+    })
 }
 
 /// Retries after a permanent answer, and retried side effects without a key.
@@ -162,7 +162,10 @@ fn violations(retries: &[RetryAfter]) -> (u64, u64) {
             },
             idempotency_key: r.keyed,
         };
-        for violation in Violation::of_retry(request, outcome(&r.after)) {
+        let Some(outcome) = outcome(&r.after) else {
+            continue;
+        };
+        for violation in Violation::of_retry(request, outcome) {
             match violation {
                 Violation::RetriedPermanent => permanent += r.retries,
                 Violation::RetriedNonIdempotent => non_idempotent += r.retries,
@@ -216,4 +219,37 @@ fn backoff(judged: &Judged, expected: Option<&NamedPolicy>) -> Vec<BackoffRow> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retried(after: &str, side_effect: bool) -> RetryAfter {
+        RetryAfter {
+            after: after.into(),
+            side_effect,
+            keyed: false,
+            retries: 1,
+        }
+    }
+
+    /// The drift issue 46 found: the ledger writes `refuse` after a refused stream, which
+    /// this judge did not parse and read as a 200, so a POST resent after a refusal (which
+    /// proves the server never ran it) was a non-idempotent retry.
+    #[test]
+    fn a_retry_after_a_refused_stream_breaks_nothing() {
+        assert_eq!(violations(&[retried("refuse", true)]), (0, 0));
+        assert_eq!(violations(&[retried("refuse", false)]), (0, 0));
+    }
+
+    #[test]
+    fn each_label_of_the_ledger_is_judged_as_what_it_is() {
+        assert_eq!(violations(&[retried("status_400", false)]), (1, 0));
+        assert_eq!(violations(&[retried("status_503", false)]), (0, 0));
+        assert_eq!(violations(&[retried("status_503", true)]), (0, 1));
+        assert_eq!(violations(&[retried("reset", true)]), (0, 1));
+        assert_eq!(violations(&[retried("timeout", false)]), (0, 0));
+        assert_eq!(violations(&[retried("not-a-label", true)]), (0, 0));
+    }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 use chaos_policy::{Action, Attempt, Client, Method, Outcome, Policy, Request, Session, Violation};
 use fault_server::Script;
 use fault_server::script::{Decision, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
-use fault_server::seed::{IdSeed, fnv1a, splitmix64};
+use fault_server::seed::IdSeed;
 use fault_server::wire;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -252,8 +252,11 @@ impl Tier {
                 method: Method::parse(incoming.method),
                 idempotency_key: incoming.idempotency_key,
             },
-            jitter_seed: splitmix64(
-                self.seed ^ fnv1a([incoming.id.as_bytes(), chain.as_bytes()]) ^ anonymous,
+            jitter_seed: fault_server::seed::stream::tier_jitter(
+                self.seed,
+                incoming.id,
+                &chain,
+                anonymous,
             ),
             chain,
             limit: incoming.deadline,

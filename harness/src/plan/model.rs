@@ -103,7 +103,7 @@ impl Plan {
     pub fn digest(&self) -> String {
         format!(
             "{:016x}",
-            fault_server::seed::splitmix64(self.text_hash ^ self.seed)
+            fault_server::seed::stream::plan_digest(self.text_hash, self.seed)
         )
     }
 }

@@ -200,7 +200,9 @@ fn condition(c: &RetryCondition) -> Value {
         RetryCondition::Reset => "reset",
         RetryCondition::Timeout => "timeout",
         RetryCondition::RefusedStream => "refused-stream",
-        RetryCondition::Grpc(code) => chaos_policy::grpc::snake_name(*code),
+        RetryCondition::Grpc(code) => {
+            chaos_policy::grpc::snake_name(*code).unwrap_or("unknown_code")
+        }
         RetryCondition::Status(code) => return Value::Int(u64::from(*code)),
     })
 }

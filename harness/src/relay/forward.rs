@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use chaos_policy::Outcome;
 
 use fault_server::wire::{
-    self, ATTEMPT, DEADLINE_MS, GAVE_UP, NO_RETRY, RETRY_ALLOWANCE, RETRY_ALLOWANCE_LEFT,
-    TRACEPARENT, UPSTREAM_ATTEMPTS,
+    self, ATTEMPT, DEADLINE_MS, NO_RETRY, RETRY_ALLOWANCE, RETRY_ALLOWANCE_LEFT, TRACEPARENT,
+    UPSTREAM_ATTEMPTS,
 };
 
 use super::{MAX_ANSWER, Shared};
@@ -42,27 +42,9 @@ impl Forwarded {
 /// Headers that belong to one connection, or that a tier sets itself for the next hop:
 /// never copied across a hop.
 pub(super) fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-            | ATTEMPT
-            | UPSTREAM_ATTEMPTS
-            | DEADLINE_MS
-            | NO_RETRY
-            | GAVE_UP
-            | RETRY_ALLOWANCE
-            | RETRY_ALLOWANCE_LEFT
-    )
+    wire::is_hop_by_hop(name)
+        || matches!(name, "host" | "content-length")
+        || wire::PER_HOP.contains(&name)
 }
 
 /// What one forwarded attempt carries besides the request.
@@ -120,7 +102,7 @@ pub(super) async fn forward(
     if let Some(timeout) = timeout {
         request = request
             .timeout(timeout)
-            .header(DEADLINE_MS, timeout.as_millis().max(1).to_string());
+            .header(DEADLINE_MS, wire::deadline_ms(timeout).to_string());
     }
     if !body.is_empty() {
         request = request.body(body.clone());

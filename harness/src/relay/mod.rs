@@ -47,7 +47,6 @@ use tokio_util::sync::CancellationToken;
 use fault_server::Script;
 use fault_server::wire;
 
-use crate::attempt::parse_retry_after;
 use crate::hop::{Admission, Forwarding, HopCounts, Incoming, Reply, Step, Tier};
 use crate::telemetry::tier::{TierSpan, TierTracing};
 
@@ -340,11 +339,13 @@ async fn admit(
             method: parts.method.as_str(),
             path: parts.uri.path(),
             id,
-            attempt: text(wire::ATTEMPT).and_then(|a| a.trim().parse().ok()),
+            attempt: wire::StatedAttempt {
+                chaos: text(wire::ATTEMPT),
+                ..wire::StatedAttempt::default()
+            }
+            .number(),
             upstream: text(wire::UPSTREAM_ATTEMPTS),
-            deadline: text(wire::DEADLINE_MS)
-                .and_then(|ms| ms.trim().parse::<u64>().ok())
-                .map(Duration::from_millis),
+            deadline: text(wire::DEADLINE_MS).and_then(wire::parse_deadline),
             allowance: text(wire::RETRY_ALLOWANCE).and_then(wire::parse_allowance),
             idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
             headers,
@@ -433,7 +434,7 @@ async fn session(
                         .headers
                         .get(RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
-                        .and_then(parse_retry_after),
+                        .and_then(wire::retry_after),
                     no_retry: answer.no_retry,
                     stop: false,
                     allowance_left: answer.allowance_left,

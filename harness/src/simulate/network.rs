@@ -22,9 +22,7 @@ impl Network {
     pub(super) fn new(latency: Distribution, seed: u64) -> Network {
         Network {
             latency,
-            rng: ChaCha8Rng::seed_from_u64(fault_server::seed::splitmix64(
-                seed ^ 0x3c6e_f372_fe94_f82b,
-            )),
+            rng: ChaCha8Rng::seed_from_u64(fault_server::seed::stream::network(seed)),
         }
     }
 

@@ -17,10 +17,11 @@ use std::time::Duration;
 
 use chaos_policy::{Outcome, ResetPhase, Unprocessed};
 use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
+use fault_server::effect::{Effect, Ending, effect, key_answer};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
-use fault_server::script::{Decision, Fault, FaultAction, Pushback, Script};
-use fault_server::seed::{IdSeed, fnv1a};
+use fault_server::script::{Decision, Fault, Pushback, Script};
+use fault_server::seed::IdSeed;
 
 use super::lazy::LazyRng;
 use super::network::Network;
@@ -152,7 +153,7 @@ impl<'a> Server<'a> {
     fn on_wire(&self, reply: Reply) -> Reply {
         match reply.outcome {
             Outcome::Status(status) if self.grpc => Reply::bare(Outcome::Grpc(
-                fault_server::wire::grpc::code_of_http_status(status),
+                fault_server::wire::grpc::code_answering(status),
             )),
             _ => reply,
         }
@@ -255,73 +256,56 @@ impl<'a> Server<'a> {
     fn fault(&mut self, phase: usize, fault: Fault, kind: usize, n: u64, now: Duration) -> Faulted {
         let name = self.script.phase_name(phase).unwrap_or("?");
         self.ledger.record_fault(fault.kind(), name);
-        if fault.processed {
+        let (ending, processed) = match effect(&fault, self.hang_cap, self.grpc) {
+            // Served; what a GOAWAY does to the other streams of its connection is live
+            // only: the simulator has no connections.
+            Effect::Serve { extra, .. } => return Faulted::Delayed(extra),
+            Effect::Answer { ending, processed } => (ending, processed),
+        };
+        if processed {
             // The work is done, then the answer is lost or replaced.
             self.execute_now(kind, n, now);
         }
-        let (reply, outcome, after) = match fault.action {
-            FaultAction::Delay(d) => return Faulted::Delayed(d),
-            // Served; what a GOAWAY does to the other streams of its connection is live
-            // only: the simulator has no connections.
-            FaultAction::GoAway => return Faulted::Delayed(Duration::ZERO),
-            FaultAction::Refuse if self.http2 => (
+        let outcome = ending.disposition();
+        let (reply, after) = match ending {
+            Ending::Refuse if self.http2 => (
                 Reply::bare(Outcome::Unprocessed(Unprocessed::RefusedStream)),
-                Disposition::Refused,
                 Duration::ZERO,
             ),
-            FaultAction::Refuse => (
-                Reply::bare(Outcome::Closed),
-                Disposition::Refused,
+            Ending::Refuse => (Reply::bare(Outcome::Closed), Duration::ZERO),
+            Ending::Status {
+                grpc: Some(grpc), ..
+            } => (
+                Reply {
+                    outcome: Outcome::Grpc(grpc.code),
+                    retry_after: match grpc.pushback {
+                        Some(Pushback::After(wait)) => Some(wait),
+                        _ => None,
+                    },
+                    no_retry: false,
+                    stop: grpc.pushback == Some(Pushback::Stop),
+                    allowance_left: None,
+                },
                 Duration::ZERO,
             ),
-            FaultAction::Status(response) => match response.grpc {
-                Some(grpc) if self.grpc => (
-                    Reply {
-                        outcome: Outcome::Grpc(grpc.code),
-                        retry_after: match grpc.pushback {
-                            Some(Pushback::After(wait)) => Some(wait),
-                            _ => None,
-                        },
-                        no_retry: false,
-                        stop: grpc.pushback == Some(Pushback::Stop),
-                        allowance_left: None,
-                    },
-                    Disposition::Grpc(grpc.code),
-                    Duration::ZERO,
-                ),
-                _ => (
-                    Reply {
-                        outcome: Outcome::Status(response.status),
-                        retry_after: response.retry_after_secs().map(Duration::from_secs),
-                        no_retry: false,
-                        stop: false,
-                        allowance_left: None,
-                    },
-                    Disposition::Status(response.status),
-                    Duration::ZERO,
-                ),
-            },
-            FaultAction::Reset => (
+            Ending::Status { response, .. } => (
+                Reply {
+                    outcome: Outcome::Status(response.status),
+                    retry_after: response.retry_after_secs().map(Duration::from_secs),
+                    no_retry: false,
+                    stop: false,
+                    allowance_left: None,
+                },
+                Duration::ZERO,
+            ),
+            Ending::Reset => (
                 Reply::bare(Outcome::Reset(ResetPhase::Unknown)),
-                Disposition::Reset,
                 Duration::ZERO,
             ),
-            FaultAction::Close => (
-                Reply::bare(Outcome::Closed),
-                Disposition::Close,
-                Duration::ZERO,
-            ),
-            FaultAction::Truncate(_) => (
-                Reply::bare(Outcome::TruncatedBody),
-                Disposition::Truncate,
-                Duration::ZERO,
-            ),
+            Ending::Close => (Reply::bare(Outcome::Closed), Duration::ZERO),
+            Ending::Truncate(_) => (Reply::bare(Outcome::TruncatedBody), Duration::ZERO),
             // Held, then closed: the client's attempt timeout usually ends it first.
-            FaultAction::Timeout { hold } => (
-                Reply::bare(Outcome::Closed),
-                Disposition::Timeout,
-                hold.map_or(self.hang_cap, |h| h.min(self.hang_cap)),
-            ),
+            Ending::Hold(hold) => (Reply::bare(Outcome::Closed), hold),
         };
         Faulted::Answered {
             reply,
@@ -435,17 +419,13 @@ impl<'a> Server<'a> {
             let fingerprint = self.fingerprint(k, n);
             self.write_id(index);
             let who = self.who();
-            let early = match self.ledger.begin_keyed(&self.id, fingerprint, who, now) {
-                KeyCheck::Fresh(claim) => {
-                    if let Some(job) = self.jobs[slot as usize].as_mut() {
-                        job.claim = Some(claim);
-                    }
-                    None
-                }
-                KeyCheck::Replay(stored) => Some((Disposition::Replayed, stored.status)),
-                KeyCheck::InFlight => Some((Disposition::KeyInFlight, 409)),
-                KeyCheck::Mismatch => Some((Disposition::KeyMismatch, 422)),
-            };
+            let check = self.ledger.begin_keyed(&self.id, fingerprint, who, now);
+            let early = key_answer(&check);
+            if let KeyCheck::Fresh(claim) = check
+                && let Some(job) = self.jobs[slot as usize].as_mut()
+            {
+                job.claim = Some(claim);
+            }
             if let Some((served, status)) = early {
                 self.ledger.record_outcome(served);
                 return self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(status)));
@@ -541,11 +521,6 @@ impl<'a> Server<'a> {
     fn fingerprint(&mut self, kind: usize, n: u64) -> u64 {
         self.write_path(kind, n);
         let k = &self.kinds[kind];
-        fnv1a([
-            k.method.as_bytes(),
-            b" ",
-            self.path.as_bytes(),
-            k.body.as_bytes(),
-        ])
+        fault_server::wire::fingerprint(&k.method, &self.path, k.body.as_bytes())
     }
 }

@@ -223,8 +223,7 @@ impl<'a> Tier<'a> {
                         n: r.n,
                         attempt,
                         chain: Some(r.request.chain().into()),
-                        deadline: timeout
-                            .map(|t| Duration::from_millis(t.as_millis().max(1) as u64)),
+                        deadline: timeout.map(fault_server::wire::deadline_sent),
                         allowance: r.request.allowance(),
                         expires,
                     }),

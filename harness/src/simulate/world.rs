@@ -479,7 +479,7 @@ impl World<'_> {
         let deadline = (!self.tiers.is_empty())
             .then_some(timeout)
             .flatten()
-            .map(|t| Duration::from_millis(t.as_millis().max(1) as u64));
+            .map(fault_server::wire::deadline_sent);
         let hop = self.net.hop();
         let expires = expiry(&mut self.queue, step, now, hop, timeout);
         self.queue.push(

@@ -217,7 +217,7 @@ impl Telemetry {
         start: SystemTime,
         about: About<'_>,
     ) -> LogicalTrace {
-        let x = fault_server::seed::splitmix64(seed ^ 0x7472_6163_6573_u64 ^ index.rotate_left(17));
+        let x = fault_server::seed::stream::trace_sampling(seed, index);
         LogicalTrace::new(
             self.ids.trace_id(),
             self.ids.span_id(),

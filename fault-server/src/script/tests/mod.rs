@@ -12,8 +12,18 @@ use rand_core::SeedableRng;
 
 use super::*;
 use crate::dist::Distribution;
-use crate::seed::{request_rng, request_seed};
+use crate::seed::IdSeed;
 use crate::wire;
+
+/// The per-attempt seed of a request with no tier above it.
+fn request_seed(seed: u64, request_id: &str, attempt: u32) -> u64 {
+    IdSeed::new(seed, request_id).attempt(attempt)
+}
+
+/// A fresh RNG for one attempt, seeded as the server seeds it.
+fn request_rng(seed: u64, request_id: &str, attempt: u32) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(request_seed(seed, request_id, attempt))
+}
 
 fn script(yaml: &str) -> Script {
     match Script::from_yaml_str(yaml) {

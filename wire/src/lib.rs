@@ -4,8 +4,12 @@
 //! Why one module: every hop reads what the hop above wrote, and the simulator must see
 //! what a live hop would. A header name, the request-id format or the seed of an attempt's
 //! fault draw written in two places is a contract waiting to drift, so each is declared
-//! here once and every hop (this crate's HTTP shell, the harness's engine, relay tier and
-//! simulator) uses it. It lives in the fault-server because every hop depends on it.
+//! here once and every hop (the fault-server's HTTP shell, the harness's engine, relay tier
+//! and simulator) uses it. It is a crate of its own, depending on nothing, so that the
+//! retry core, the fault-server and the harness can all read it and none of them depends
+//! on another for it: the [`grpc`] code table, the [`seed`] mixers and streams, and the
+//! rules every hop applies to what it reads ([`stated_attempt`], [`retry_after`],
+//! [`deadline_ms`], [`fingerprint`], [`is_hop_by_hop`], [`parse_allowance`], [`Seen`]).
 //!
 //! What crosses a hop:
 //! - [`REQUEST_ID`] names the logical request, the same at every hop and every attempt;
@@ -24,7 +28,15 @@
 //! says who installs it; [`SCRIPT_ORIGIN`] on `GET /__chaos/script` says where the script
 //! in force came from ([`ORIGIN_STARTUP`], [`ORIGIN_HARNESS`], [`ORIGIN_CONTROL`]).
 
+use std::time::Duration;
+
 use crate::seed::{IdSeed, fnv1a, splitmix64};
+
+pub mod grpc;
+pub mod seed;
+mod seen;
+
+pub use seen::Seen;
 
 /// The logical request's id, unchanged across attempts and hops.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -197,6 +209,143 @@ pub fn anonymous_seed(seed: u64, counter: u64) -> u64 {
     splitmix64(seed ^ counter)
 }
 
+/// AWS SDKs: `amz-sdk-request: attempt=2; max=3` states the attempt number.
+pub const AWS_REQUEST: &str = "amz-sdk-request";
+/// Envoy: the attempt number of a request it routes (`x-envoy-attempt-count: 2`).
+pub const ENVOY_ATTEMPT_COUNT: &str = "x-envoy-attempt-count";
+
+/// What a request's headers say of its attempt number: each header a client may state it
+/// in, as text, and whether the request is a gRPC call. [`StatedAttempt::number`] is the
+/// one rule that reads them, for the fault draw's seed, the ledger and its judge alike.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatedAttempt<'a> {
+    /// [`ATTEMPT`], the harness's own.
+    pub chaos: Option<&'a str>,
+    /// [`AWS_REQUEST`].
+    pub aws: Option<&'a str>,
+    /// [`ENVOY_ATTEMPT_COUNT`].
+    pub envoy: Option<&'a str>,
+    /// [`grpc::PREVIOUS_ATTEMPTS`]: the attempts before this one.
+    pub grpc_previous: Option<&'a str>,
+    /// The content type makes the request a gRPC call ([`grpc::is_grpc`]).
+    pub grpc_call: bool,
+}
+
+impl StatedAttempt<'_> {
+    /// The attempt number, 1-based, from the first header that states one: [`ATTEMPT`],
+    /// `attempt=N` in [`AWS_REQUEST`], [`ENVOY_ATTEMPT_COUNT`], [`grpc::PREVIOUS_ATTEMPTS`]
+    /// plus one (whatever the content type: only gRPC clients send it). A gRPC call that
+    /// states none is a first attempt: a gRPC client leaves the header out of it. `None`
+    /// when nothing says; `0` is no attempt number, attempts count from 1.
+    pub fn number(&self) -> Option<u32> {
+        let number = |v: &str| v.trim().parse::<u32>().ok().filter(|n| *n >= 1);
+        self.chaos
+            .and_then(number)
+            .or_else(|| {
+                self.aws.and_then(|v| {
+                    v.split(';')
+                        .filter_map(|part| part.trim().strip_prefix("attempt="))
+                        .find_map(number)
+                })
+            })
+            .or_else(|| self.envoy.and_then(number))
+            .or_else(|| {
+                self.grpc_previous
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+                    .map(|n| n.saturating_add(1))
+            })
+            .or(self.grpc_call.then_some(1))
+    }
+}
+
+/// `Retry-After` in delay-seconds (RFC 9110 §10.2.3). An HTTP-date is not honoured: its
+/// meaning depends on the clocks of two machines.
+pub fn retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// The waits in milliseconds some services send beside `Retry-After`: Microsoft's
+/// `retry-after-ms`, and AWS's `x-amz-retry-after` (botocore reads only this one since its
+/// 2026 retry behaviour). The clients that know them prefer them.
+pub const RETRY_AFTER_MS: [&str; 2] = ["retry-after-ms", "x-amz-retry-after"];
+
+/// A [`RETRY_AFTER_MS`] value: a whole number of milliseconds.
+pub fn retry_after_ms(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_millis)
+}
+
+/// The [`DEADLINE_MS`] a hop sends for an attempt it waits `timeout` for: whole
+/// milliseconds, at least 1 (a deadline of 0 would read as "already over").
+pub fn deadline_ms(timeout: Duration) -> u64 {
+    u64::try_from(timeout.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
+/// The deadline the hop below reads of a `timeout` sent as [`deadline_ms`]: what a
+/// simulated hop passes down, so it sees what a live one would.
+pub fn deadline_sent(timeout: Duration) -> Duration {
+    Duration::from_millis(deadline_ms(timeout))
+}
+
+/// A [`DEADLINE_MS`] value as the hop below reads it.
+pub fn parse_deadline(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_millis)
+}
+
+/// FNV-1a over method, path and query, and body: "the same request" for idempotency keys.
+/// A key sent again with another fingerprint is a client's bug the server answers 422.
+pub fn fingerprint(method: &str, path_and_query: &str, body: &[u8]) -> u64 {
+    fnv1a([method.as_bytes(), b" ", path_and_query.as_bytes(), body])
+}
+
+/// The hop-by-hop headers (RFC 9110 §7.6.1, and the `proxy-connection` of old clients):
+/// they belong to one connection, and no proxy or tier passes them on.
+pub const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-connection",
+];
+
+/// Where a lower-case header name stands in [`HOP_BY_HOP`], if it is there: one match on
+/// the name's text, where comparing it with each of them took a tenth of a microsecond a
+/// message in the fault proxy.
+pub fn hop_by_hop_index(name: &str) -> Option<usize> {
+    Some(match name {
+        "connection" => 0,
+        "keep-alive" => 1,
+        "proxy-authenticate" => 2,
+        "proxy-authorization" => 3,
+        "te" => 4,
+        "trailer" => 5,
+        "transfer-encoding" => 6,
+        "upgrade" => 7,
+        "proxy-connection" => 8,
+        _ => return None,
+    })
+}
+
+/// Whether a lower-case header name is hop-by-hop ([`HOP_BY_HOP`]).
+pub fn is_hop_by_hop(name: &str) -> bool {
+    hop_by_hop_index(name).is_some()
+}
+
+/// The headers of this contract a tier sets itself for the hop below (or reads from the
+/// one below), so it never copies them across.
+pub const PER_HOP: [&str; 7] = [
+    ATTEMPT,
+    UPSTREAM_ATTEMPTS,
+    DEADLINE_MS,
+    NO_RETRY,
+    GAVE_UP,
+    RETRY_ALLOWANCE,
+    RETRY_ALLOWANCE_LEFT,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,7 +406,7 @@ mod tests {
         // Without a chain, the seed the fault-server has always used (seed.rs pins it).
         assert_eq!(
             attempt_seed(id, 1, None),
-            crate::seed::request_seed(42, "req-1", 1)
+            IdSeed::new(42, "req-1").attempt(1)
         );
         assert_eq!(attempt_seed(id, 1, None), 0xe873_e003_c314_0b39);
         assert_ne!(
@@ -276,178 +425,91 @@ mod tests {
             assert!(!has_side_effect(m));
         }
     }
-}
 
-/// gRPC over HTTP/2 (grpc `doc/PROTOCOL-HTTP2.md`): the names a unary call and its answer
-/// carry, and the status codes (`google/rpc/code.proto`). The retry core keeps its own
-/// copy of the code table (`chaos_policy::grpc`): it may depend on no crate of ours.
-pub mod grpc {
-    /// The content type that makes a request a gRPC call (`application/grpc+proto` too).
-    pub const CONTENT_TYPE: &str = "application/grpc";
-    /// The call's status, in the trailers (or the headers of a Trailers-Only answer).
-    pub const STATUS: &str = "grpc-status";
-    /// The status's message, percent-encoded.
-    pub const MESSAGE: &str = "grpc-message";
-    /// gRFC A6's server pushback: wait this many milliseconds before a retry; a negative or
-    /// malformed value means "do not retry".
-    pub const PUSHBACK: &str = "grpc-retry-pushback-ms";
-    /// gRFC A6: how many attempts of this call came before this one.
-    pub const PREVIOUS_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
-
-    /// Each code's name as `code.proto` spells it, indexed by its number.
-    pub const NAMES: [&str; 17] = [
-        "OK",
-        "CANCELLED",
-        "UNKNOWN",
-        "INVALID_ARGUMENT",
-        "DEADLINE_EXCEEDED",
-        "NOT_FOUND",
-        "ALREADY_EXISTS",
-        "PERMISSION_DENIED",
-        "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION",
-        "ABORTED",
-        "OUT_OF_RANGE",
-        "UNIMPLEMENTED",
-        "INTERNAL",
-        "UNAVAILABLE",
-        "DATA_LOSS",
-        "UNAUTHENTICATED",
-    ];
-
-    /// Whether a request's `content-type` makes it a gRPC call.
-    pub fn is_grpc(content_type: &[u8]) -> bool {
-        content_type
-            .get(..CONTENT_TYPE.len())
-            .is_some_and(|head| head.eq_ignore_ascii_case(CONTENT_TYPE.as_bytes()))
-            && matches!(
-                content_type.get(CONTENT_TYPE.len()),
-                None | Some(b'+' | b';')
-            )
+    /// The drift issue 46 found: the server's seed read `x-chaos-attempt: 0` as attempt 0
+    /// (the sticky seed) while its ledger read it as none, and only one of them counted
+    /// `grpc-previous-rpc-attempts` without a gRPC content type.
+    #[test]
+    fn one_rule_states_the_attempt_number() {
+        let chaos = |v| StatedAttempt {
+            chaos: Some(v),
+            ..StatedAttempt::default()
+        };
+        assert_eq!(chaos(" 3 ").number(), Some(3));
+        assert_eq!(chaos("0").number(), None, "attempts count from 1");
+        assert_eq!(chaos("three").number(), None);
+        let aws = |v| StatedAttempt {
+            aws: Some(v),
+            ..StatedAttempt::default()
+        };
+        assert_eq!(aws("attempt=2; max=3").number(), Some(2));
+        assert_eq!(
+            aws("ttl=20250101T000000Z; attempt=4; max=5").number(),
+            Some(4)
+        );
+        assert_eq!(aws("max=3").number(), None);
+        let envoy = StatedAttempt {
+            envoy: Some("2"),
+            ..StatedAttempt::default()
+        };
+        assert_eq!(envoy.number(), Some(2));
+        let previous = StatedAttempt {
+            grpc_previous: Some("2"),
+            ..StatedAttempt::default()
+        };
+        assert_eq!(previous.number(), Some(3), "whatever the content type");
+        let first_call = StatedAttempt {
+            grpc_call: true,
+            ..StatedAttempt::default()
+        };
+        assert_eq!(first_call.number(), Some(1));
+        assert_eq!(StatedAttempt::default().number(), None);
+        let both = StatedAttempt {
+            chaos: Some("7"),
+            grpc_previous: Some("2"),
+            grpc_call: true,
+            ..StatedAttempt::default()
+        };
+        assert_eq!(both.number(), Some(7), "the harness's own header first");
     }
 
-    /// A code by name in any case, with `_` or `-`, or by number.
-    pub fn code_by_name(name: &str) -> Option<u8> {
-        let name = name.trim().to_ascii_uppercase().replace('-', "_");
-        match name.parse::<u8>() {
-            Ok(n) if usize::from(n) < NAMES.len() => Some(n),
-            Ok(_) => None,
-            Err(_) => NAMES.iter().position(|n| *n == name).map(|i| i as u8),
-        }
+    #[test]
+    fn deadlines_are_whole_milliseconds_of_at_least_one() {
+        assert_eq!(deadline_ms(Duration::from_micros(1500)), 1);
+        assert_eq!(deadline_ms(Duration::ZERO), 1);
+        assert_eq!(deadline_ms(Duration::from_millis(250)), 250);
+        assert_eq!(
+            deadline_sent(Duration::from_micros(2999)),
+            Duration::from_millis(2)
+        );
+        assert_eq!(parse_deadline(" 250 "), Some(Duration::from_millis(250)));
+        assert_eq!(parse_deadline("soon"), None);
     }
 
-    /// The ledger's and the metrics' name of a code: `unavailable`.
-    pub fn label(code: u8) -> String {
-        NAMES
-            .get(usize::from(code))
-            .map_or_else(|| format!("code_{code}"), |n| n.to_ascii_lowercase())
+    #[test]
+    fn retry_after_takes_delay_seconds_and_the_millisecond_headers_milliseconds() {
+        assert_eq!(retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(" 0 "), Some(Duration::ZERO));
+        for bad in ["-1", "1.5", "Wed, 21 Oct 2015 07:28:00 GMT", ""] {
+            assert_eq!(retry_after(bad), None, "{bad}");
+        }
+        assert_eq!(retry_after_ms("1500"), Some(Duration::from_millis(1500)));
     }
 
-    /// A `grpc-retry-pushback-ms` value as gRFC A6 reads it: a non-negative whole number of
-    /// milliseconds is how long to wait before the retry; anything else (negative,
-    /// malformed) means "do not retry" (`None`).
-    pub fn pushback(value: &[u8]) -> Option<std::time::Duration> {
-        let text = std::str::from_utf8(value).ok()?;
-        text.trim()
-            .parse::<u64>()
-            .ok()
-            .map(std::time::Duration::from_millis)
+    #[test]
+    fn the_fingerprint_is_method_path_and_body() {
+        let a = fingerprint("POST", "/payments?x=1", b"{}");
+        assert_eq!(a, fnv1a([&b"POST /payments?x=1{}"[..]]));
+        assert_ne!(a, fingerprint("POST", "/payments?x=2", b"{}"));
+        assert_ne!(a, fingerprint("PUT", "/payments?x=1", b"{}"));
     }
 
-    /// The code a gRPC client makes of an HTTP answer without `grpc-status` (grpc
-    /// `doc/http-grpc-status-mapping.md`): what a gRPC call answered by an HTTP error
-    /// (over capacity, a bad body) is told.
-    pub fn code_of_http_status(status: u16) -> u8 {
-        match status {
-            200 => 0,
-            400 => 13,
-            401 => 16,
-            403 => 7,
-            404 => 12,
-            429 | 502 | 503 | 504 => 14,
-            _ => 2,
+    #[test]
+    fn hop_by_hop_names_are_found_where_they_stand() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop_index(name), Some(i));
         }
-    }
-
-    /// The HTTP status `code.proto` maps a code to ("HTTP Mapping: 503 Service
-    /// Unavailable"): what a gRPC fault answers a client that is not speaking gRPC.
-    pub fn http_status(code: u8) -> u16 {
-        match code {
-            0 => 200,
-            1 => 499,
-            3 | 9 | 11 => 400,
-            4 => 504,
-            5 => 404,
-            6 | 10 => 409,
-            7 => 403,
-            8 => 429,
-            12 => 501,
-            14 => 503,
-            16 => 401,
-            _ => 500,
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use std::time::Duration;
-
-        #[test]
-        fn grpc_content_types_and_only_those() {
-            for ct in [
-                "application/grpc",
-                "application/grpc+proto",
-                "Application/GRPC;x=1",
-            ] {
-                assert!(is_grpc(ct.as_bytes()), "{ct}");
-            }
-            for ct in [
-                "application/grpc-web",
-                "application/json",
-                "application/grp",
-                "",
-            ] {
-                assert!(!is_grpc(ct.as_bytes()), "{ct}");
-            }
-        }
-
-        #[test]
-        fn pushback_is_a_whole_number_of_milliseconds_or_do_not_retry() {
-            assert_eq!(pushback(b"0"), Some(Duration::ZERO));
-            assert_eq!(pushback(b"300"), Some(Duration::from_millis(300)));
-            assert_eq!(pushback(b" 7 "), Some(Duration::from_millis(7)));
-            for stop in [&b"-1"[..], b"1.5", b"soon", b"", b"\xff"] {
-                assert_eq!(pushback(stop), None, "{stop:?}");
-            }
-        }
-
-        #[test]
-        fn codes_by_name_number_and_label_round_trip() {
-            for (n, name) in NAMES.iter().enumerate() {
-                let code = n as u8;
-                assert_eq!(code_by_name(name), Some(code));
-                assert_eq!(
-                    code_by_name(&name.to_ascii_lowercase().replace('_', "-")),
-                    Some(code)
-                );
-                assert_eq!(code_by_name(&n.to_string()), Some(code));
-                assert_eq!(label(code), name.to_ascii_lowercase());
-            }
-            assert_eq!(code_by_name("17"), None);
-            assert_eq!(code_by_name("unavailabl"), None);
-            assert_eq!(label(99), "code_99");
-        }
-
-        #[test]
-        fn http_statuses_map_as_grpc_documents_them() {
-            assert_eq!(code_of_http_status(503), 14);
-            assert_eq!(code_of_http_status(429), 14);
-            assert_eq!(code_of_http_status(404), 12);
-            assert_eq!(code_of_http_status(500), 2);
-            assert_eq!(http_status(14), 503);
-            assert_eq!(http_status(8), 429);
-            assert_eq!(http_status(0), 200);
-        }
+        assert!(!is_hop_by_hop("content-type"));
+        assert!(PER_HOP.iter().all(|h| is_reserved(h) || *h == GAVE_UP));
     }
 }
