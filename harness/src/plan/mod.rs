@@ -22,6 +22,7 @@ pub mod resolved;
 pub mod schema;
 pub mod spec;
 mod target;
+mod tolerance;
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,6 +42,7 @@ pub use model::{
 pub use policy::forward_once;
 use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
+pub use tolerance::{Relative, Tolerance, bounds};
 
 /// The largest plan file read: far above any real plan, far below what would cost the
 /// parser real memory.
