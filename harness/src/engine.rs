@@ -47,6 +47,7 @@ use crate::attempt;
 use crate::plan::{NamedPolicy, Plan};
 use crate::pool::{BadTarget, Pool};
 use crate::schedule::{Arrival, Schedule};
+pub use crate::stats::PolicyRun;
 use crate::stats::{Connects, Recorder};
 use crate::telemetry::{Counts, Target, Telemetry};
 
@@ -59,21 +60,6 @@ pub enum EngineError {
     Target(#[from] BadTarget),
     #[error(transparent)]
     Unbuildable(#[from] attempt::Unbuildable),
-}
-
-/// What one policy's run produced.
-#[derive(Debug)]
-pub struct PolicyRun {
-    pub recorder: Recorder,
-    /// The amplification the policy's budget permits for this run's counts.
-    pub budget_bound: Option<f64>,
-    pub breaker_trips: u64,
-    /// How long the run took, arrivals and drain.
-    pub elapsed: Duration,
-    /// Stopped by the user before the end.
-    pub aborted: bool,
-    /// Stopped early because the target is plainly gone: why.
-    pub gone: Option<String>,
 }
 
 /// A target that refused every connection for this long is gone: the policy stops rather

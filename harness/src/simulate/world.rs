@@ -29,10 +29,10 @@ use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
 use super::tier::Tier;
-use crate::engine::{PolicyRun, request_rng_seed};
+use crate::engine::request_rng_seed;
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule};
-use crate::stats::{Reached, Recorder};
+use crate::stats::{PolicyRun, Reached, Recorder};
 
 /// A logical request in progress.
 struct Running {
