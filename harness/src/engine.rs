@@ -28,8 +28,6 @@ use std::time::SystemTime;
 
 use chaos_policy::{Client, Outcome, RunCounts};
 use opentelemetry::KeyValue;
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -405,15 +403,4 @@ async fn sample_every_second(
             progress(second, &recorder);
         }
     }
-}
-
-/// Per-request randomness (jitter) from the seed and the request's index, so a request's
-/// decisions do not depend on how the others interleave.
-pub(crate) fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(request_rng_seed(seed, index))
-}
-
-/// What [`request_rng`] is seeded with.
-pub(crate) fn request_rng_seed(seed: u64, index: u64) -> u64 {
-    fault_server::seed::splitmix64(seed ^ 0x6a09_e667_f3bc_c908) ^ index
 }

@@ -20,6 +20,7 @@ mod policy;
 mod recover;
 pub mod resolved;
 pub mod schema;
+mod select;
 pub mod spec;
 mod target;
 mod tolerance;
@@ -40,6 +41,7 @@ pub use model::{
     fill_path, start_request,
 };
 pub use policy::forward_once;
+pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
 pub use tolerance::{Relative, Tolerance, bounds};

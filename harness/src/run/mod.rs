@@ -12,7 +12,7 @@ use crate::control;
 pub use crate::control::ControlError;
 use crate::engine::{self, EngineConfig, PolicyRun, Progress};
 use crate::hop::HopCounts;
-use crate::plan::{NamedPolicy, Plan, Target};
+use crate::plan::{NamedPolicy, Plan, Target, select, tier_script};
 use crate::relay::{Relay, RelayConfig};
 use crate::report::{self, Ending, PolicyOutcome, Report};
 use crate::schedule::Schedule;
@@ -33,8 +33,8 @@ pub enum RunError {
     Control(#[from] ControlError),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
-    #[error("no policy of the plan is named {0}")]
-    UnknownPolicy(String),
+    #[error(transparent)]
+    UnknownPolicy(#[from] crate::plan::UnknownPolicy),
     #[error("cannot start relay tier: {0}")]
     Relay(String),
     #[error(
@@ -490,55 +490,6 @@ async fn read_ledger(
     }
     settle(&setup.server, &setup.control, drain).await;
     ledger(setup).await.map_err(|e| e.to_string())
-}
-
-/// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.
-pub(crate) fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
-    let faults: Vec<_> = plan
-        .script
-        .faults
-        .iter()
-        .filter(|p| p.tier.as_deref() == Some(tier))
-        .cloned()
-        .map(|mut p| {
-            p.tier = None;
-            p
-        })
-        .collect();
-    if faults.is_empty() {
-        return None;
-    }
-    // The plan was checked as a whole: its tier phases resolve.
-    Script::from_spec(fault_server::ScriptSpec {
-        seed: Some(plan.seed),
-        server: None,
-        faults,
-    })
-    .ok()
-}
-
-pub(crate) fn select<'a>(
-    plan: &'a Plan,
-    names: &[String],
-) -> Result<Vec<&'a NamedPolicy>, RunError> {
-    if names.is_empty() {
-        return Ok(plan.policies.iter().collect());
-    }
-    names
-        .iter()
-        .map(|n| {
-            plan.policies.iter().find(|p| &p.name == n).ok_or_else(|| {
-                RunError::UnknownPolicy(format!(
-                    "`{n}` (the plan has: {})",
-                    plan.policies
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
-        })
-        .collect()
 }
 
 /// Whether a black box accepts connections: a TCP connect, closed at once, so the target
