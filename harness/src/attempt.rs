@@ -301,22 +301,6 @@ pub fn left_process<F: Future>(send: Pin<&mut Tracked<F>>) -> bool {
         .is_some_and(|reach| reach.get() == Reach::Handed)
 }
 
-/// The shortest timeout an attempt is sent with: tokio's timers tick by the millisecond,
-/// so an attempt with less left would time out before it could be answered, perhaps
-/// before it was written.
-const SHORTEST_TIMEOUT: Duration = Duration::from_millis(1);
-
-/// What is left of an attempt's `timeout` after it `waited` for a connection, for the
-/// send: `None` when too little is left to send it at all ([`SHORTEST_TIMEOUT`]), so it
-/// ends unsent; `Some(None)` when it has no timeout. The live engine and the simulator
-/// both decide by it.
-pub fn left_after_wait(timeout: Option<Duration>, waited: Duration) -> Option<Option<Duration>> {
-    match timeout.map(|t| t.saturating_sub(waited)) {
-        Some(left) if left < SHORTEST_TIMEOUT => None,
-        left => Some(left),
-    }
-}
-
 /// A client that never retries on its own: the only retries are the policy's.
 pub fn http_client(max_idle_per_host: usize) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
@@ -569,6 +553,8 @@ fn hyper_incomplete(error: &(dyn StdError + 'static)) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{Prepared, RequestKind};
+
     #[test]
     fn a_kind_that_cannot_be_sent_is_named_not_counted_as_refused() {
         let kind = RequestKind {
@@ -602,22 +588,5 @@ mod tests {
         let e = Prepared::new("http://127.0.0.1:1", &kind, "p", Default::default())
             .expect_err("a bad header");
         assert!(e.why.contains("header `bad name`"), "{e}");
-    }
-
-    use std::time::Duration;
-
-    use super::{Prepared, RequestKind, left_after_wait};
-
-    #[test]
-    fn a_wait_leaves_the_rest_of_the_timeout_or_nothing_worth_sending() {
-        let ms = Duration::from_millis;
-        assert_eq!(left_after_wait(Some(ms(100)), ms(40)), Some(Some(ms(60))));
-        assert_eq!(left_after_wait(Some(ms(100)), ms(99)), Some(Some(ms(1))));
-        assert_eq!(
-            left_after_wait(Some(ms(100)), Duration::from_micros(99_500)),
-            None
-        );
-        assert_eq!(left_after_wait(Some(ms(100)), ms(150)), None);
-        assert_eq!(left_after_wait(None, ms(150)), Some(None));
     }
 }

@@ -16,7 +16,31 @@ use fault_server::ledger::LedgerSnapshot;
 use fault_server::wire;
 
 use crate::plan::spec::ScriptConsent;
-use crate::run::RunError;
+
+/// Why a running fault-server's control API did not serve the run.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("target {url} is unreachable: {detail}")]
+    Unreachable { url: String, detail: String },
+    #[error("the fault-server at {url} refused {what}: {detail}")]
+    Refused {
+        url: String,
+        what: &'static str,
+        detail: String,
+    },
+    #[error(
+        "{url} is not a fault-server: its /healthz answered {answer} without `x-chaos-server`, so no script was sent; if it is a service of your own, say so under `target:` (`fault_server: false`: a black box, sent only the plan's requests and counted by the client)"
+    )]
+    NotAFaultServer { url: String, answer: String },
+    #[error(
+        "the fault-server at {url} has a script the harness did not install ({origin}: {script}), and the plan's would replace it: say under `target:` `script: replace` to run the plan's (the server's is put back after the run) or `script: keep` to run against the server's own"
+    )]
+    ScriptInForce {
+        url: String,
+        script: String,
+        origin: String,
+    },
+}
 
 /// A running fault-server, as its control API is called.
 #[derive(Debug, Clone, Copy)]
@@ -76,14 +100,14 @@ pub(crate) fn decide(
     plan: &ScriptSpec,
     consent: Option<ScriptConsent>,
     url: &str,
-) -> Result<Decision, RunError> {
+) -> Result<Decision, ControlError> {
     let ours = in_force.origin == wire::ORIGIN_HARNESS;
     let same = in_force.spec.faults == plan.faults && in_force.spec.server == plan.server;
     match consent {
         Some(ScriptConsent::Keep) => Ok(Decision::Keep(in_force)),
         _ if ours || same || !in_force.does_something() => Ok(Decision::Install),
         Some(ScriptConsent::Replace) => Ok(Decision::Replace(in_force)),
-        None => Err(RunError::ScriptInForce {
+        None => Err(ControlError::ScriptInForce {
             url: url.to_owned(),
             script: in_force.describe(),
             origin: in_force.origin,
@@ -99,15 +123,15 @@ impl Remote<'_> {
         }
     }
 
-    fn unreachable(&self, e: &reqwest::Error) -> RunError {
-        RunError::Unreachable {
+    fn unreachable(&self, e: &reqwest::Error) -> ControlError {
+        ControlError::Unreachable {
             url: self.url.to_owned(),
             detail: crate::attempt::classify(e).to_string(),
         }
     }
 
     /// `GET /healthz`, and nothing else, until the answer says a fault-server gave it.
-    pub(crate) async fn recognise(&self) -> Result<(), RunError> {
+    pub(crate) async fn recognise(&self) -> Result<(), ControlError> {
         let response = self
             .client
             .get(format!("{}/healthz", self.url))
@@ -122,15 +146,15 @@ impl Remote<'_> {
         if name.starts_with("fault-server") {
             return Ok(());
         }
-        Err(RunError::NotAFaultServer {
+        Err(ControlError::NotAFaultServer {
             url: self.url.to_owned(),
             answer: response.status().to_string(),
         })
     }
 
     /// The script in force and its origin.
-    pub(crate) async fn in_force(&self) -> Result<InForce, RunError> {
-        let fail = |detail: String| RunError::Control {
+    pub(crate) async fn in_force(&self) -> Result<InForce, ControlError> {
+        let fail = |detail: String| ControlError::Refused {
             url: self.url.to_owned(),
             what: "its script",
             detail,
@@ -157,7 +181,7 @@ impl Remote<'_> {
     }
 
     /// Installs `spec`, marked as the harness's.
-    pub(crate) async fn install(&self, spec: &ScriptSpec) -> Result<(), RunError> {
+    pub(crate) async fn install(&self, spec: &ScriptSpec) -> Result<(), ControlError> {
         let body = serde_json::to_string(spec).expect("a script spec always serialises");
         let request = self
             .client
@@ -170,7 +194,7 @@ impl Remote<'_> {
 
     /// Puts back a script that was there before the run, as it was: not marked as the
     /// harness's, so a later run asks again before replacing it.
-    pub(crate) async fn restore(&self, in_force: &InForce) -> Result<(), RunError> {
+    pub(crate) async fn restore(&self, in_force: &InForce) -> Result<(), ControlError> {
         let body = serde_json::to_string(&in_force.spec).expect("a script spec always serialises");
         let request = self
             .client
@@ -181,12 +205,12 @@ impl Remote<'_> {
     }
 
     /// An empty ledger and the script's clock restarted.
-    pub(crate) async fn reset(&self) -> Result<(), RunError> {
+    pub(crate) async fn reset(&self) -> Result<(), ControlError> {
         self.reset_clock_in(Duration::ZERO).await
     }
 
     /// Clears the ledger now and starts the server's run clock `delay` from now.
-    pub(crate) async fn reset_clock_in(&self, delay: Duration) -> Result<(), RunError> {
+    pub(crate) async fn reset_clock_in(&self, delay: Duration) -> Result<(), ControlError> {
         let request = self.client.post(format!(
             "{}/__chaos/reset?{}={}",
             self.url,
@@ -200,7 +224,7 @@ impl Remote<'_> {
         &self,
         what: &'static str,
         request: reqwest::RequestBuilder,
-    ) -> Result<(), RunError> {
+    ) -> Result<(), ControlError> {
         let response = self
             .authorized(request)
             .send()
@@ -211,15 +235,15 @@ impl Remote<'_> {
         }
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
-        Err(RunError::Control {
+        Err(ControlError::Refused {
             url: self.url.to_owned(),
             what,
             detail: format!("{status}: {}", text.trim()),
         })
     }
 
-    pub(crate) async fn ledger(&self) -> Result<LedgerSnapshot, RunError> {
-        let fail = |detail: String| RunError::Control {
+    pub(crate) async fn ledger(&self) -> Result<LedgerSnapshot, ControlError> {
+        let fail = |detail: String| ControlError::Refused {
             url: self.url.to_owned(),
             what: "the ledger",
             detail,

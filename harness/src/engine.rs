@@ -28,8 +28,6 @@ use std::time::SystemTime;
 
 use chaos_policy::{Client, Outcome, RunCounts};
 use opentelemetry::KeyValue;
-use rand_chacha::ChaCha8Rng;
-use rand_core::SeedableRng;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -47,6 +45,7 @@ use crate::attempt;
 use crate::plan::{NamedPolicy, Plan};
 use crate::pool::{BadTarget, Pool};
 use crate::schedule::{Arrival, Schedule};
+pub use crate::stats::PolicyRun;
 use crate::stats::{Connects, Recorder};
 use crate::telemetry::{Counts, Target, Telemetry};
 
@@ -59,21 +58,6 @@ pub enum EngineError {
     Target(#[from] BadTarget),
     #[error(transparent)]
     Unbuildable(#[from] attempt::Unbuildable),
-}
-
-/// What one policy's run produced.
-#[derive(Debug)]
-pub struct PolicyRun {
-    pub recorder: Recorder,
-    /// The amplification the policy's budget permits for this run's counts.
-    pub budget_bound: Option<f64>,
-    pub breaker_trips: u64,
-    /// How long the run took, arrivals and drain.
-    pub elapsed: Duration,
-    /// Stopped by the user before the end.
-    pub aborted: bool,
-    /// Stopped early because the target is plainly gone: why.
-    pub gone: Option<String>,
 }
 
 /// A target that refused every connection for this long is gone: the policy stops rather
@@ -419,15 +403,4 @@ async fn sample_every_second(
             progress(second, &recorder);
         }
     }
-}
-
-/// Per-request randomness (jitter) from the seed and the request's index, so a request's
-/// decisions do not depend on how the others interleave.
-pub(crate) fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
-    ChaCha8Rng::seed_from_u64(request_rng_seed(seed, index))
-}
-
-/// What [`request_rng`] is seeded with.
-pub(crate) fn request_rng_seed(seed: u64, index: u64) -> u64 {
-    fault_server::seed::stream::client_request(seed, index)
 }

@@ -11,6 +11,7 @@ pub mod attempt;
 pub mod baseline;
 pub mod cli;
 pub mod client;
+pub mod connection_wait;
 mod control;
 pub mod engine;
 pub mod export;

@@ -136,6 +136,17 @@ impl Iterator for Schedule {
     }
 }
 
+/// Per-request randomness (jitter) from the seed and the request's index, so a request's
+/// decisions do not depend on how the others interleave.
+pub fn request_rng(seed: u64, index: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(request_rng_seed(seed, index))
+}
+
+/// What [`request_rng`] is seeded with.
+pub fn request_rng_seed(seed: u64, index: u64) -> u64 {
+    fault_server::seed::stream::client_request(seed, index)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -381,8 +381,9 @@ fn chaos(args: ChaosArgs) -> u8 {
         // What the plan must say differently: nothing was sent but a probe.
         Err(
             e @ (run::RunError::UnknownPolicy(_)
-            | run::RunError::NotAFaultServer { .. }
-            | run::RunError::ScriptInForce { .. }),
+            | run::RunError::Control(
+                run::ControlError::NotAFaultServer { .. } | run::ControlError::ScriptInForce { .. },
+            )),
         ) => {
             eprintln!("error: {e}");
             return EXIT_INVALID;

@@ -21,6 +21,7 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio::time::Instant;
 
 use crate::attempt::{self, Answer, AttemptSpec};
+use crate::connection_wait;
 use crate::pool::Pool;
 
 pub(super) struct Connections {
@@ -67,7 +68,7 @@ impl Connections {
             },
         };
         let waited = since.elapsed();
-        let Some(timeout) = attempt::left_after_wait(timeout, waited) else {
+        let Some(timeout) = connection_wait::left_after_wait(timeout, waited) else {
             return Slot::TimedOut { waited };
         };
         Slot::Taken {

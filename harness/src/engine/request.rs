@@ -14,10 +14,10 @@ use tokio::time::sleep_until;
 use tokio_util::sync::CancellationToken;
 
 use super::connections::{self, Wait};
-use super::{Shared, Traced, lock, request_rng};
+use super::{Shared, Traced, lock};
 use crate::attempt::{self, Answer, AttemptSpec};
 use crate::plan::RequestKind;
-use crate::schedule::Arrival;
+use crate::schedule::{Arrival, request_rng};
 use crate::stats::{Reached, Recorder};
 use crate::telemetry::trace::attr;
 use crate::telemetry::{About, LogicalTrace};

@@ -20,8 +20,10 @@ mod policy;
 mod recover;
 pub mod resolved;
 pub mod schema;
+mod select;
 pub mod spec;
 mod target;
+mod tolerance;
 
 use std::path::Path;
 use std::time::Duration;
@@ -39,8 +41,10 @@ pub use model::{
     fill_path, start_request,
 };
 pub use policy::forward_once;
+pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
+pub use tolerance::{Relative, Tolerance, bounds};
 
 /// The largest plan file read: far above any real plan, far below what would cost the
 /// parser real memory.

@@ -36,7 +36,7 @@ pub struct Plan {
     pub tiers: Vec<String>,
     pub gates: Vec<Gate>,
     /// How much worse than a baseline each figure may get.
-    pub baseline: crate::baseline::Tolerance,
+    pub baseline: super::Tolerance,
     /// `telemetry.sampling_ratio`: the share of logical requests traced, when telemetry
     /// is on and `OTEL_TRACES_SAMPLER_ARG` does not say.
     pub sampling_ratio: Option<f64>,

@@ -13,10 +13,9 @@ use super::model::{
     Amplification, ConnectionWait, ConnectionsOpened, LedgerView, OfferedPercentiles, Percentiles,
     PlanInfo, PolicyReport, Report, RetryViolations, SCHEMA, SeriesPoint, TierReport, Violations,
 };
-use crate::engine::PolicyRun;
 use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target, TierKind};
-use crate::stats::{Recorder, Second, quantile_ms, synchrony};
+use crate::stats::{PolicyRun, Recorder, Second, quantile_ms, synchrony};
 
 /// One policy's run and what the server's ledger said of it.
 #[derive(Debug)]

@@ -41,14 +41,46 @@ pub struct Report {
     pub ranking: super::rank::Ranking,
     /// Where the run's traces and metrics went, and how many spans arrived (`--otlp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub telemetry: Option<crate::telemetry::TelemetryView>,
+    pub telemetry: Option<TelemetryView>,
     /// A sharded run's report, merged from its shards' partial reports (`harness merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shards: Option<crate::shard::ShardsInfo>,
+    pub shards: Option<ShardsInfo>,
 }
 
 fn live() -> String {
     "live".to_owned()
+}
+
+/// What the report says of telemetry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TelemetryView {
+    /// Where spans went.
+    pub endpoint: String,
+    /// The share of logical requests sampled.
+    pub sampling_ratio: f64,
+    /// Logical requests handed to the exporter as traces, and of those, how many only
+    /// because they broke an invariant (the ratio did not sample them).
+    pub traces: u64,
+    pub traces_forced: u64,
+    /// Spans accepted by the collector, and spans lost (a full queue, a failed export,
+    /// or still queued when the final flush ran out of time): the harness's, its relay
+    /// tiers' and the embedded fault-server's together.
+    pub spans_exported: u64,
+    pub spans_dropped: u64,
+}
+
+/// Which shards a merged report covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardsInfo {
+    /// Shards in the run (`--shard I/N`: N).
+    pub count: u32,
+    /// The common start (`--start-at`), RFC 3339 UTC.
+    pub start_at: String,
+    /// The shards whose partial reports were merged, by index.
+    pub reported: Vec<u32>,
+    /// The shards that never reported: the report is then `INCOMPLETE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,9 @@
 //! The sentences and table cells the renderers (markdown, html) say of the model's
 //! parts.
 
-use super::model::{ConnectionWait, ConnectionsOpened, LedgerView, OfferedPercentiles};
+use super::model::{
+    ConnectionWait, ConnectionsOpened, LedgerView, OfferedPercentiles, TelemetryView,
+};
 
 impl OfferedPercentiles {
     /// p50, p90, p99, p99.9 in milliseconds, `∞` where unbounded: one table row's cells.
@@ -57,6 +59,28 @@ impl LedgerView {
             } else {
                 disagree
             }
+        )
+    }
+}
+
+impl TelemetryView {
+    /// One sentence for the report.
+    pub fn describe(&self) -> String {
+        let lost = if self.spans_dropped == 0 {
+            "none lost".to_owned()
+        } else {
+            format!(
+                "{} lost (a collector down, slow, or a full queue: the traces are incomplete)",
+                self.spans_dropped
+            )
+        };
+        format!(
+            "Telemetry: {} logical requests traced ({:.0}% sampled, {} more only because they broke an invariant); {} spans exported to {}, {lost}.",
+            self.traces,
+            self.sampling_ratio * 100.0,
+            self.traces_forced,
+            self.spans_exported,
+            self.endpoint,
         )
     }
 }

@@ -13,8 +13,7 @@ use super::build::{
     Ending, PolicyOutcome, build, offered_quantile_ms, own_share, peak_1s, policy_report,
     reconciliation, recovery_s,
 };
-use crate::engine::PolicyRun;
-use crate::stats::{Reached, Recorder, Second};
+use crate::stats::{PolicyRun, Reached, Recorder, Second};
 
 /// A second with these settled counts: `(succeeded, gave up, unfinished, dropped)`.
 fn second(succeeded: u64, gave_up: u64, unfinished: u64, dropped: u64) -> Second {

@@ -9,9 +9,10 @@ use fault_server::{ServerConfig, ServerHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::control;
+pub use crate::control::ControlError;
 use crate::engine::{self, EngineConfig, PolicyRun, Progress};
 use crate::hop::HopCounts;
-use crate::plan::{NamedPolicy, Plan, Target};
+use crate::plan::{NamedPolicy, Plan, Target, select, tier_script};
 use crate::relay::{Relay, RelayConfig};
 use crate::report::{self, Ending, PolicyOutcome, Report};
 use crate::schedule::Schedule;
@@ -28,30 +29,14 @@ pub enum RunError {
     Embedded(String),
     #[error("target {url} is unreachable: {detail}")]
     Unreachable { url: String, detail: String },
-    #[error("the fault-server at {url} refused {what}: {detail}")]
-    Control {
-        url: String,
-        what: &'static str,
-        detail: String,
-    },
+    #[error(transparent)]
+    Control(#[from] ControlError),
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
-    #[error("no policy of the plan is named {0}")]
-    UnknownPolicy(String),
+    #[error(transparent)]
+    UnknownPolicy(#[from] crate::plan::UnknownPolicy),
     #[error("cannot start relay tier: {0}")]
     Relay(String),
-    #[error(
-        "{url} is not a fault-server: its /healthz answered {answer} without `x-chaos-server`, so no script was sent; if it is a service of your own, say so under `target:` (`fault_server: false`: a black box, sent only the plan's requests and counted by the client)"
-    )]
-    NotAFaultServer { url: String, answer: String },
-    #[error(
-        "the fault-server at {url} has a script the harness did not install ({origin}: {script}), and the plan's would replace it: say under `target:` `script: replace` to run the plan's (the server's is put back after the run) or `script: keep` to run against the server's own"
-    )]
-    ScriptInForce {
-        url: String,
-        script: String,
-        origin: String,
-    },
     #[error(
         "shard {shard} reached policy `{policy}`'s start ({at}) {:.1} s late: its arrivals would be skewed against the other shards', so it did not run",
         late.as_secs_f64()
@@ -507,55 +492,6 @@ async fn read_ledger(
     ledger(setup).await.map_err(|e| e.to_string())
 }
 
-/// The fault phases a relay tier injects itself (`tier: NAME`), as a script of their own.
-pub(crate) fn tier_script(plan: &Plan, tier: &str) -> Option<Script> {
-    let faults: Vec<_> = plan
-        .script
-        .faults
-        .iter()
-        .filter(|p| p.tier.as_deref() == Some(tier))
-        .cloned()
-        .map(|mut p| {
-            p.tier = None;
-            p
-        })
-        .collect();
-    if faults.is_empty() {
-        return None;
-    }
-    // The plan was checked as a whole: its tier phases resolve.
-    Script::from_spec(fault_server::ScriptSpec {
-        seed: Some(plan.seed),
-        server: None,
-        faults,
-    })
-    .ok()
-}
-
-pub(crate) fn select<'a>(
-    plan: &'a Plan,
-    names: &[String],
-) -> Result<Vec<&'a NamedPolicy>, RunError> {
-    if names.is_empty() {
-        return Ok(plan.policies.iter().collect());
-    }
-    names
-        .iter()
-        .map(|n| {
-            plan.policies.iter().find(|p| &p.name == n).ok_or_else(|| {
-                RunError::UnknownPolicy(format!(
-                    "`{n}` (the plan has: {})",
-                    plan.policies
-                        .iter()
-                        .map(|p| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })
-        })
-        .collect()
-}
-
 /// Whether a black box accepts connections: a TCP connect, closed at once, so the target
 /// receives no request beyond the plan's.
 async fn connect(url: &str) -> Result<(), RunError> {
@@ -624,7 +560,7 @@ async fn ledger(setup: &Setup) -> Result<Option<LedgerSnapshot>, RunError> {
     match &setup.server {
         Server::Embedded(handle) => Ok(Some(handle.ledger())),
         Server::Remote { .. } => match setup.remote() {
-            Some(remote) => remote.ledger().await.map(Some),
+            Some(remote) => Ok(Some(remote.ledger().await?)),
             None => Ok(None),
         },
         Server::BlackBox { .. } => Ok(None),

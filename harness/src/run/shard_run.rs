@@ -89,7 +89,7 @@ pub(super) async fn reset_for(setup: &Setup, plan: &Plan, at: SystemTime) -> Res
     let delay = at
         .duration_since(SystemTime::now())
         .unwrap_or(Duration::ZERO);
-    remote.reset_clock_in(delay).await
+    Ok(remote.reset_clock_in(delay).await?)
 }
 
 /// Sleeps until the wall-clock time `at`, or until the run is interrupted.

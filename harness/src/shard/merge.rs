@@ -18,12 +18,11 @@ use std::time::{Duration, SystemTime};
 use chaos_policy::BreakerState;
 
 use super::partial::{Partial, PartialPolicy};
-use super::{Shard, ShardsInfo, parse_time};
-use crate::engine::PolicyRun;
+use super::{Shard, parse_time};
 use crate::hop::HopCounts;
 use crate::plan::Plan;
-use crate::report::{self, Ending, PolicyOutcome, Report};
-use crate::stats::{Connects, Recorder, SavedError};
+use crate::report::{self, Ending, PolicyOutcome, Report, ShardsInfo};
+use crate::stats::{Connects, PolicyRun, Recorder, SavedError};
 
 /// A partial report and where it came from (for messages).
 #[derive(Debug, Clone)]

@@ -84,20 +84,6 @@ impl FromStr for Shard {
     }
 }
 
-/// Which shards a merged report covers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardsInfo {
-    /// Shards in the run (`--shard I/N`: N).
-    pub count: u32,
-    /// The common start (`--start-at`), RFC 3339 UTC.
-    pub start_at: String,
-    /// The shards whose partial reports were merged, by index.
-    pub reported: Vec<u32>,
-    /// The shards that never reported: the report is then `INCOMPLETE`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub missing: Vec<u32>,
-}
-
 /// A shard and the run's common start: where each policy's slot lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sharding {

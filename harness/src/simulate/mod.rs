@@ -107,10 +107,8 @@ pub fn simulate_until(
     stop: &CancellationToken,
     mut starting: impl FnMut(&str),
 ) -> Result<(Report, Effort), SimError> {
-    let selected = crate::run::select(plan, policies).map_err(|e| match e {
-        crate::run::RunError::UnknownPolicy(name) => SimError::UnknownPolicy(name),
-        other => SimError::UnknownPolicy(other.to_string()),
-    })?;
+    let selected = crate::plan::select(plan, policies)
+        .map_err(|crate::plan::UnknownPolicy(name)| SimError::UnknownPolicy(name))?;
     if let Target::BlackBox { .. } = plan.target {
         return Err(SimError::BlackBox);
     }

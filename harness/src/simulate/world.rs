@@ -12,7 +12,7 @@
 //! as the live engine's does. Two things differ by construction: there is no dispatch
 //! lag (an arrival starts at its scheduled time) and time spent deciding is zero.
 //!
-//! [`request_rng`]: crate::engine::request_rng
+//! [`request_rng`]: crate::schedule::request_rng
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -29,10 +29,9 @@ use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
 use super::tier::Tier;
-use crate::engine::{PolicyRun, request_rng_seed};
 use crate::plan::{NamedPolicy, Plan};
-use crate::schedule::{Arrival, Schedule};
-use crate::stats::{Reached, Recorder};
+use crate::schedule::{Arrival, Schedule, request_rng_seed};
+use crate::stats::{PolicyRun, Reached, Recorder};
 
 /// A logical request in progress.
 struct Running {
@@ -166,7 +165,7 @@ pub fn run_arrivals(
                 Tier::new(
                     u32::try_from(i).unwrap_or(u32::MAX),
                     &t.policy,
-                    crate::run::tier_script(plan, &t.tier),
+                    crate::plan::tier_script(plan, &t.tier),
                     plan.seed,
                     &policy.name,
                     &plan.load.requests,
@@ -525,7 +524,7 @@ impl World<'_> {
             };
             let waited = now.saturating_sub(since);
             // Too little time left to be sent: its timeout event ends the wait, as live.
-            let Some(left) = crate::attempt::left_after_wait(timeout, waited) else {
+            let Some(left) = crate::connection_wait::left_after_wait(timeout, waited) else {
                 continue;
             };
             running.queued = None;

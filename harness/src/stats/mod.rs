@@ -12,10 +12,12 @@ use chaos_policy::{BreakerState, GiveUp, Outcome, Verdict, Violation};
 use hdrhistogram::Histogram;
 
 mod memory;
+mod run;
 mod saved;
 mod waves;
 
 pub use memory::peak_resident_kib;
+pub use run::PolicyRun;
 pub use saved::{SavedError, SavedRecorder, decode_histogram, encode_histogram};
 pub use waves::{MAX_WAVE_BUCKETS, WAVE_BUCKET, Waves, synchrony};
 

@@ -25,7 +25,8 @@ use fault_server::otel::config::{FLUSH_TIMEOUT, process_env};
 use fault_server::otel::context::keep;
 use fault_server::otel::export::{ExporterError, meter_provider};
 use fault_server::otel::{Ids, OtelConfig, OtelConfigError, ServerTracing, SpanSink, Warn};
-use serde::{Deserialize, Serialize};
+
+use crate::report::TelemetryView;
 
 pub use metrics::{Counts, Meters};
 pub use trace::{About, LogicalTrace, Target};
@@ -61,46 +62,6 @@ pub enum TelemetryError {
     Config(#[from] OtelConfigError),
     #[error(transparent)]
     Exporter(#[from] ExporterError),
-}
-
-/// What the report says of telemetry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TelemetryView {
-    /// Where spans went.
-    pub endpoint: String,
-    /// The share of logical requests sampled.
-    pub sampling_ratio: f64,
-    /// Logical requests handed to the exporter as traces, and of those, how many only
-    /// because they broke an invariant (the ratio did not sample them).
-    pub traces: u64,
-    pub traces_forced: u64,
-    /// Spans accepted by the collector, and spans lost (a full queue, a failed export,
-    /// or still queued when the final flush ran out of time): the harness's, its relay
-    /// tiers' and the embedded fault-server's together.
-    pub spans_exported: u64,
-    pub spans_dropped: u64,
-}
-
-impl TelemetryView {
-    /// One sentence for the report.
-    pub fn describe(&self) -> String {
-        let lost = if self.spans_dropped == 0 {
-            "none lost".to_owned()
-        } else {
-            format!(
-                "{} lost (a collector down, slow, or a full queue: the traces are incomplete)",
-                self.spans_dropped
-            )
-        };
-        format!(
-            "Telemetry: {} logical requests traced ({:.0}% sampled, {} more only because they broke an invariant); {} spans exported to {}, {lost}.",
-            self.traces,
-            self.sampling_ratio * 100.0,
-            self.traces_forced,
-            self.spans_exported,
-            self.endpoint,
-        )
-    }
 }
 
 /// A run's telemetry.

@@ -123,7 +123,7 @@ pub struct TelemetrySpec {
 #[serde(deny_unknown_fields)]
 pub struct BaselineSpec {
     #[serde(default)]
-    pub tolerance: crate::baseline::Tolerance,
+    pub tolerance: crate::plan::Tolerance,
 }
 
 /// `embedded`, `{ url, fault_server, token, script }`, or `{ upstream }`; each map with
