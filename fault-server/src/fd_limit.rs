@@ -1,7 +1,8 @@
 //! The file-descriptor limit: each connection costs the server two descriptors (the stream
-//! and its control handle), so a soft limit of 1,024 is spent by about 500 idle clients.
-//! The binaries raise the soft limit to the hard one at start, and say so when it stays
-//! low; the server sizes its connection budget from what it got.
+//! and its control handle), three in front of an upstream ([`per_connection`]), so a soft
+//! limit of 1,024 is spent by about 500 idle clients (340 with an upstream). The binaries
+//! raise the soft limit to the hard one at start, and say so when it stays low; the server
+//! sizes its connection budget from what it got.
 
 use std::io;
 
@@ -40,17 +41,60 @@ pub fn raise() -> io::Result<u64> {
 
 /// Connections served at once over budget, when every connection within it is busy:
 /// each is served one request, and only one of the control API or a health check. They
-/// cost two descriptors each too, so they are bounded and kept out of the budget: a burst
-/// of newcomers past the budget cannot take the descriptors an operator's `/healthz`
-/// needs (issue 26, bug 4). Sixteen: a few orchestrator probes and scrapes at once, for
-/// 32 descriptors.
+/// cost two descriptors each too (the control API is never forwarded to an upstream), so
+/// they are bounded and kept out of the budget: a burst of newcomers past the budget
+/// cannot take the descriptors an operator's `/healthz` needs (issue 26, bug 4). Sixteen:
+/// a few orchestrator probes and scrapes at once, for 32 descriptors.
 pub const OVER_BUDGET: usize = 16;
 
-/// How many connections are served in full in `limit` descriptors, two each, after the
-/// reserve and the [`OVER_BUDGET`] connections.
-pub fn connection_budget(limit: u64) -> usize {
-    usize::try_from(limit.saturating_sub(RESERVE) / 2)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(OVER_BUDGET)
-        .max(16)
+/// The descriptors one connection served in full costs: its stream and the stream's
+/// control handle, and in front of an upstream (`--upstream`) the connection to the
+/// upstream its request holds while it is forwarded.
+pub fn per_connection(upstream: bool) -> u64 {
+    if upstream { 3 } else { 2 }
+}
+
+/// How many connections are served in full in `limit` descriptors, [`per_connection`]
+/// each, after the reserve and the [`OVER_BUDGET`] connections (two descriptors each).
+pub fn connection_budget(limit: u64, upstream: bool) -> usize {
+    let over_budget = OVER_BUDGET as u64 * per_connection(false);
+    usize::try_from(
+        limit.saturating_sub(RESERVE).saturating_sub(over_budget) / per_connection(upstream),
+    )
+    .unwrap_or(usize::MAX)
+    .max(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The descriptors a full budget takes, with the over-budget connections and the
+    /// reserve.
+    fn spent(limit: u64, upstream: bool) -> u64 {
+        connection_budget(limit, upstream) as u64 * per_connection(upstream)
+            + OVER_BUDGET as u64 * per_connection(false)
+            + RESERVE
+    }
+
+    #[test]
+    fn a_full_budget_fits_the_limit_at_two_descriptors_or_three_with_an_upstream() {
+        for limit in [256, 1024, 4096, 65_536] {
+            for upstream in [false, true] {
+                let spent = spent(limit, upstream);
+                assert!(spent <= limit, "{limit}, upstream {upstream}: {spent}");
+                // Nothing left for one more connection: the budget promises all it can.
+                let one_more = spent + per_connection(upstream);
+                assert!(one_more > limit, "{limit}, upstream {upstream}: {spent}");
+            }
+        }
+        assert_eq!(connection_budget(1024, false), 464);
+        assert_eq!(connection_budget(1024, true), 309);
+    }
+
+    #[test]
+    fn a_tiny_limit_still_budgets_sixteen_connections() {
+        assert_eq!(connection_budget(0, false), 16);
+        assert_eq!(connection_budget(100, true), 16);
+    }
 }

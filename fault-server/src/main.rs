@@ -158,12 +158,17 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
-    // Each connection costs two descriptors: take all the OS allows, and say so when it
-    // is still little.
+    // Each connection costs two descriptors, three with an upstream: take all the OS
+    // allows, and say so when it is still little.
     match fault_server::fd_limit::raise() {
         Ok(limit) if limit < fault_server::fd_limit::LOW => say(&format!(
-            "fault-server: warning: only {limit} file descriptors (the hard limit): about {} connections fit before the idlest are closed; raise it with `ulimit -Hn`",
-            fault_server::fd_limit::connection_budget(limit)
+            "fault-server: warning: only {limit} file descriptors (the hard limit): about {} connections fit before the idlest are closed{}; raise it with `ulimit -Hn`",
+            fault_server::fd_limit::connection_budget(limit, args.upstream.is_some()),
+            if args.upstream.is_some() {
+                " (three descriptors each with --upstream)"
+            } else {
+                ""
+            }
         )),
         Ok(_) => {}
         Err(error) => say(&format!(

@@ -169,6 +169,38 @@ fn a_low_descriptor_limit_is_said_and_idle_clients_cannot_starve_healthz() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response:?}");
 }
 
+/// In front of an upstream each connection holds a third descriptor, the connection to
+/// the upstream: the warning's count of connections that fit says so.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_low_descriptor_limit_with_an_upstream_counts_three_descriptors_a_connection() {
+    use fault_server::fd_limit::{OVER_BUDGET, RESERVE};
+    const LIMIT: u64 = 1024;
+    let said = |args: &str| Limited::start_with(LIMIT, args).said.clone();
+    let fit = |said: &str| -> u64 {
+        said.split("about ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no count of connections said: {said}"))
+    };
+    // The reserve, and the over-budget connections at two descriptors each (they are
+    // served the control API only, never forwarded).
+    let left = LIMIT - RESERVE - 2 * OVER_BUDGET as u64;
+    assert_eq!(fit(&said("")), left / 2);
+    // Never contacted: the server only forwards the requests it is sent.
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let with = said(&format!(
+        "--upstream http://{}",
+        upstream.local_addr().expect("an address")
+    ));
+    assert_eq!(fit(&with), left / 3, "{with}");
+    assert!(
+        with.contains("three descriptors each with --upstream"),
+        "{with}"
+    );
+}
+
 /// A fault-server binary started under a descriptor limit, killed when dropped.
 #[cfg(target_os = "linux")]
 struct Limited {
@@ -182,11 +214,16 @@ struct Limited {
 impl Limited {
     /// Starts the binary with its soft and hard descriptor limits at `limit`.
     fn start(limit: u64) -> Limited {
+        Limited::start_with(limit, "")
+    }
+
+    /// [`Limited::start`], with more arguments (words without quotes).
+    fn start_with(limit: u64, args: &str) -> Limited {
         use std::io::{BufRead, BufReader};
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "ulimit -n {limit} && ulimit -Hn {limit} && exec {} --listen 127.0.0.1:0",
+                "ulimit -n {limit} && ulimit -Hn {limit} && exec {} --listen 127.0.0.1:0 {args}",
                 env!("CARGO_BIN_EXE_fault-server")
             ))
             .stdin(Stdio::null())
@@ -293,7 +330,7 @@ async fn a_burst_of_held_requests_leaves_descriptors_for_the_control_api() {
     let healthz = asked.elapsed();
     let ledger = get_ok(addr, "/__chaos/ledger").await;
     assert!(ledger.contains("\"timeout\""), "{ledger}");
-    let budget = fault_server::fd_limit::connection_budget(LIMIT) as u64;
+    let budget = fault_server::fd_limit::connection_budget(LIMIT, false) as u64;
     common::eventually("the burst holds most of the budget", || async {
         get_ok(addr, "/metrics").await.lines().any(|line| {
             line.strip_prefix("fault_server_in_flight ")

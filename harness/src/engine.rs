@@ -316,7 +316,7 @@ async fn wait_out(shared: &Shared, tasks: &TaskTracker, mut halted: bool) {
 /// The run's figures, once its tasks are done; the final counts go to the telemetry too.
 fn conclude(shared: &Shared, abort: &CancellationToken) -> PolicyRun {
     let elapsed = shared.now();
-    let mut recorder = std::mem::take(&mut *shared.recorders.merged());
+    let mut recorder = shared.recorders.take();
     recorder.streams_waited = shared.http.streams_waited();
     let opened = shared.http.opened();
     // The last second of the run (perhaps part of one) has had no sample.
@@ -392,15 +392,16 @@ async fn sample_every_second(
                 client.breaker_trips(),
             )
         };
-        let mut recorder = shared.recorders.merged();
-        // The row of the second that is ending, even if this wake-up came late.
-        recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
-        if let Some(traced) = &shared.telemetry {
-            let counts = Counts::of(&recorder, trips, breaker, budget);
-            traced.telemetry.meters().publish(&shared.policy, counts);
-        }
-        if let Some(progress) = &progress {
-            progress(second, &recorder);
-        }
+        shared.recorders.merged(|recorder| {
+            // The row of the second that is ending, even if this wake-up came late.
+            recorder.sample_state(Duration::from_secs(second - 1), budget, breaker);
+            if let Some(traced) = &shared.telemetry {
+                let counts = Counts::of(recorder, trips, breaker, budget);
+                traced.telemetry.meters().publish(&shared.policy, counts);
+            }
+            if let Some(progress) = &progress {
+                progress(second, recorder);
+            }
+        });
     }
 }

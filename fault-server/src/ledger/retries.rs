@@ -149,7 +149,7 @@ pub struct Judged {
     /// Logical requests that got a 2xx answer.
     pub succeeded: u64,
     /// From a logical request's first attempt to its first 2xx answer, percentiles in
-    /// microseconds (`p50`, `p90`, `p99`, `max`).
+    /// microseconds (`p50`, `p90`, `p99`, `p99.9`, `max`).
     pub latency_us: BTreeMap<String, u64>,
     /// Retries by what they followed.
     pub retries: Vec<RetryAfter>,
@@ -475,7 +475,7 @@ impl Retries {
         };
         let mut latency = BTreeMap::new();
         if !self.latency.is_empty() {
-            for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+            for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999)] {
                 latency.insert(name.to_string(), at(&self.latency, q));
             }
             latency.insert("max".to_string(), self.latency.max());
@@ -560,6 +560,29 @@ mod tests {
         assert_eq!(later.attempt, 1);
         assert_eq!(retries.entries.len(), 1, "the TTL forgot the rest");
         assert_eq!(retries.snapshot().succeeded, 20_000);
+    }
+
+    #[test]
+    fn latency_quantiles_come_from_the_histogram_up_to_p99_9() {
+        let mut retries = Retries::new(Judging::default(), 2000, Duration::from_secs(60));
+        // 1,000 requests answered 1 ms, 2 ms, ... 1,000 ms after they arrived.
+        for i in 1..=1000u64 {
+            let id = format!("r{i}");
+            let grouped = retries.arrive(named(&id), Duration::ZERO);
+            let answered = Duration::from_millis(i);
+            retries.answered(grouped.entry, answered, Seen::Status(200), None);
+        }
+        let latency = retries.snapshot().latency_us;
+        let near = |name: &str, ms: u64| {
+            let us = latency[name];
+            // The histogram keeps three significant digits.
+            assert!(us.abs_diff(ms * 1000) <= ms, "{name}: {us} µs, not {ms} ms");
+        };
+        near("p50", 500);
+        near("p90", 900);
+        near("p99", 990);
+        near("p99.9", 999);
+        near("max", 1000);
     }
 
     #[test]

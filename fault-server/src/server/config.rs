@@ -107,7 +107,8 @@ pub struct ServerConfig {
     /// How much the ledger remembers.
     pub ledger: LedgerLimits,
     /// Connections open at once before the one idle longest is closed; `None`: as many as
-    /// the descriptor limit allows ([`crate::fd_limit::connection_budget`]).
+    /// the descriptor limit allows ([`crate::fd_limit::connection_budget`], three
+    /// descriptors a connection with an `upstream`).
     pub max_connections: Option<usize>,
     /// Serve the control API on a non-loopback address without a token. Off: such a
     /// server refuses to start, since anyone who can reach it could script and reset it.

@@ -122,15 +122,10 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let shutdown_grace = config.shutdown_grace;
     let limits = conn::Limits {
         max_connections: config.max_connections.unwrap_or_else(|| {
-            let budget =
-                crate::fd_limit::current().map_or(usize::MAX, crate::fd_limit::connection_budget);
-            // In front of an upstream, a connection may hold one to it too: three
-            // descriptors, not two.
-            if config.upstream.is_some() {
-                budget / 3 * 2
-            } else {
-                budget
-            }
+            let upstream = config.upstream.is_some();
+            crate::fd_limit::current().map_or(usize::MAX, |limit| {
+                crate::fd_limit::connection_budget(limit, upstream)
+            })
         }),
         over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,

@@ -374,6 +374,11 @@ fn chaos(args: ChaosArgs) -> u8 {
     }
     let result = runtime.block_on(run::run(&plan, &options));
     drop(listening);
+    // As `simulate` does: what the run held at its most (the kernel's VmHWM), which
+    // grows with the load and the connections, not with the number of policies.
+    if !quiet && let Some(kib) = crate::stats::peak_resident_kib() {
+        eprintln!("peak memory {:.1} MB", kib as f64 / 1024.0);
+    }
     // Bounded: a collector that is down or slow costs at most a few seconds here.
     let telemetry_view = telemetry.map(|t| t.shutdown());
     let mut report = match result {

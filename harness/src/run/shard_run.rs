@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::{RunError, RunOptions, Setup, measure};
 use crate::control;
 use crate::plan::Plan;
+use crate::report::PolicyOutcome;
 use crate::shard::{self, Shard, Sharding, partial::Partial};
 
 /// Runs this process's shard of every selected policy of `plan` (`options.sharding`) on
@@ -43,7 +44,21 @@ pub async fn run_shard(plan: &Plan, options: &RunOptions) -> Partial {
         faults: None,
         faults_from: String::new(),
     };
-    match measure(plan, options).await {
+    // A partial keeps each policy's recorder whole, for an exact merge, but saved as the
+    // policy ends (its histograms in V2, which writes a run of empty buckets as one
+    // number), not live until the run's end.
+    let save = |outcome: PolicyOutcome<'_>| shard::partial::PartialPolicy {
+        name: outcome.policy.name.clone(),
+        recorder: outcome.run.recorder.saved(),
+        budget_bound: outcome.run.budget_bound,
+        breaker_trips: outcome.run.breaker_trips,
+        elapsed_ms: u64::try_from(outcome.run.elapsed.as_millis()).unwrap_or(u64::MAX),
+        aborted: outcome.run.aborted,
+        gone: outcome.run.gone,
+        ledger: outcome.ledger,
+        tiers: outcome.tiers,
+    };
+    match measure(plan, options, save).await {
         Ok(measured) => {
             partial.aborted = measured.aborted;
             partial.error = measured.error;
@@ -54,21 +69,7 @@ pub async fn run_shard(plan: &Plan, options: &RunOptions) -> Partial {
                     .say(&mut faults, &mut partial.faults_from, &mut partial.warnings);
                 partial.faults = Some(faults);
             }
-            partial.policies = measured
-                .policies
-                .into_iter()
-                .map(|outcome| shard::partial::PartialPolicy {
-                    name: outcome.policy.name.clone(),
-                    recorder: outcome.run.recorder.saved(),
-                    budget_bound: outcome.run.budget_bound,
-                    breaker_trips: outcome.run.breaker_trips,
-                    elapsed_ms: u64::try_from(outcome.run.elapsed.as_millis()).unwrap_or(u64::MAX),
-                    aborted: outcome.run.aborted,
-                    gone: outcome.run.gone,
-                    ledger: outcome.ledger,
-                    tiers: outcome.tiers,
-                })
-                .collect();
+            partial.policies = measured.policies;
         }
         Err(e) => partial.error = Some(e.to_string()),
     }

@@ -182,11 +182,20 @@ pub struct Connects {
 
 impl Default for Recorder {
     fn default() -> Recorder {
+        Recorder::with_histograms([histogram(), histogram(), histogram(), histogram()])
+    }
+}
+
+impl Recorder {
+    /// An empty recorder around these (empty) histograms: latency, attempt latency, lag
+    /// and connection wait.
+    fn with_histograms(histograms: [Histogram<u64>; 4]) -> Recorder {
+        let [latency, attempt_latency, lag, connection_wait] = histograms;
         Recorder {
-            latency: histogram(),
-            attempt_latency: histogram(),
-            lag: histogram(),
-            connection_wait: histogram(),
+            latency,
+            attempt_latency,
+            lag,
+            connection_wait,
             connection_wait_timeouts: 0,
             streams_waited: 0,
             connects: None,
@@ -210,14 +219,30 @@ impl Default for Recorder {
             waves: None,
         }
     }
-}
 
-impl Recorder {
     /// A recorder that also counts attempts per 50 ms across `fault_window`.
     pub fn new(fault_window: Option<(Duration, Duration)>) -> Recorder {
         Recorder {
             waves: fault_window.map(|(from, until)| Waves::new(from, until)),
             ..Recorder::default()
+        }
+    }
+
+    /// This recorder emptied, as [`Recorder::new`] makes one, its histograms (~190 KB
+    /// each) kept rather than made again.
+    pub fn renewed(self, fault_window: Option<(Duration, Duration)>) -> Recorder {
+        let mut histograms = [
+            self.latency,
+            self.attempt_latency,
+            self.lag,
+            self.connection_wait,
+        ];
+        for h in &mut histograms {
+            h.reset();
+        }
+        Recorder {
+            waves: fault_window.map(|(from, until)| Waves::new(from, until)),
+            ..Recorder::with_histograms(histograms)
         }
     }
 
@@ -617,6 +642,29 @@ mod tests {
                 one.connection_wait_timeouts,
             )
         );
+    }
+
+    #[test]
+    fn a_renewed_recorder_is_a_new_one() {
+        for (used_in, renewed_for) in [
+            (Some((ms(1000), ms(3000))), Some((ms(1000), ms(3000)))),
+            (None, Some((ms(0), ms(500)))),
+            (Some((ms(1000), ms(3000))), None),
+        ] {
+            let mut used = Recorder::new(used_in);
+            feed(&mut used, 1);
+            used.connection_wait_timeouts = 3;
+            used.streams_waited = 2;
+            used.connects = Some(super::Connects {
+                opened: 4,
+                peak_per_second: 2,
+            });
+            assert_eq!(
+                format!("{:?}", used.renewed(renewed_for)),
+                format!("{:?}", Recorder::new(renewed_for)),
+                "used in {used_in:?}, renewed for {renewed_for:?}"
+            );
+        }
     }
 
     fn ms(n: u64) -> Duration {
