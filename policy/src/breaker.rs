@@ -118,10 +118,6 @@ impl Breaker {
         })
     }
 
-    pub fn config(&self) -> &BreakerConfig {
-        &self.config
-    }
-
     /// The state at `now`: an open breaker whose time is up reads half-open.
     pub fn state(&self, now: Duration) -> BreakerState {
         match self.phase {

@@ -59,6 +59,5 @@ pub use preset::Preset;
 pub use random::unit_f64;
 pub use request::{Attempt, Method, Request};
 pub use session::{
-    Action, Client, GiveUp, MIN_ATTEMPT_TIME, Reply, RetryAfterUse, Session, Share, Start, Verdict,
-    Wait,
+    Action, Client, GiveUp, Reply, RetryAfterUse, Session, Share, Start, Verdict, Wait,
 };

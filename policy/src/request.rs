@@ -82,11 +82,6 @@ pub struct Attempt(NonZeroU32);
 impl Attempt {
     pub const FIRST: Attempt = Attempt(NonZeroU32::MIN);
 
-    /// `None` for 0: attempts count from 1.
-    pub fn new(n: u32) -> Option<Attempt> {
-        NonZeroU32::new(n).map(Attempt)
-    }
-
     pub fn get(self) -> u32 {
         self.0.get()
     }

@@ -27,7 +27,7 @@ mod input;
 pub use input::{Reply, Share, Start};
 
 /// The least time left before the deadline that is worth an attempt.
-pub const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(1);
+const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
@@ -89,19 +89,6 @@ impl Session {
         self.wait
     }
 
-    pub fn request(&self) -> &Request {
-        &self.request
-    }
-
-    /// The outcome of the last attempt that completed.
-    pub fn last_outcome(&self) -> Option<Outcome> {
-        self.last
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
-    }
-
     /// The invariants the attempt just sent breaks, if it is a retry: shells call this on
     /// each `Send`, so every shell flags exactly the same retries.
     pub fn violations(&self) -> impl Iterator<Item = Violation> + use<> {
@@ -155,10 +142,6 @@ impl Client {
     /// The latest time this client has been told.
     pub fn clock(&self) -> Duration {
         self.clock
-    }
-
-    pub fn policy(&self) -> &Policy {
-        &self.policy
     }
 
     /// The budget's level at `now`, for the time series.
