@@ -32,6 +32,8 @@
 //!
 //! [`Duration`]: std::time::Duration
 
+#![warn(missing_docs)]
+
 mod backoff;
 mod breaker;
 mod budget;

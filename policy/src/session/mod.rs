@@ -116,6 +116,8 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of `policy`, its budget as its kind starts, its breaker closed, its clock
+    /// at zero.
     pub fn new(policy: Policy) -> Client {
         let config = policy.config();
         let budget = config.budget.as_ref().map(|b| {
@@ -155,6 +157,7 @@ impl Client {
         self.budget.as_ref().and_then(|b| b.bound(run))
     }
 
+    /// Where the breaker stands at `now`, for the time series; `None` without one.
     pub fn breaker_state(&self, now: Duration) -> Option<BreakerState> {
         let now = now.max(self.clock);
         self.breaker.as_ref().map(|b| b.state(now))
