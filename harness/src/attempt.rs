@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use chaos_policy::{Attempt, Hints, Outcome, ResetPhase, Unprocessed};
+use chaos_policy::{Attempt, Outcome, Reply, ResetPhase, Unprocessed};
 use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, TE};
 use hyper::{Method, Request, Uri};
 
@@ -255,9 +255,11 @@ impl Answer {
         }
     }
 
-    /// What the answer tells the policy beside its outcome.
-    pub fn hints(&self) -> Hints {
-        Hints {
+    /// What the answer tells the policy: all of it but `duplicate`, which only the
+    /// report counts.
+    pub fn reply(&self) -> Reply {
+        Reply {
+            outcome: self.outcome,
             retry_after: self.retry_after,
             no_retry: self.no_retry,
             stop: self.stop,

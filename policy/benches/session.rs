@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chaos_policy::{
     Action, Backoff, BreakerConfig, BudgetConfig, Client, Jitter, Method, Outcome, Policy,
-    PolicyConfig, Request,
+    PolicyConfig, Reply, Request, Start,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand_chacha::ChaCha8Rng;
@@ -48,15 +48,20 @@ fn session_path(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 now += Duration::from_micros(1);
-                let (mut session, action) = client.start(black_box(request), now);
+                let (mut session, action) = client.start(black_box(request), now, Start::default());
                 debug_assert!(matches!(action, Action::Send { .. }));
-                let action =
-                    client.on_outcome(&mut session, now, Outcome::Status(503), None, &mut rng);
+                let failed = Reply::bare(Outcome::Status(503));
+                let action = client.on_reply(&mut session, now, failed, &mut rng);
                 let Action::Wait { until } = action else {
                     return action;
                 };
                 let _ = black_box(client.on_timer(&mut session, until));
-                client.on_outcome(&mut session, until, Outcome::Status(200), None, &mut rng)
+                client.on_reply(
+                    &mut session,
+                    until,
+                    Reply::bare(Outcome::Status(200)),
+                    &mut rng,
+                )
             })
         },
     );

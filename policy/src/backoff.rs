@@ -38,16 +38,26 @@ pub enum Jitter {
 /// partial `backoff:` keeps from the policy it overrides.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum BackoffShape {
+    /// No wait: a retry goes out as soon as the failure is known.
     None,
+    /// The same wait before every retry.
     Fixed(Duration),
+    /// `min(cap, base · multiplier^(k-1))` before the k-th retry: the pace falls as an
+    /// outage lasts.
     Exponential {
+        /// The first retry's wait, before jitter.
         base: Duration,
+        /// How much each wait grows over the one before (at least 1).
         multiplier: f64,
+        /// The longest wait, however many retries came before.
         cap: Duration,
     },
     /// Envoy's `(2^k - 1) · base`, capped: 25, 75, 175 ms … for a 25 ms base.
     Envoy {
+        /// Envoy's `base_interval`: the first retry's wait before jitter, and the unit of
+        /// every later one.
         base: Duration,
+        /// Envoy's `max_interval`: the longest wait.
         cap: Duration,
     },
 }
@@ -112,6 +122,8 @@ impl Backoff {
         })
     }
 
+    /// The same shape, randomised by `jitter`; an additive factor below 0 or a
+    /// proportional spread outside `[0, 1]` is refused.
     pub fn with_jitter(self, jitter: Jitter) -> Result<Backoff, ConfigError> {
         match jitter {
             Jitter::Additive(factor) => {
@@ -125,10 +137,12 @@ impl Backoff {
         Ok(Backoff { jitter, ..self })
     }
 
+    /// How the delay is randomised, for reports and for writing the policy back out.
     pub fn jitter(&self) -> Jitter {
         self.jitter
     }
 
+    /// The shape before jitter, for reports and for writing the policy back out.
     pub fn shape(&self) -> BackoffShape {
         self.shape
     }

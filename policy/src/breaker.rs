@@ -32,6 +32,8 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
+    /// Checks every parameter can work (a ratio in (0, 1], positive durations, at least
+    /// one request and one probe), naming the first that cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let ratio = fraction("breaker.failure_ratio", self.failure_ratio)?;
         if ratio == 0.0 {
@@ -64,8 +66,11 @@ impl BreakerConfig {
 /// Where the breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BreakerState {
+    /// Attempts go through, and their outcomes are counted over the window.
     Closed,
+    /// Too many failures: every attempt is refused until `open_for` has passed.
     Open,
+    /// Probing: a few attempts go through to find out whether the server is back.
     HalfOpen,
 }
 
@@ -98,6 +103,8 @@ enum Phase {
     HalfOpen { admitted: u32, succeeded: u32 },
 }
 
+/// A client-wide circuit breaker: it stops every attempt for a while once enough of them
+/// fail, so a failing server gets time to recover instead of the client's full load.
 #[derive(Debug, Clone)]
 pub struct Breaker {
     config: BreakerConfig,
@@ -108,6 +115,7 @@ pub struct Breaker {
 }
 
 impl Breaker {
+    /// A closed breaker with an empty window, if `config` is valid.
     pub fn new(config: BreakerConfig) -> Result<Breaker, ConfigError> {
         config.validate()?;
         Ok(Breaker {
@@ -116,10 +124,6 @@ impl Breaker {
             phase: Phase::Closed,
             trips: 0,
         })
-    }
-
-    pub fn config(&self) -> &BreakerConfig {
-        &self.config
     }
 
     /// The state at `now`: an open breaker whose time is up reads half-open.
@@ -132,6 +136,7 @@ impl Breaker {
         }
     }
 
+    /// Times it has opened, for reports.
     pub fn trips(&self) -> u64 {
         self.trips
     }

@@ -13,23 +13,26 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use chaos_policy::{Action, Client, Method, Outcome, Policy, Request};
+//! use chaos_policy::{Action, Client, Method, Outcome, Policy, Reply, Request, Start};
 //! use rand_chacha::ChaCha8Rng;
 //! use rand_core::SeedableRng;
 //!
 //! let mut rng = ChaCha8Rng::seed_from_u64(42);
 //! let mut client = Client::new(Policy::default());
 //! let now = Duration::ZERO;
-//! let (mut session, action) = client.start(Request::new(Method::Get), now);
+//! let (mut session, action) = client.start(Request::new(Method::Get), now, Start::default());
 //! assert!(matches!(action, Action::Send { attempt, .. } if attempt.get() == 1));
 //! // The first attempt came back 503: the default policy waits, then tries again.
-//! let action = client.on_outcome(&mut session, now, Outcome::Status(503), None, &mut rng);
+//! let reply = Reply::bare(Outcome::Status(503));
+//! let action = client.on_reply(&mut session, now, reply, &mut rng);
 //! let Action::Wait { until } = action else { panic!("expected a backoff") };
 //! let action = client.on_timer(&mut session, until);
 //! assert!(matches!(action, Action::Send { attempt, .. } if attempt.get() == 2));
 //! ```
 //!
 //! [`Duration`]: std::time::Duration
+
+#![warn(missing_docs)]
 
 mod backoff;
 mod breaker;
@@ -58,5 +61,5 @@ pub use preset::Preset;
 pub use random::unit_f64;
 pub use request::{Attempt, Method, Request};
 pub use session::{
-    Action, Client, GiveUp, Hints, MIN_ATTEMPT_TIME, RetryAfterUse, Session, Verdict, Wait,
+    Action, Client, GiveUp, Reply, RetryAfterUse, Session, Share, Start, Verdict, Wait,
 };

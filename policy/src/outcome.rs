@@ -116,6 +116,8 @@ impl Outcome {
         }
     }
 
+    /// The request was served: the session ends, and budgets and breakers count it as
+    /// good news.
     pub fn is_success(self) -> bool {
         self.class() == Class::Success
     }
@@ -265,14 +267,17 @@ impl RetryCondition {
 pub struct RetryOn(Vec<RetryCondition>);
 
 impl RetryOn {
+    /// Retries a failure that any of `conditions` matches.
     pub fn new(conditions: impl IntoIterator<Item = RetryCondition>) -> RetryOn {
         RetryOn(conditions.into_iter().collect())
     }
 
+    /// The conditions in the order given, for writing the policy back out.
     pub fn conditions(&self) -> &[RetryCondition] {
         &self.0
     }
 
+    /// Whether the policy may retry after `outcome`: a failure some condition names.
     pub fn matches(&self, outcome: Outcome) -> bool {
         !outcome.is_success() && self.0.iter().any(|c| c.matches(outcome))
     }
@@ -306,6 +311,7 @@ impl Violation {
         permanent.into_iter().chain(unsafe_retry)
     }
 
+    /// A stable snake_case name for reports and traces.
     pub fn name(self) -> &'static str {
         match self {
             Violation::RetriedPermanent => "retried_permanent",

@@ -15,10 +15,17 @@ pub enum RetryAfter {
     #[default]
     Ignore,
     /// Wait what the server asked instead of the backoff, but never more than `max`.
-    Honor { max: Duration },
+    Honor {
+        /// The longest wait a server can ask for and get: a misconfigured or hostile
+        /// `Retry-After` cannot stall the client for hours.
+        max: Duration,
+    },
     /// Wait what the server asked, clamped to `[backoff, backoff + max_extra]` (the AWS SDKs'
     /// 2026 behaviour for `x-amz-retry-after`).
-    Clamp { max_extra: Duration },
+    Clamp {
+        /// How much longer than its own backoff the client waits at most for the server.
+        max_extra: Duration,
+    },
 }
 
 /// The fields of a policy, as a plan or a preset states them.
@@ -30,13 +37,19 @@ pub struct PolicyConfig {
     pub attempt_timeout: Option<Duration>,
     /// How long the whole logical request may take, attempts and waits included.
     pub deadline: Option<Duration>,
+    /// How long to wait before each retry.
     pub backoff: Backoff,
+    /// Which failures are worth retrying.
     pub retry_on: RetryOn,
     /// Retry non-idempotent requests after any retryable failure, not only after one that
     /// proves the request unsent. Deliberately unsafe, for showing what the gates catch.
     pub retry_non_idempotent: bool,
+    /// What a server's `Retry-After` or gRPC pushback does to the wait.
     pub retry_after: RetryAfter,
+    /// The client-wide limit on retries, relative to its traffic; `None`: only
+    /// `max_attempts` limits them.
     pub budget: Option<BudgetConfig>,
+    /// The client-wide circuit breaker; `None`: attempts are never refused.
     pub breaker: Option<BreakerConfig>,
     /// Do not retry an answer that says the service behind it already gave up (a relay
     /// tier's `x-chaos-no-retry`, the SRE book's "overloaded; don't retry"): in a call
@@ -70,6 +83,7 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The policy, if every field can work; else the first rule a field breaks.
     pub fn new(config: PolicyConfig) -> Result<Policy, ConfigError> {
         if config.max_attempts == 0 {
             return Err(ConfigError::ZeroMaxAttempts);
@@ -95,6 +109,7 @@ impl Policy {
         Ok(Policy { config })
     }
 
+    /// The fields it was built from.
     pub fn config(&self) -> &PolicyConfig {
         &self.config
     }

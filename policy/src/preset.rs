@@ -17,15 +17,25 @@ use crate::policy::{PolicyConfig, RetryAfter};
 /// A named policy of a real system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Preset {
+    /// gRFC A6's example retry policy and throttling, with its pushback honoured.
     Grpc,
+    /// An Envoy route's retry policy and its cluster's concurrency retry budget.
     Envoy,
+    /// Finagle's default retry budget and decorrelated backoff.
     Finagle,
+    /// A Linkerd ServiceProfile's retry budget: immediate retries bounded by the budget.
     Linkerd,
+    /// tower's default budget and exponential backoff.
     Tower,
+    /// The AWS SDKs' standard retry mode as botocore ran it up to 1.43.
     AwsStandard,
+    /// The AWS SDKs' updated standard retry behaviour (the 2026 defaults).
     AwsStandard2026,
+    /// Polly v8's default retry strategy: fixed waits, no budget.
     Polly,
+    /// resilience4j's default retry and circuit breaker.
     Resilience4j,
+    /// The Google SRE book's advice: a 10% budget, and one tier of a chain retries.
     Sre,
 }
 
@@ -50,6 +60,7 @@ fn every_exception() -> RetryOn {
 }
 
 impl Preset {
+    /// Every preset, in the order help texts and error messages list them.
     pub const ALL: [Preset; 10] = [
         Preset::Grpc,
         Preset::Envoy,
@@ -63,6 +74,7 @@ impl Preset {
         Preset::Sre,
     ];
 
+    /// The name a plan's `preset:` uses.
     pub fn name(self) -> &'static str {
         match self {
             Preset::Grpc => "grpc",
@@ -78,6 +90,7 @@ impl Preset {
         }
     }
 
+    /// The preset a plan names, in any case; an unknown name's error lists the known ones.
     pub fn parse(name: &str) -> Result<Preset, ConfigError> {
         Preset::ALL
             .into_iter()

@@ -7,12 +7,20 @@ use std::num::NonZeroU32;
 /// An HTTP method, as far as retry safety cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
+    /// `GET`: idempotent, so retried whenever the policy allows.
     Get,
+    /// `HEAD`: idempotent.
     Head,
+    /// `PUT`: idempotent (the same state however often it runs).
     Put,
+    /// `DELETE`: idempotent.
     Delete,
+    /// `OPTIONS`: idempotent.
     Options,
+    /// `POST`: not idempotent: retried only after a failure that proves it unsent, or
+    /// with an `Idempotency-Key`.
     Post,
+    /// `PATCH`: not idempotent, as `POST`.
     Patch,
     /// Any other method (TRACE, CONNECT, extensions): treated as not idempotent.
     Other,
@@ -49,12 +57,14 @@ impl Method {
 /// The facts about one logical request that decide whether retrying it is safe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
+    /// Its method, which says whether running it twice is safe.
     pub method: Method,
     /// The request carries an `Idempotency-Key`: the server deduplicates executions.
     pub idempotency_key: bool,
 }
 
 impl Request {
+    /// A request without an idempotency key.
     pub fn new(method: Method) -> Request {
         Request {
             method,
@@ -62,6 +72,8 @@ impl Request {
         }
     }
 
+    /// The same request carrying an `Idempotency-Key`, which makes any method safe to
+    /// retry.
     pub fn with_idempotency_key(self) -> Request {
         Request {
             idempotency_key: true,
@@ -80,17 +92,15 @@ impl Request {
 pub struct Attempt(NonZeroU32);
 
 impl Attempt {
+    /// The original send, where every session starts.
     pub const FIRST: Attempt = Attempt(NonZeroU32::MIN);
 
-    /// `None` for 0: attempts count from 1.
-    pub fn new(n: u32) -> Option<Attempt> {
-        NonZeroU32::new(n).map(Attempt)
-    }
-
+    /// The number, for headers (`x-chaos-attempt`) and reports.
     pub fn get(self) -> u32 {
         self.0.get()
     }
 
+    /// Any attempt after the first: what budgets limit and violations are judged on.
     pub fn is_retry(self) -> bool {
         self.get() > 1
     }

@@ -1,13 +1,13 @@
 //! What a call chain needs of the core: an answer that says "the tier behind me gave up"
-//! (`honor_no_retry`), and a deadline propagated by the caller (`start_within`).
+//! (`honor_no_retry`), and a deadline propagated by the caller (`Start::deadline`).
 
 #![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
 
 use std::time::Duration;
 
 use chaos_policy::{
-    Action, Backoff, Client, GiveUp, Method, Outcome, Policy, PolicyConfig, Preset, Request,
-    Verdict,
+    Action, Backoff, Client, GiveUp, Method, Outcome, Policy, PolicyConfig, Preset, Reply, Request,
+    Start, Verdict,
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -28,17 +28,14 @@ fn client(honor: bool) -> Client {
 fn drive(client: &mut Client, marked: bool) -> Verdict {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let now = Duration::ZERO;
-    let (mut session, mut action) = client.start(Request::new(Method::Get), now);
+    let (mut session, mut action) = client.start(Request::new(Method::Get), now, Start::default());
+    let reply = Reply {
+        no_retry: marked,
+        ..Reply::bare(Outcome::Status(503))
+    };
     loop {
         action = match action {
-            Action::Send { .. } => client.on_answer(
-                &mut session,
-                now,
-                Outcome::Status(503),
-                None,
-                marked,
-                &mut rng,
-            ),
+            Action::Send { .. } => client.on_reply(&mut session, now, reply, &mut rng),
             Action::Wait { until } => client.on_timer(&mut session, until),
             Action::Done(verdict) => return verdict,
         };
@@ -85,11 +82,11 @@ fn a_propagated_deadline_shortens_the_policys_own() {
         })
         .unwrap(),
     );
-    let (_, action) = client.start_within(
-        Request::new(Method::Get),
-        Duration::ZERO,
-        Some(Duration::from_millis(300)),
-    );
+    let within = Start {
+        deadline: Some(Duration::from_millis(300)),
+        ..Start::default()
+    };
+    let (_, action) = client.start(Request::new(Method::Get), Duration::ZERO, within);
     assert_eq!(
         action,
         Action::Send {
@@ -98,7 +95,7 @@ fn a_propagated_deadline_shortens_the_policys_own() {
         },
         "the caller's 300 ms, not the policy's 10 s"
     );
-    let (_, action) = client.start_within(Request::new(Method::Get), Duration::ZERO, None);
+    let (_, action) = client.start(Request::new(Method::Get), Duration::ZERO, Start::default());
     assert!(
         matches!(action, Action::Send { timeout: Some(t), .. } if t == Duration::from_secs(10))
     );

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chaos_policy::{
     Action, Backoff, BreakerConfig, BreakerState, Client, Method, Outcome, Policy, PolicyConfig,
-    Request,
+    Reply, Request, Start,
 };
 use common::{ms, rng};
 
@@ -42,25 +42,35 @@ fn a_late_report_of_an_early_time_cannot_open_the_breaker_in_the_past() {
     let mut client = client();
     let mut rng = rng(1);
     // A request started at 10 s fails at 10 s: the breaker opens until 11 s.
-    let (mut first, action) = client.start(Request::new(Method::Get), ms(10_000));
+    let (mut first, action) = client.start(Request::new(Method::Get), ms(10_000), Start::default());
     assert!(sent(action));
-    client.on_outcome(&mut first, ms(10_000), Outcome::Status(503), None, &mut rng);
+    client.on_reply(
+        &mut first,
+        ms(10_000),
+        Reply::bare(Outcome::Status(503)),
+        &mut rng,
+    );
     assert_eq!(client.breaker_state(ms(10_500)), Some(BreakerState::Open));
 
     // At 11.5 s a probe goes out, and fails; its report is stamped with a stale 9.5 s
     // (the thread took the time, then waited for the lock behind others).
-    let (mut probe, action) = client.start(Request::new(Method::Get), ms(11_500));
+    let (mut probe, action) = client.start(Request::new(Method::Get), ms(11_500), Start::default());
     assert!(sent(action), "half-open: one probe goes out");
-    client.on_outcome(&mut probe, ms(9_500), Outcome::Status(503), None, &mut rng);
+    client.on_reply(
+        &mut probe,
+        ms(9_500),
+        Reply::bare(Outcome::Status(503)),
+        &mut rng,
+    );
 
     // The breaker reopened at the client's time (11.5 s) for its full second: read at 12 s
     // it is still open. Taken at face value, 9.5 s + 1 s would have let it half-open at
     // 10.5 s, before it even reopened.
     assert_eq!(client.clock(), ms(11_500));
     assert_eq!(client.breaker_state(ms(12_000)), Some(BreakerState::Open));
-    let (_, action) = client.start(Request::new(Method::Get), ms(12_000));
+    let (_, action) = client.start(Request::new(Method::Get), ms(12_000), Start::default());
     assert!(!sent(action), "the breaker refuses while open");
-    let (_, action) = client.start(Request::new(Method::Get), ms(12_600));
+    let (_, action) = client.start(Request::new(Method::Get), ms(12_600), Start::default());
     assert!(
         sent(action),
         "and half-opens a full open_for after it reopened"

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use chaos_policy::{
-    Action, Backoff, BudgetConfig, Class, Client, GiveUp, Hints, Method, Outcome, Policy,
-    PolicyConfig, Preset, Request, RetryAfter, RetryCondition, RetryOn, Unprocessed, Verdict,
+    Action, Backoff, BudgetConfig, Class, Client, GiveUp, Method, Outcome, Policy, PolicyConfig,
+    Preset, Reply, Request, RetryAfter, RetryCondition, RetryOn, Start, Unprocessed, Verdict,
     Violation, grpc,
 };
 use common::{drive, ms, rng};
@@ -190,28 +190,23 @@ fn pushback_waits_or_stops() {
         })
         .unwrap(),
     );
-    let (mut session, action) = grpc.start(GET, Duration::ZERO);
+    let (mut session, action) = grpc.start(GET, Duration::ZERO, Start::default());
     assert!(matches!(action, Action::Send { .. }));
-    let wait = grpc.on_hinted(
-        &mut session,
-        ms(5),
-        UNAVAILABLE,
-        Hints {
-            retry_after: Some(ms(200)),
-            ..Hints::default()
-        },
-        &mut rng(3),
-    );
+    let pushback = Reply {
+        retry_after: Some(ms(200)),
+        ..Reply::bare(UNAVAILABLE)
+    };
+    let wait = grpc.on_reply(&mut session, ms(5), pushback, &mut rng(3));
     assert_eq!(wait, Action::Wait { until: ms(205) });
     assert!(matches!(
         grpc.on_timer(&mut session, ms(205)),
         Action::Send { .. }
     ));
-    let stop = Hints {
+    let stop = Reply {
         stop: true,
-        ..Hints::default()
+        ..Reply::bare(UNAVAILABLE)
     };
-    let done = grpc.on_hinted(&mut session, ms(210), UNAVAILABLE, stop, &mut rng(3));
+    let done = grpc.on_reply(&mut session, ms(210), stop, &mut rng(3));
     assert!(matches!(
         done,
         Action::Done(Verdict::GaveUp {
@@ -222,8 +217,8 @@ fn pushback_waits_or_stops() {
     ));
 
     let mut deaf = client(|p| p.retry_after = RetryAfter::Ignore);
-    let (mut session, _) = deaf.start(GET, Duration::ZERO);
-    let action = deaf.on_hinted(&mut session, ms(5), UNAVAILABLE, stop, &mut rng(3));
+    let (mut session, _) = deaf.start(GET, Duration::ZERO, Start::default());
+    let action = deaf.on_reply(&mut session, ms(5), stop, &mut rng(3));
     assert_eq!(action, Action::Wait { until: ms(15) });
 }
 

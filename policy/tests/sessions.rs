@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use chaos_policy::{
     Action, Backoff, BreakerConfig, BreakerState, BudgetConfig, Client, ConfigError, Jitter,
-    Method, Outcome, Policy, PolicyConfig, Preset, Request, RetryAfter, RetryBudget,
-    RetryCondition, RetryOn, RunCounts, Violation,
+    Method, Outcome, Policy, PolicyConfig, Preset, Reply, Request, RetryAfter, RetryBudget,
+    RetryCondition, RetryOn, RunCounts, Start, Violation,
 };
 use common::{FAIL, OK, VALID_BREAKER, breaker, build, drive, fail, ms, rng};
 
@@ -244,10 +244,11 @@ fn session_reports_violations_of_each_retry() {
         p.retry_non_idempotent = true;
     });
     let mut r = rng(0);
-    let (mut s, action) = c.start(POST, Duration::ZERO);
+    let (mut s, action) = c.start(POST, Duration::ZERO, Start::default());
     assert!(matches!(action, Action::Send { .. }));
     assert_eq!(s.violations().count(), 0, "a first attempt is no retry");
-    let Action::Wait { until } = c.on_outcome(&mut s, ms(1), Outcome::Status(400), None, &mut r)
+    let Action::Wait { until } =
+        c.on_reply(&mut s, ms(1), Reply::bare(Outcome::Status(400)), &mut r)
     else {
         panic!("retry_on any retries a 400")
     };

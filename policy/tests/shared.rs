@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use chaos_policy::{
-    Action, Backoff, BudgetConfig, Client, GiveUp, Hints, Method, Outcome, Policy, PolicyConfig,
-    Request, Verdict,
+    Action, Backoff, BudgetConfig, Client, GiveUp, Method, Outcome, Policy, PolicyConfig, Reply,
+    Request, Session, Share, Start, Verdict,
 };
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
@@ -34,16 +34,26 @@ fn client(max_attempts: u32, tokens: f64) -> Client {
     )
 }
 
-fn left(n: u32) -> Hints {
-    Hints {
+/// A GET started at 0 that shares `share`.
+fn start(c: &mut Client, share: Share) -> (Session, Action) {
+    let start = Start {
+        share,
+        ..Start::default()
+    };
+    c.start(Request::new(Method::Get), Duration::ZERO, start)
+}
+
+/// An answer saying the hops below left `n` of the allowance.
+fn left(outcome: Outcome, n: u32) -> Reply {
+    Reply {
         allowance_left: Some(n),
-        ..Hints::default()
+        ..Reply::bare(outcome)
     }
 }
 
-fn answer(c: &mut Client, s: &mut chaos_policy::Session, outcome: Outcome, hints: Hints) -> Action {
+fn answer(c: &mut Client, s: &mut Session, reply: Reply) -> Action {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let action = c.on_hinted(s, Duration::ZERO, outcome, hints, &mut rng);
+    let action = c.on_reply(s, Duration::ZERO, reply, &mut rng);
     match action {
         Action::Wait { .. } => c.on_timer(s, Duration::ZERO),
         other => other,
@@ -53,20 +63,20 @@ fn answer(c: &mut Client, s: &mut chaos_policy::Session, outcome: Outcome, hints
 #[test]
 fn a_request_takes_its_share_and_gives_back_what_nobody_spent() {
     let mut c = client(4, 3.0);
-    let (mut s, first) = c.start_reserving(Request::new(Method::Get), Duration::ZERO, None, 10);
+    let (mut s, first) = start(&mut c, Share::Reserve(10));
     assert!(matches!(first, Action::Send { .. }));
     // All three tokens go with the request, and the bucket is empty meanwhile.
     assert_eq!(s.allowance(), Some(3));
     assert_eq!(c.budget_level(Duration::ZERO), Some(0.0));
     // The hop below spent one of them and failed: this client's retry spends another.
     assert!(matches!(
-        answer(&mut c, &mut s, FAIL, left(2)),
+        answer(&mut c, &mut s, left(FAIL, 2)),
         Action::Send { .. }
     ));
     assert_eq!(s.allowance(), Some(1));
     // The retry succeeds with nothing spent below: the one left goes back, with the
     // success's refill (ratio 0.5).
-    let done = answer(&mut c, &mut s, OK, left(1));
+    let done = answer(&mut c, &mut s, left(OK, 1));
     assert_eq!(done, Action::Done(Verdict::Succeeded { attempts: 2 }));
     assert_eq!(c.budget_level(Duration::ZERO), Some(1.5));
 }
@@ -74,8 +84,8 @@ fn a_request_takes_its_share_and_gives_back_what_nobody_spent() {
 #[test]
 fn a_hop_below_that_spent_everything_leaves_no_retry_for_the_hops_above() {
     let mut c = client(4, 2.0);
-    let (mut s, _) = c.start_reserving(Request::new(Method::Get), Duration::ZERO, None, 10);
-    let done = answer(&mut c, &mut s, FAIL, left(0));
+    let (mut s, _) = start(&mut c, Share::Reserve(10));
+    let done = answer(&mut c, &mut s, left(FAIL, 0));
     assert!(
         matches!(
             done,
@@ -94,13 +104,13 @@ fn a_hop_below_that_spent_everything_leaves_no_retry_for_the_hops_above() {
 fn a_tier_spends_the_allowance_it_was_given_and_never_its_own_budget() {
     // A tier with a full budget of its own, given an allowance of one retry.
     let mut tier = client(4, 10.0);
-    let (mut s, _) = tier.start_with_allowance(Request::new(Method::Get), Duration::ZERO, None, 1);
+    let (mut s, _) = start(&mut tier, Share::Allowance(1));
     assert!(matches!(
-        answer(&mut tier, &mut s, FAIL, Hints::default()),
+        answer(&mut tier, &mut s, Reply::bare(FAIL)),
         Action::Send { .. }
     ));
     assert_eq!(s.allowance(), Some(0));
-    let done = answer(&mut tier, &mut s, FAIL, Hints::default());
+    let done = answer(&mut tier, &mut s, Reply::bare(FAIL));
     assert!(matches!(
         done,
         Action::Done(Verdict::GaveUp {
@@ -112,18 +122,18 @@ fn a_tier_spends_the_allowance_it_was_given_and_never_its_own_budget() {
     // Its own bucket was neither spent nor refilled by the shared allowance.
     assert_eq!(tier.budget_level(Duration::ZERO), Some(10.0));
     // An answer never gives back more than went down.
-    let (mut s, _) = tier.start_with_allowance(Request::new(Method::Get), Duration::ZERO, None, 2);
-    let _ = answer(&mut tier, &mut s, FAIL, left(7));
+    let (mut s, _) = start(&mut tier, Share::Allowance(2));
+    let _ = answer(&mut tier, &mut s, left(FAIL, 7));
     assert_eq!(s.allowance(), Some(1));
 }
 
 #[test]
 fn an_attempt_without_an_answer_is_taken_to_have_spent_all_it_carried() {
     let mut c = client(4, 5.0);
-    let (mut s, _) = c.start_reserving(Request::new(Method::Get), Duration::ZERO, None, 10);
+    let (mut s, _) = start(&mut c, Share::Reserve(10));
     assert_eq!(s.allowance(), Some(5));
     // A timeout says nothing of what the hops below spent: the bound must hold anyway.
-    let done = answer(&mut c, &mut s, Outcome::AttemptTimeout, Hints::default());
+    let done = answer(&mut c, &mut s, Reply::bare(Outcome::AttemptTimeout));
     assert!(matches!(
         done,
         Action::Done(Verdict::GaveUp {
@@ -151,7 +161,7 @@ proptest! {
         let mut successes = 0u64;
         for answers in &requests {
             let (mut s, mut action) =
-                c.start_reserving(Request::new(Method::Get), Duration::ZERO, None, 8);
+                start(&mut c, Share::Reserve(8));
             let mut answers = answers.iter();
             while let Action::Send { attempt, .. } = action {
                 if attempt.is_retry() {
@@ -162,7 +172,7 @@ proptest! {
                 let below = below.min(before);
                 spent += u64::from(below);
                 successes += u64::from(ok);
-                action = answer(&mut c, &mut s, if ok { OK } else { FAIL }, left(before - below));
+                action = answer(&mut c, &mut s, left(if ok { OK } else { FAIL }, before - below));
             }
         }
         // Tokens come from the start and from successes (0.5 each), and each retry

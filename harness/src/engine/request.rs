@@ -240,9 +240,7 @@ impl<'a> Request<'a> {
             shared,
             &mut self.trace,
             &mut self.session,
-            |client, session, now| {
-                client.on_hinted(session, now, answer.outcome, answer.hints(), rng)
-            },
+            |client, session, now| client.on_reply(session, now, answer.reply(), rng),
         )
     }
 

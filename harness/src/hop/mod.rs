@@ -16,7 +16,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chaos_policy::{Action, Attempt, Client, Method, Outcome, Policy, Request, Session, Violation};
+use chaos_policy::{
+    Action, Attempt, Client, Method, Policy, Request, Session, Share, Start, Violation,
+};
 use fault_server::Script;
 use fault_server::script::{Decision, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use fault_server::seed::IdSeed;
@@ -36,40 +38,7 @@ pub use counts::{HopCounts, HopViolations};
 const DEADLINE_MARGIN: Duration = Duration::from_millis(10);
 
 /// What an attempt to the next hop came back with, as the tier's policy hears it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reply {
-    pub outcome: Outcome,
-    pub retry_after: Option<Duration>,
-    /// `x-chaos-no-retry`: the hop below gave up.
-    pub no_retry: bool,
-    /// A gRPC pushback that says not to retry (gRFC A6).
-    pub stop: bool,
-    /// `x-chaos-retry-allowance-left`: what the hops below left of a shared allowance.
-    pub allowance_left: Option<u32>,
-}
-
-impl Reply {
-    /// An answer with nothing but its outcome.
-    pub fn bare(outcome: Outcome) -> Reply {
-        Reply {
-            outcome,
-            retry_after: None,
-            no_retry: false,
-            stop: false,
-            allowance_left: None,
-        }
-    }
-
-    /// What the answer tells the policy beside its outcome.
-    pub fn hints(&self) -> chaos_policy::Hints {
-        chaos_policy::Hints {
-            retry_after: self.retry_after,
-            no_retry: self.no_retry,
-            stop: self.stop,
-            allowance_left: self.allowance_left,
-        }
-    }
-}
+pub use chaos_policy::Reply;
 
 /// A request as it reaches a tier: what the hop above wrote on it.
 pub struct Incoming<'a> {
@@ -317,12 +286,15 @@ impl Tier {
         let limit = r
             .limit
             .map(|l| l.saturating_sub(elapsed + DEADLINE_MARGIN.max(l / 20)));
-        let (session, action) = match r.allowance {
-            Some(allowance) => self
-                .client
-                .start_with_allowance(r.request, now, limit, allowance),
-            None => self.client.start_within(r.request, now, limit),
+        let share = match r.allowance {
+            Some(allowance) => Share::Allowance(allowance),
+            None => Share::None,
         };
+        let start = Start {
+            deadline: limit,
+            share,
+        };
+        let (session, action) = self.client.start(r.request, now, start);
         r.session = Some(session);
         self.step(r, now, action, id)
     }
@@ -347,9 +319,7 @@ impl Tier {
             .session
             .as_mut()
             .expect("an answer comes only to a started request");
-        let action = self
-            .client
-            .on_hinted(session, now, reply.outcome, reply.hints(), rng);
+        let action = self.client.on_reply(session, now, reply, rng);
         self.step(r, now, action, id)
     }
 
@@ -396,7 +366,7 @@ impl Tier {
 
 #[cfg(test)]
 mod tests {
-    use chaos_policy::{Backoff, GiveUp, PolicyConfig, RetryCondition, RetryOn};
+    use chaos_policy::{Backoff, GiveUp, Outcome, PolicyConfig, RetryCondition, RetryOn};
     use fault_server::script::NoHeaders;
 
     use super::*;

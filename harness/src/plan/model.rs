@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chaos_policy::{Action, Client, Method, Policy, Preset, Request, Session};
+use chaos_policy::{Action, Client, Method, Policy, Preset, Request, Session, Share, Start};
 use fault_server::script::ScriptSpec;
 
 /// The one-way latency of a hop when a plan does not say: about half of what an attempt
@@ -356,10 +356,15 @@ pub fn start_request(
     request: Request,
     now: Duration,
 ) -> (Session, Action) {
-    match share {
-        Some(max) => client.start_reserving(request, now, None, max),
-        None => client.start(request, now),
-    }
+    let share = match share {
+        Some(max) => Share::Reserve(max),
+        None => Share::None,
+    };
+    let start = Start {
+        deadline: None,
+        share,
+    };
+    client.start(request, now, start)
 }
 
 /// A counterexample's expectation: the plan passes only if its gates catch it.

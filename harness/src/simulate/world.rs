@@ -412,13 +412,9 @@ impl World<'_> {
         );
         recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
         let mut rng = LazyRng::resume(request_rng_seed(seed, running.arrival.index), running.drawn);
-        let action = self.client.on_hinted(
-            &mut running.session,
-            now,
-            reply.outcome,
-            reply.hints(),
-            &mut rng,
-        );
+        let action = self
+            .client
+            .on_reply(&mut running.session, now, reply, &mut rng);
         running.drawn = rng.word();
         self.act(to.slot, now, action);
     }

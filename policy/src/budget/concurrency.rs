@@ -13,6 +13,8 @@ use super::{Grant, RetryBudget, RunCounts};
 use crate::error::{ConfigError, non_negative};
 use crate::outcome::Outcome;
 
+/// Envoy's retry budget: at most `max(percent% of active requests, min_concurrency)`
+/// retries in flight at once.
 #[derive(Debug, Clone)]
 pub struct Concurrency {
     percent: f64,
@@ -22,6 +24,7 @@ pub struct Concurrency {
 }
 
 impl Concurrency {
+    /// A budget with nothing active, if `percent` is within 0-100.
     pub fn new(percent: f64, min_concurrency: u32) -> Result<Concurrency, ConfigError> {
         let percent = non_negative("budget.budget_percent", percent)?;
         if percent > 100.0 {

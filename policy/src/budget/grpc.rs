@@ -12,6 +12,8 @@ use super::{Grant, RetryBudget, RunCounts, amplification};
 use crate::error::{ConfigError, non_negative};
 use crate::outcome::Outcome;
 
+/// gRPC's retry throttling (gRFC A6): retries stop while fewer than half the tokens are
+/// left, and only successes bring them back.
 #[derive(Debug, Clone)]
 pub struct GrpcThrottle {
     max_tokens: f64,
@@ -20,6 +22,7 @@ pub struct GrpcThrottle {
 }
 
 impl GrpcThrottle {
+    /// A full bucket of `max_tokens`, if it is within A6's limits (above 0, at most 1000).
     pub fn new(max_tokens: f64, token_ratio: f64) -> Result<GrpcThrottle, ConfigError> {
         let max_tokens = non_negative("budget.max_tokens", max_tokens)?;
         let token_ratio = non_negative("budget.token_ratio", token_ratio)?;

@@ -36,6 +36,9 @@ use crate::outcome::Outcome;
 /// it on success).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Grant {
+    /// What the retry took out of the budget: a token, a quota's cost, a place among the
+    /// retries in flight, or nothing for a budget that charges failures instead (gRPC's
+    /// throttling).
     pub cost: f64,
 }
 
@@ -126,6 +129,8 @@ pub enum BudgetConfig {
 }
 
 impl BudgetConfig {
+    /// The budget these parameters describe, as it stands at the start of a run, or the
+    /// first parameter that cannot work.
     pub fn build(&self) -> Result<Budget, ConfigError> {
         Ok(match *self {
             BudgetConfig::TokenBucket {
@@ -170,10 +175,15 @@ impl BudgetConfig {
 /// every attempt makes no indirect call.
 #[derive(Debug, Clone)]
 pub enum Budget {
+    /// [`BudgetConfig::TokenBucket`], running.
     TokenBucket(TokenBucket),
+    /// [`BudgetConfig::TtlWindow`], running.
     TtlWindow(TtlWindow),
+    /// [`BudgetConfig::GrpcThrottle`], running.
     GrpcThrottle(GrpcThrottle),
+    /// [`BudgetConfig::RetryQuota`], running.
     RetryQuota(RetryQuota),
+    /// [`BudgetConfig::Concurrency`], running.
     Concurrency(Concurrency),
 }
 

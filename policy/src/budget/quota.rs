@@ -20,6 +20,7 @@ pub struct QuotaCosts {
     pub throttling: f64,
 }
 
+/// The AWS SDKs' retry quota: a retry is paid for by its cost, and a success gives back.
 #[derive(Debug, Clone)]
 pub struct RetryQuota {
     capacity: f64,
@@ -29,6 +30,7 @@ pub struct RetryQuota {
 }
 
 impl RetryQuota {
+    /// A full quota of `capacity`, if every cost is positive and nothing is negative.
     pub fn new(
         capacity: f64,
         costs: QuotaCosts,

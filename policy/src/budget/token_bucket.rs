@@ -7,6 +7,7 @@ use super::{Grant, RetryBudget, RunCounts, amplification};
 use crate::error::{ConfigError, non_negative};
 use crate::outcome::Outcome;
 
+/// The seed design's budget: a retry costs a token, a successful request refills `ratio`.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     ratio: f64,
@@ -16,6 +17,8 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// A bucket holding `initial_tokens`, if nothing is negative and it starts no fuller
+    /// than `max_tokens`.
     pub fn new(
         ratio: f64,
         max_tokens: f64,

@@ -28,6 +28,8 @@ impl AddAssign for Flow {
     }
 }
 
+/// Finagle's budget: the retries of the last `ttl` may be `ratio` of its requests, plus a
+/// reserve for a quiet client.
 #[derive(Debug, Clone)]
 pub struct TtlWindow {
     ratio: f64,
@@ -37,6 +39,7 @@ pub struct TtlWindow {
 }
 
 impl TtlWindow {
+    /// An empty window over `ttl`, if `ttl` is positive and the rates are not negative.
     pub fn new(ratio: f64, min_per_sec: f64, ttl: Duration) -> Result<TtlWindow, ConfigError> {
         let ttl = positive("budget.ttl", ttl)?;
         Ok(TtlWindow {

@@ -11,12 +11,18 @@ use crate::request::Attempt;
 pub enum Action {
     /// Send this attempt; give up on it after `timeout` (`None`: no limit from the policy).
     Send {
+        /// Which attempt it is, for the headers the attempt carries and for the report.
         attempt: Attempt,
+        /// How long the attempt may take: the nearer of the policy's `attempt_timeout`
+        /// and what is left before the deadline.
         timeout: Option<Duration>,
     },
     /// Do nothing for this request until `until` (an offset from the run's start), then call
-    /// [`Client::on_timer`].
-    Wait { until: Duration },
+    /// [`Client::on_timer`](crate::Client::on_timer).
+    Wait {
+        /// When the backoff is over.
+        until: Duration,
+    },
     /// The logical request is over.
     Done(Verdict),
 }
@@ -42,6 +48,7 @@ pub enum GiveUp {
 }
 
 impl GiveUp {
+    /// Every reason, in the order reports list them.
     pub const ALL: [GiveUp; 7] = [
         GiveUp::BudgetExhausted,
         GiveUp::BreakerOpen,
@@ -69,10 +76,14 @@ impl GiveUp {
 /// How a logical request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// An attempt was served.
     Succeeded {
+        /// Attempts sent, the successful one included.
         attempts: u32,
     },
+    /// The request ended without a success.
     GaveUp {
+        /// What stopped it.
         reason: GiveUp,
         /// Attempts actually sent (0 when the breaker refused the first).
         attempts: u32,
@@ -82,12 +93,14 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Attempts sent, however it ended: what amplification counts.
     pub fn attempts(&self) -> u32 {
         match *self {
             Verdict::Succeeded { attempts } | Verdict::GaveUp { attempts, .. } => attempts,
         }
     }
 
+    /// The request was served.
     pub fn is_success(&self) -> bool {
         matches!(self, Verdict::Succeeded { .. })
     }
@@ -109,6 +122,7 @@ pub enum RetryAfterUse {
 }
 
 impl RetryAfterUse {
+    /// A stable snake_case name for traces.
     pub fn name(self) -> &'static str {
         match self {
             RetryAfterUse::NotAsked => "not_asked",
@@ -125,11 +139,13 @@ impl RetryAfterUse {
 pub struct Wait {
     /// The retry it comes before (1: the first retry).
     pub retry: u32,
-    /// The range the backoff was drawn from, and the draw.
+    /// The range the backoff was drawn from.
     pub range: (Duration, Duration),
+    /// The backoff drawn from `range`: what the policy alone would wait.
     pub backoff: Duration,
-    /// The server's `Retry-After`, and what the policy made of it.
+    /// The server's `Retry-After` or pushback, if it sent one.
     pub asked: Option<Duration>,
+    /// What the policy made of `asked`.
     pub retry_after: RetryAfterUse,
     /// What is waited in the end.
     pub delay: Duration,

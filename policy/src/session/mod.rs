@@ -1,9 +1,11 @@
 //! One logical request, driven through a policy: feed it events, act on what comes out.
 //!
 //! A [`Client`] holds a policy and the state its requests share (budget, breaker); a
-//! [`Session`] is one logical request's progress. The shell calls [`Client::start`], then
-//! for each [`Action`]: `Send` an attempt and report its outcome with
-//! [`Client::on_outcome`]; `Wait` until a time and call [`Client::on_timer`]; `Done` ends it.
+//! [`Session`] is one logical request's progress. The shell calls [`Client::start`] (with
+//! a [`Start`]: a caller's deadline, a shared retry allowance), then for each [`Action`]:
+//! `Send` an attempt and report what came back with [`Client::on_reply`] (a [`Reply`]: the
+//! outcome and the answer's hints); `Wait` until a time and call [`Client::on_timer`];
+//! `Done` ends it.
 //! The client is passed to every call rather than held, so each shell shares it as it
 //! needs: the live engine keeps it behind a mutex; a single-threaded driver (the property
 //! tests' event simulation) owns it outright.
@@ -21,8 +23,11 @@ use crate::request::{Attempt, Request};
 mod action;
 pub use action::{Action, GiveUp, RetryAfterUse, Verdict, Wait};
 
+mod input;
+pub use input::{Reply, Share, Start};
+
 /// The least time left before the deadline that is worth an attempt.
-pub const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(1);
+const MIN_ATTEMPT_TIME: Duration = Duration::from_millis(1);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
@@ -72,22 +77,6 @@ struct Allowance {
     pending: bool,
 }
 
-/// What an answer said beyond its outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Hints {
-    /// The server's `Retry-After` or gRPC pushback (`grpc-retry-pushback-ms`), parsed.
-    pub retry_after: Option<Duration>,
-    /// The tier behind gave up (`x-chaos-no-retry`); heeded with `honor_no_retry`.
-    pub no_retry: bool,
-    /// The server said not to retry: a negative or malformed gRPC pushback (A6). Heeded by
-    /// a policy that reads the server's hints (`retry_after` other than `ignore`).
-    pub stop: bool,
-    /// What the hops below left of the shared retry allowance the attempt carried
-    /// (`x-chaos-retry-allowance-left`); `None` when the answer did not say (the leaf
-    /// spends none) or none came. Heeded only by a session that shares one.
-    pub allowance_left: Option<u32>,
-}
-
 impl Session {
     /// The shared retry allowance the next attempt carries below, and the answer upward
     /// reports (`None`: the request does not share one).
@@ -98,19 +87,6 @@ impl Session {
     /// How the last wait was decided, once one was.
     pub fn last_wait(&self) -> Option<Wait> {
         self.wait
-    }
-
-    pub fn request(&self) -> &Request {
-        &self.request
-    }
-
-    /// The outcome of the last attempt that completed.
-    pub fn last_outcome(&self) -> Option<Outcome> {
-        self.last
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
     }
 
     /// The invariants the attempt just sent breaks, if it is a retry: shells call this on
@@ -140,6 +116,8 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of `policy`, its budget as its kind starts, its breaker closed, its clock
+    /// at zero.
     pub fn new(policy: Policy) -> Client {
         let config = policy.config();
         let budget = config.budget.as_ref().map(|b| {
@@ -168,10 +146,6 @@ impl Client {
         self.clock
     }
 
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
     /// The budget's level at `now`, for the time series.
     pub fn budget_level(&self, now: Duration) -> Option<f64> {
         let now = now.max(self.clock);
@@ -183,6 +157,7 @@ impl Client {
         self.budget.as_ref().and_then(|b| b.bound(run))
     }
 
+    /// Where the breaker stands at `now`, for the time series; `None` without one.
     pub fn breaker_state(&self, now: Duration) -> Option<BreakerState> {
         let now = now.max(self.clock);
         self.breaker.as_ref().map(|b| b.state(now))
@@ -193,79 +168,25 @@ impl Client {
         self.breaker.as_ref().map_or(0, Breaker::trips)
     }
 
-    /// Starts a logical request at `now` (its deadline counts from there).
-    pub fn start(&mut self, request: Request, now: Duration) -> (Session, Action) {
-        self.start_within(request, now, None)
-    }
-
-    /// [`Client::start`] for a request that must be over within `limit` of `now` as well
-    /// (a deadline propagated by the caller): the nearer of it and the policy's own.
-    pub fn start_within(
-        &mut self,
-        request: Request,
-        now: Duration,
-        limit: Option<Duration>,
-    ) -> (Session, Action) {
-        self.start_shared(request, now, limit, None)
-    }
-
-    /// [`Client::start_within`] for a request whose chain draws its retries from this
-    /// client's budget: up to `max` retries are taken out of it now, to be spent by this
-    /// client and by the hops below it ([`Session::allowance`] goes down with each
-    /// attempt), and what is left goes back when the request ends. A budget that cannot
-    /// share ([`Budget::can_share`]) grants none.
-    pub fn start_reserving(
-        &mut self,
-        request: Request,
-        now: Duration,
-        limit: Option<Duration>,
-        max: u32,
-    ) -> (Session, Action) {
-        let left = self.budget.as_mut().map_or(0, |b| b.reserve(max));
-        self.start_shared(
-            request,
-            now,
-            limit,
-            Some(Allowance {
-                left,
+    /// Starts a logical request at `now`: its deadline counts from there, and `start` says
+    /// what else limits it and what it shares with the hops of its chain.
+    pub fn start(&mut self, request: Request, now: Duration, start: Start) -> (Session, Action) {
+        let shared = match start.share {
+            Share::None => None,
+            Share::Reserve(max) => Some(Allowance {
+                left: self.budget.as_mut().map_or(0, |b| b.reserve(max)),
                 reserved: true,
                 pending: false,
             }),
-        )
-    }
-
-    /// [`Client::start_within`] at a hop of a chain whose caller shares a retry allowance
-    /// with it (`x-chaos-retry-allowance`): its retries are paid from `allowance`, not from
-    /// its own budget, and what is left goes back up with its answer.
-    pub fn start_with_allowance(
-        &mut self,
-        request: Request,
-        now: Duration,
-        limit: Option<Duration>,
-        allowance: u32,
-    ) -> (Session, Action) {
-        self.start_shared(
-            request,
-            now,
-            limit,
-            Some(Allowance {
-                left: allowance,
+            Share::Allowance(left) => Some(Allowance {
+                left,
                 reserved: false,
                 pending: false,
             }),
-        )
-    }
-
-    fn start_shared(
-        &mut self,
-        request: Request,
-        now: Duration,
-        limit: Option<Duration>,
-        shared: Option<Allowance>,
-    ) -> (Session, Action) {
+        };
         let now = self.tick(now);
         let own = self.policy.config().deadline;
-        let deadline = match (own, limit) {
+        let deadline = match (own, start.deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -291,56 +212,22 @@ impl Client {
         (session, action)
     }
 
-    /// Reports what the attempt in flight produced. `retry_after` is the server's
-    /// `Retry-After` (or pushback), already parsed.
-    pub fn on_outcome<R: Rng + ?Sized>(
+    /// Reports what the attempt in flight came back with at `now`: its outcome and the
+    /// answer's hints. The backoff's jitter, if the policy retries, is drawn from `rng`.
+    pub fn on_reply<R: Rng + ?Sized>(
         &mut self,
         session: &mut Session,
         now: Duration,
-        outcome: Outcome,
-        retry_after: Option<Duration>,
+        reply: Reply,
         rng: &mut R,
     ) -> Action {
-        self.on_answer(session, now, outcome, retry_after, false, rng)
-    }
-
-    /// [`Client::on_outcome`] for an answer that may say the service behind it already
-    /// gave up (`no_retry`): a policy with `honor_no_retry` then gives up too, rather than
-    /// multiply the load of a call chain.
-    pub fn on_answer<R: Rng + ?Sized>(
-        &mut self,
-        session: &mut Session,
-        now: Duration,
-        outcome: Outcome,
-        retry_after: Option<Duration>,
-        no_retry: bool,
-        rng: &mut R,
-    ) -> Action {
-        let hints = Hints {
-            retry_after,
-            no_retry,
-            stop: false,
-            allowance_left: None,
-        };
-        self.on_hinted(session, now, outcome, hints, rng)
-    }
-
-    /// [`Client::on_answer`] with every hint an answer can carry, the gRPC pushback's
-    /// "do not retry" among them.
-    pub fn on_hinted<R: Rng + ?Sized>(
-        &mut self,
-        session: &mut Session,
-        now: Duration,
-        outcome: Outcome,
-        hints: Hints,
-        rng: &mut R,
-    ) -> Action {
-        let Hints {
+        let Reply {
+            outcome,
             retry_after,
             no_retry,
             stop,
             allowance_left,
-        } = hints;
+        } = reply;
         if let Some(shared) = &mut session.shared {
             // The hops below spent the difference, and never give back more. An answer
             // that does not say came from a hop that spends none (the leaf); when no

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use chaos_policy::{
-    Action, Breaker, BreakerConfig, Budget, BudgetConfig, Client, Outcome, Request, Verdict,
+    Action, Breaker, BreakerConfig, Budget, BudgetConfig, Client, Outcome, Reply, Request, Start,
+    Verdict,
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
@@ -65,7 +66,7 @@ pub fn drive(
 ) -> (String, Verdict, Duration) {
     let mut trace = String::new();
     let mut now = start;
-    let (mut session, mut action) = client.start(request, now);
+    let (mut session, mut action) = client.start(request, now, Start::default());
     let mut answered = 0;
     loop {
         match action {
@@ -78,7 +79,11 @@ pub fn drive(
                 answered += 1;
                 now += ATTEMPT_TIME;
                 let _ = write!(trace, " {outcome} ");
-                action = client.on_outcome(&mut session, now, outcome, retry_after, rng);
+                let reply = Reply {
+                    retry_after,
+                    ..Reply::bare(outcome)
+                };
+                action = client.on_reply(&mut session, now, reply, rng);
             }
             Action::Wait { until } => {
                 let _ = write!(trace, "wait{}ms ", (until - now).as_millis());
@@ -166,7 +171,7 @@ pub fn simulate(
         let action = match tag {
             0 => {
                 seen.logical += 1;
-                let (session, action) = client.start(requests[i], now);
+                let (session, action) = client.start(requests[i], now, Start::default());
                 sessions[i] = Some(session);
                 action
             }
@@ -175,7 +180,7 @@ pub fn simulate(
                 next_outcome += 1;
                 probe_epoch[i] = None;
                 let session = sessions[i].as_mut().expect("a session in flight");
-                client.on_outcome(session, now, outcome, None, &mut rng)
+                client.on_reply(session, now, Reply::bare(outcome), &mut rng)
             }
             _ => {
                 let session = sessions[i].as_mut().expect("a session waiting");

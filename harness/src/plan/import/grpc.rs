@@ -361,8 +361,8 @@ mod tests {
     use std::time::Duration;
 
     use chaos_policy::{
-        Action, BudgetConfig, Client, Jitter, Method, Outcome, Policy, Request,
-        RetryCondition as C, RetryOn, Verdict,
+        Action, BudgetConfig, Client, Jitter, Method, Outcome, Policy, Reply, Request,
+        RetryCondition as C, RetryOn, Start, Verdict,
     };
     use rand_chacha::ChaCha8Rng;
     use rand_core::SeedableRng;
@@ -605,12 +605,14 @@ mod tests {
         let mut now = Duration::ZERO;
         let mut retries = 0;
         for _ in 0..20 {
-            let (mut session, mut action) = client.start(Request::new(Method::Get), now);
+            let (mut session, mut action) =
+                client.start(Request::new(Method::Get), now, Start::default());
             let verdict = loop {
                 action = match action {
                     Action::Send { .. } => {
                         now += ms(5);
-                        client.on_outcome(&mut session, now, Outcome::Status(503), None, &mut rng)
+                        let reply = Reply::bare(Outcome::Status(503));
+                        client.on_reply(&mut session, now, reply, &mut rng)
                     }
                     Action::Wait { until } => {
                         now = until;
