@@ -169,8 +169,10 @@ impl Prepared {
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
         }
-        if let Some(timeout) = spec.timeout.filter(|_| spec.propagate_deadline) {
-            headers.insert(DEADLINE_MS, HeaderValue::from(wire::deadline_ms(timeout)));
+        if let Some(deadline) =
+            crate::logical::deadline_below(spec.timeout, spec.propagate_deadline)
+        {
+            headers.insert(DEADLINE_MS, HeaderValue::from(wire::deadline_ms(deadline)));
         }
         if let Some(allowance) = spec.allowance {
             headers.insert(RETRY_ALLOWANCE, HeaderValue::from(allowance));

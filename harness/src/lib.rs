@@ -16,6 +16,7 @@ mod control;
 pub mod engine;
 pub mod export;
 pub mod hop;
+pub mod logical;
 pub mod plan;
 pub mod pool;
 pub mod relay;

@@ -1,7 +1,7 @@
-//! One logical request's task: from its arrival to its verdict, a [`Session`] fed the
-//! answers of its attempts, on the wire through the engine's pool.
-//!
-//! [`Session`]: chaos_policy::Session
+//! One logical request's task: from its arrival to its verdict, the client core's
+//! [`LogicalRequest`] fed the answers of its attempts, on the wire through the engine's
+//! pool. What the recorder hears of the request is the core's to say; this shell sends,
+//! waits, locks, reads the clock and traces.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,31 +16,30 @@ use tokio_util::sync::CancellationToken;
 use super::connections::{self, Wait};
 use super::{Shared, Traced, lock};
 use crate::attempt::{self, Answer, AttemptSpec};
+use crate::logical::{ConnectionWait, LogicalRequest};
 use crate::plan::RequestKind;
 use crate::schedule::{Arrival, request_rng};
-use crate::stats::{Reached, Recorder};
 use crate::telemetry::trace::attr;
 use crate::telemetry::{About, LogicalTrace};
 
 /// Holds a logical request's place in `max_in_flight` and makes sure it ends counted: a
 /// request that never reaches a verdict (stopped, or a panic) is recorded as unfinished,
-/// with the time it had been running as a lower bound of its latency. It also counts
-/// whether the request reached the server, for the ledger to agree with.
+/// with the time it had been running as a lower bound of its latency, and whether it
+/// reached the server is counted either way, for the ledger to agree with.
 struct Running<'a> {
     shared: &'a Shared,
-    scheduled: Duration,
+    request: LogicalRequest,
     done: bool,
-    reached: Reached,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        let ran = (!self.done).then(|| self.shared.now().saturating_sub(self.scheduled));
+        let now = (!self.done).then(|| self.shared.now());
         self.shared.recorders.record(|recorder| {
-            if let Some(ran) = ran {
-                recorder.unfinished(self.scheduled, ran);
+            if let Some(now) = now {
+                self.request.unfinished(recorder, now);
             }
-            recorder.reached(self.reached);
+            self.request.count_reached(recorder);
         });
         self.shared.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -84,7 +83,6 @@ struct Request<'a> {
     id: &'a str,
     stop: &'a CancellationToken,
     rng: ChaCha8Rng,
-    session: Session,
     traced: Option<&'a Traced>,
     /// Kept only when the run is traced.
     trace: Option<LogicalTrace>,
@@ -100,19 +98,15 @@ impl<'a> Request<'a> {
         id: &'a str,
         stop: &'a CancellationToken,
     ) -> (Request<'a>, Action) {
-        let running = Running {
-            shared,
-            scheduled: arrival.at,
-            done: false,
-            reached: Reached::No,
-        };
         let kind = &shared.plan.load.requests[arrival.kind];
         let rng = request_rng(shared.seed, arrival.index);
         // The lag is measured where the request really starts: on a worker, after the spawn.
         let started = shared.now();
         shared.arrivals.hand_over_due(shared, started);
         let lag = started.saturating_sub(arrival.at);
-        shared.recorders.record(|r| r.arrived(arrival.at, lag));
+        shared
+            .recorders
+            .record(|r| LogicalRequest::arrived(r, arrival, lag));
         let traced = shared.telemetry.as_ref();
         let mut trace = traced.map(|t| {
             t.telemetry.begin(
@@ -131,21 +125,17 @@ impl<'a> Request<'a> {
         });
         // The time is read under the lock, so the client hears of times in the order they
         // were read.
-        let (session, action) = {
+        let (logical, action) = {
             let mut client = lock(&shared.client);
             let now = shared.now();
             // Read only for a trace: an untraced request pays nothing for it.
             let before = trace.as_ref().and_then(|_| client.breaker_state(now));
-            let (session, action) = crate::plan::start_request(
-                &mut client,
-                shared.share_budget,
-                kind.policy_request(),
-                now,
-            );
+            let (logical, action) =
+                LogicalRequest::start(&mut client, shared.share_budget, kind, *arrival, now);
             if let (Some(trace), Some(t)) = (&mut trace, traced) {
-                note(trace, t, &client, before, &session, &action);
+                note(trace, t, &client, before, logical.session(), &action);
             }
-            (session, action)
+            (logical, action)
         };
         let request = Request {
             shared,
@@ -154,10 +144,13 @@ impl<'a> Request<'a> {
             id,
             stop,
             rng,
-            session,
             traced,
             trace,
-            running,
+            running: Running {
+                shared,
+                request: logical,
+                done: false,
+            },
         };
         (request, action)
     }
@@ -167,13 +160,15 @@ impl<'a> Request<'a> {
     async fn send(&mut self, attempt: Attempt, timeout: Option<Duration>) -> Option<Action> {
         let shared = self.shared;
         let sent = shared.now();
+        self.running.request.sending(attempt, sent);
+        let session = self.running.request.session();
         let traceparent = match (&mut self.trace, self.traced) {
             (Some(trace), Some(t)) => Some(trace.send(
                 t.telemetry.span_id(),
                 attempt,
                 t.wall(sent),
                 self.kind.path_for(self.arrival.n),
-                self.session.violations(),
+                session.violations(),
             )),
             _ => None,
         };
@@ -185,7 +180,7 @@ impl<'a> Request<'a> {
             timeout,
             traceparent: traceparent.as_deref(),
             propagate_deadline: !shared.plan.tiers.is_empty(),
-            allowance: self.session.allowance(),
+            allowance: session.allowance(),
         };
         // Boxed: the send is most of a request's state, and a task's whole state is
         // moved when it is spawned; a request that never sends never pays for it.
@@ -198,35 +193,30 @@ impl<'a> Request<'a> {
             biased;
             answer = &mut send => answer,
             () = self.stop.cancelled() => {
-                self.stopped_sending(attempt::left_process(send.as_mut()), sent, attempt);
+                self.stopped_sending(attempt::left_process(send.as_mut()));
                 return None;
             }
         };
-        Some(self.answered(answer, wait, sent, attempt))
+        Some(self.answered(answer, wait))
     }
 
     /// An attempt's answer counted (and traced), then the client's decision on it.
-    fn answered(
-        &mut self,
-        answer: Answer,
-        wait: Option<Wait>,
-        sent: Duration,
-        attempt: Attempt,
-    ) -> Action {
+    fn answered(&mut self, answer: Answer, wait: Option<Wait>) -> Action {
         let shared = self.shared;
         let now = shared.now();
         shared.arrivals.hand_over_due(shared, now);
-        self.running.reached = self.running.reached.after(answer.outcome);
         // A wait for one of the client's own connections says nothing of the target.
         if !wait.is_some_and(|w| w.timed_out) {
             shared.watch_target(answer.outcome, now);
         }
+        let sent = self.running.request.out().map_or(now, |(sent, _)| sent);
+        let wait = wait.map(|w| ConnectionWait {
+            waited: w.waited,
+            timed_out: w.timed_out,
+        });
+        let (request, id) = (&mut self.running.request, self.id);
         shared.recorders.record(|recorder| {
-            if let Some(wait) = wait {
-                recorder.waited(wait.waited, wait.timed_out);
-            }
-            self.record_sent(recorder, sent, attempt);
-            recorder.attempt_done(answer.outcome, now.saturating_sub(sent), attempt.is_retry());
+            request.answered(recorder, now, answer.outcome, wait, id);
         });
         if let (Some(trace), Some(t)) = (&mut self.trace, self.traced) {
             trace.answer(t.wall(now), answer.outcome, answer.duplicate);
@@ -239,26 +229,19 @@ impl<'a> Request<'a> {
         decide(
             shared,
             &mut self.trace,
-            &mut self.session,
-            |client, session, now| client.on_reply(session, now, answer.reply(), rng),
+            &mut self.running.request,
+            |client, request, now| request.decide_reply(client, now, answer.reply(), rng),
         )
     }
 
     /// The end of a request stopped with an attempt out: the attempt is counted abandoned
     /// if it had left the process (it may have reached the server), else cut.
-    fn stopped_sending(&mut self, left: bool, sent: Duration, attempt: Attempt) {
+    fn stopped_sending(&mut self, left: bool) {
         let shared = self.shared;
-        shared.recorders.record(|recorder| {
-            if left {
-                self.record_sent(recorder, sent, attempt);
-                recorder.abandoned += 1;
-            } else {
-                recorder.cut();
-            }
-        });
-        if left {
-            self.running.reached = self.running.reached.max(Reached::Maybe);
-        }
+        let (request, id) = (&mut self.running.request, self.id);
+        shared
+            .recorders
+            .record(|recorder| request.stopped(recorder, left, id));
         if let (Some(mut trace), Some(t)) = (self.trace.take(), self.traced) {
             let now = t.wall(shared.now());
             if left {
@@ -269,18 +252,6 @@ impl<'a> Request<'a> {
             }
             t.telemetry.finish(trace, None, now, &t.target);
         }
-    }
-
-    /// Counts the attempt sent at `sent`: once it is answered, or when the run stops after it
-    /// left the process.
-    fn record_sent(&self, recorder: &mut Recorder, sent: Duration, attempt: Attempt) {
-        recorder.sent(
-            sent,
-            self.arrival.at,
-            attempt.is_retry(),
-            self.id,
-            self.session.violations(),
-        );
     }
 
     /// The end of a request stopped while it waited to retry.
@@ -296,8 +267,8 @@ impl<'a> Request<'a> {
         decide(
             self.shared,
             &mut self.trace,
-            &mut self.session,
-            |client, session, now| client.on_timer(session, now),
+            &mut self.running.request,
+            |client, request, now| request.decide_timer(client, now),
         )
     }
 
@@ -305,10 +276,10 @@ impl<'a> Request<'a> {
     fn finish(&mut self, verdict: &Verdict) {
         let shared = self.shared;
         let end = shared.now();
-        let latency = end.saturating_sub(self.arrival.at);
+        let request = &self.running.request;
         shared
             .recorders
-            .record(|r| r.finished(self.arrival.at, latency, verdict));
+            .record(|r| request.finished(r, end, verdict));
         self.running.done = true;
         if let (Some(trace), Some(t)) = (self.trace.take(), self.traced) {
             t.telemetry
@@ -317,21 +288,21 @@ impl<'a> Request<'a> {
     }
 }
 
-/// One decision of the client for `session`, under the client's lock and at the time read
+/// One decision of the client for `request`, under the client's lock and at the time read
 /// there; a traced request notes what was decided.
 fn decide(
     shared: &Shared,
     trace: &mut Option<LogicalTrace>,
-    session: &mut Session,
-    decision: impl FnOnce(&mut Client, &mut Session, Duration) -> Action,
+    request: &mut LogicalRequest,
+    decision: impl FnOnce(&mut Client, &mut LogicalRequest, Duration) -> Action,
 ) -> Action {
     let mut client = lock(&shared.client);
     let now = shared.now();
     // Read only for a trace: an untraced request pays nothing for it.
     let before = trace.as_ref().and_then(|_| client.breaker_state(now));
-    let action = decision(&mut client, session, now);
+    let action = decision(&mut client, request, now);
     if let (Some(trace), Some(traced)) = (trace, &shared.telemetry) {
-        note(trace, traced, &client, before, session, &action);
+        note(trace, traced, &client, before, request.session(), &action);
     }
     action
 }

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts, Session};
+use chaos_policy::{Action, Attempt, Client, Outcome, RunCounts};
 use fault_server::ledger::{Ledger, LedgerSnapshot};
 use fault_server::script::Script;
 
@@ -29,25 +29,23 @@ use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
 use super::tier::Tier;
+use crate::logical::{ConnectionWait, LogicalRequest};
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule, request_rng_seed};
-use crate::stats::{PolicyRun, Reached, Recorder};
+use crate::stats::{PolicyRun, Recorder};
 
-/// A logical request in progress.
+/// A logical request in progress: the client core's request, and where the simulation
+/// holds it.
 struct Running {
-    session: Session,
-    arrival: Arrival,
+    request: LogicalRequest,
     /// Its current step (a send, a wait), numbered across the run: an event of another
     /// step is stale, whichever request now holds the slot.
     step: u64,
-    /// The attempt on the wire, or waiting for a connection: when it was sent.
-    sent: Option<(Duration, Attempt)>,
     /// The attempt waits for a connection, with this timeout (from when it was sent).
     queued: Option<Option<Duration>>,
     /// Where its jitter stream stands (a ChaCha word position): the stream is remade from
     /// the seed when drawn from, so a waiting request costs a few bytes, not a generator.
     drawn: u128,
-    reached: Reached,
 }
 
 /// What one simulated policy run produced: what the live engine and the live server's
@@ -287,22 +285,20 @@ impl World<'_> {
             self.recorder.dropped(arrival.at);
             return;
         }
-        self.recorder.arrived(arrival.at, Duration::ZERO);
+        LogicalRequest::arrived(&mut self.recorder, &arrival, Duration::ZERO);
         let kind = &self.plan.load.requests[arrival.kind];
-        let (session, action) = crate::plan::start_request(
+        let (request, action) = LogicalRequest::start(
             &mut self.client,
             self.policy.share_budget,
-            kind.policy_request(),
+            kind,
+            arrival,
             arrival.at,
         );
         let running = Running {
-            session,
-            arrival,
+            request,
             step: 0,
-            sent: None,
             queued: None,
             drawn: 0,
-            reached: Reached::No,
         };
         self.live += 1;
         let slot = match self.free.pop() {
@@ -366,7 +362,7 @@ impl World<'_> {
             .and_then(Option::as_mut)
             .filter(|r| r.step == to.step);
         if let Some(running) = running {
-            let action = self.client.on_timer(&mut running.session, now);
+            let action = running.request.decide_timer(&mut self.client, now);
             self.act(to.slot, now, action);
         }
     }
@@ -381,15 +377,19 @@ impl World<'_> {
         else {
             return;
         };
-        let Some((sent, attempt)) = running.sent.take() else {
+        let Some((sent, _)) = running.request.out() else {
             return;
         };
         let mut reply = reply;
+        let mut wait = None;
         match (running.queued.take(), &mut self.connections) {
             // Its timeout ran out while it waited for a connection: never sent.
             (Some(_), _) => {
                 reply.outcome = Outcome::ConnectTimeout;
-                self.recorder.waited(now.saturating_sub(sent), true);
+                wait = Some(ConnectionWait {
+                    waited: now.saturating_sub(sent),
+                    timed_out: true,
+                });
             }
             // Its connection is free for the next in line, before this request's next
             // attempt can ask for one (live, the slot is given back first).
@@ -400,21 +400,15 @@ impl World<'_> {
         let Some(running) = self.running[to.slot as usize].as_mut() else {
             return;
         };
-        running.reached = running.reached.after(reply.outcome);
-        let recorder = &mut self.recorder;
-        let id = violation_id(&mut self.id, &self.policy.name, running);
-        recorder.sent(
-            sent,
-            running.arrival.at,
-            attempt.is_retry(),
-            id,
-            running.session.violations(),
-        );
-        recorder.attempt_done(reply.outcome, now.saturating_sub(sent), attempt.is_retry());
-        let mut rng = LazyRng::resume(request_rng_seed(seed, running.arrival.index), running.drawn);
-        let action = self
-            .client
-            .on_reply(&mut running.session, now, reply, &mut rng);
+        let id = violation_id(&mut self.id, &self.policy.name, &running.request);
+        running
+            .request
+            .answered(&mut self.recorder, now, reply.outcome, wait, id);
+        let index = running.request.arrival().index;
+        let mut rng = LazyRng::resume(request_rng_seed(seed, index), running.drawn);
+        let action = running
+            .request
+            .decide_reply(&mut self.client, now, reply, &mut rng);
         running.drawn = rng.word();
         self.act(to.slot, now, action);
     }
@@ -432,8 +426,8 @@ impl World<'_> {
         };
         match action {
             Action::Send { attempt, timeout } => {
-                running.sent = Some((now, attempt));
-                let arrival = running.arrival;
+                running.request.sending(attempt, now);
+                let arrival = *running.request.arrival();
                 if let Some(connections) = &mut self.connections {
                     if connections.busy >= connections.max {
                         running.queued = Some(timeout);
@@ -450,10 +444,8 @@ impl World<'_> {
             }
             Action::Wait { until } => self.queue.push(until, Event::Wake(step)),
             Action::Done(verdict) => {
-                let at = running.arrival.at;
-                let reached = running.reached;
-                self.recorder.finished(at, now.saturating_sub(at), &verdict);
-                self.recorder.reached(reached);
+                running.request.finished(&mut self.recorder, now, &verdict);
+                running.request.count_reached(&mut self.recorder);
                 self.running[slot as usize] = None;
                 self.free.push(slot);
                 self.live -= 1;
@@ -471,10 +463,7 @@ impl World<'_> {
         timeout: Option<Duration>,
     ) {
         // Behind tiers the attempt says how long it will be waited for, as live.
-        let deadline = (!self.tiers.is_empty())
-            .then_some(timeout)
-            .flatten()
-            .map(fault_server::wire::deadline_sent);
+        let deadline = crate::logical::deadline_below(timeout, !self.tiers.is_empty());
         let hop = self.net.hop();
         let expires = expiry(&mut self.queue, step, now, hop, timeout);
         self.queue.push(
@@ -490,7 +479,7 @@ impl World<'_> {
                 deadline,
                 allowance: self.running[step.slot as usize]
                     .as_ref()
-                    .and_then(|r| r.session.allowance()),
+                    .and_then(|r| r.request.session().allowance()),
                 expires,
             }),
         );
@@ -515,7 +504,8 @@ impl World<'_> {
             else {
                 continue;
             };
-            let (Some(timeout), Some((since, attempt))) = (running.queued, running.sent) else {
+            let (Some(timeout), Some((since, attempt))) = (running.queued, running.request.out())
+            else {
                 continue;
             };
             let waited = now.saturating_sub(since);
@@ -531,7 +521,7 @@ impl World<'_> {
                 slot: waiter.slot,
                 step: running.step,
             };
-            let arrival = running.arrival;
+            let arrival = *running.request.arrival();
             connections.busy += 1;
             self.recorder.waited(waited, false);
             self.transmit(step, now, arrival, attempt, left);
@@ -545,26 +535,14 @@ impl World<'_> {
             let Some(mut running) = self.running[slot].take() else {
                 continue;
             };
-            if running.queued.take().is_some() {
-                // Still waiting for a connection: it never left, as live.
-                running.sent = None;
-                self.recorder.cut();
-            }
-            if let Some((sent, attempt)) = running.sent.take() {
-                let id = violation_id(&mut self.id, &self.policy.name, &running);
-                self.recorder.sent(
-                    sent,
-                    running.arrival.at,
-                    attempt.is_retry(),
-                    id,
-                    running.session.violations(),
-                );
-                self.recorder.abandoned += 1;
-                running.reached = running.reached.max(Reached::Maybe);
-            }
-            let at = running.arrival.at;
-            self.recorder.unfinished(at, stop.saturating_sub(at));
-            self.recorder.reached(running.reached);
+            // Still waiting for a connection, it never left, as live.
+            let left_process = running.queued.take().is_none();
+            let id = violation_id(&mut self.id, &self.policy.name, &running.request);
+            running
+                .request
+                .stopped(&mut self.recorder, left_process, id);
+            running.request.unfinished(&mut self.recorder, stop);
+            running.request.count_reached(&mut self.recorder);
         }
         self.live = 0;
     }
@@ -619,10 +597,10 @@ fn tier_of<'t, 'a>(tiers: &'t mut [Tier<'a>], to: Step) -> Option<&'t mut Tier<'
 }
 
 /// The request's id, written only when it is needed: as an example of a violation.
-fn violation_id<'b>(buf: &'b mut String, policy: &str, running: &Running) -> &'b str {
+fn violation_id<'b>(buf: &'b mut String, policy: &str, request: &LogicalRequest) -> &'b str {
     buf.clear();
-    if running.session.violations().next().is_some() {
-        fault_server::wire::write_request_id(buf, policy, running.arrival.index);
+    if request.session().violations().next().is_some() {
+        fault_server::wire::write_request_id(buf, policy, request.arrival().index);
     }
     buf
 }
