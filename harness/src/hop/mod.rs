@@ -93,6 +93,39 @@ pub enum Admission {
     Forward,
 }
 
+/// What a tier answers when it does not forward (a fault it cannot inject at a tier).
+pub const UNSUPPORTED_STATUS: u16 = 503;
+/// What a tier answers a request going round a loop of relays: 508 Loop Detected.
+pub const LOOP_STATUS: u16 = 508;
+
+impl Admission {
+    /// What the tier answers on its own instead of forwarding, as the hop above reads it:
+    /// a fault of its own (its status and `Retry-After`), a fault it cannot inject
+    /// ([`UNSUPPORTED_STATUS`]), or a loop ([`LOOP_STATUS`], marked "do not retry"); each
+    /// with what is left of a shared allowance (`allowance_left`: nothing of it was spent).
+    /// `None`: the tier forwards. The live tier renders it as a response, the simulated
+    /// one as an event.
+    pub fn own_reply(&self, allowance_left: Option<u32>) -> Option<Reply> {
+        let (status, retry_after, no_retry) = match self {
+            Admission::Fault { response, .. } => (
+                response.status,
+                response.retry_after_secs().map(Duration::from_secs),
+                false,
+            ),
+            Admission::Unsupported => (UNSUPPORTED_STATUS, None, false),
+            Admission::Loop => (LOOP_STATUS, None, true),
+            Admission::Forward | Admission::Delay(_) => return None,
+        };
+        Some(Reply {
+            outcome: chaos_policy::Outcome::Status(status),
+            retry_after,
+            no_retry,
+            stop: false,
+            allowance_left,
+        })
+    }
+}
+
 /// One request at a tier, from its arrival to its answer.
 #[derive(Debug)]
 pub struct Forwarding {

@@ -40,7 +40,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
 use axum::response::Response;
-use chaos_policy::Policy;
+use chaos_policy::{Outcome, Policy};
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
@@ -353,6 +353,7 @@ async fn admit(
     );
     // An answer of the tier's own spent nothing of a shared allowance: all of it goes back.
     let left = forwarding.allowance();
+    let own = admission.own_reply(left);
     let admitted = match admission {
         Admission::Forward => Ok(forwarding),
         Admission::Delay(d) => {
@@ -370,7 +371,7 @@ async fn admit(
             if let (Some(t), Some(span)) = (&shared.tracing, span.take()) {
                 span.end(t, StatusCode::LOOP_DETECTED.as_u16(), None);
             }
-            let mut response = problem(
+            let response = problem(
                 StatusCode::LOOP_DETECTED,
                 &format!(
                     "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
@@ -380,9 +381,6 @@ async fn admit(
                     wire::MAX_TIERS,
                 ),
             );
-            response
-                .headers_mut()
-                .insert(wire::NO_RETRY, axum::http::HeaderValue::from_static("1"));
             Err(response)
         }
         Admission::Unsupported => Err(problem(
@@ -391,7 +389,20 @@ async fn admit(
         )),
     };
     admitted.map_err(|mut response| {
-        say_allowance_left(&mut response, left);
+        // The hop core says what the tier answers; the arms above say why, in the body.
+        if let Some(reply) = own {
+            if let Outcome::Status(status) = reply.outcome
+                && let Ok(status) = StatusCode::from_u16(status)
+            {
+                *response.status_mut() = status;
+            }
+            if reply.no_retry {
+                response
+                    .headers_mut()
+                    .insert(wire::NO_RETRY, axum::http::HeaderValue::from_static("1"));
+            }
+            say_allowance_left(&mut response, reply.allowance_left);
+        }
         response
     })
 }

@@ -103,27 +103,9 @@ impl<'a> Tier<'a> {
             headers: &headers,
         };
         let (request, admission) = self.core.receive(now, &incoming);
-        // A fault of the tier's own is answered without forwarding.
-        let own = match &admission {
-            Admission::Fault { response, .. } => Some(Reply {
-                outcome: Outcome::Status(response.status),
-                retry_after: response.retry_after_secs().map(Duration::from_secs),
-                no_retry: false,
-                stop: false,
-                allowance_left: request.allowance(),
-            }),
-            Admission::Unsupported => Some(Reply::bare(Outcome::Status(503))),
-            // As the live tier answers a request going round a loop (no plan's chain is
-            // that long: this only keeps the two shells alike).
-            Admission::Loop => Some(Reply {
-                outcome: Outcome::Status(508),
-                retry_after: None,
-                no_retry: true,
-                stop: false,
-                allowance_left: request.allowance(),
-            }),
-            Admission::Forward | Admission::Delay(_) => None,
-        };
+        // A fault of the tier's own (or a loop, which no plan's chain is long enough for)
+        // is answered without forwarding.
+        let own = admission.own_reply(request.allowance());
         if let Some(reply) = own {
             queue.push(
                 now + net.hop(),
