@@ -233,40 +233,26 @@ pub struct AttemptSpec<'a> {
 /// the fault-server said it ran this request's side effect again (`x-chaos-duplicate`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Answer {
-    pub outcome: Outcome,
-    pub retry_after: Option<Duration>,
+    /// What the answer tells the policy ([`Reply`]: the outcome, `Retry-After` or gRPC
+    /// pushback, `x-chaos-no-retry`, A6's "do not retry", the allowance left).
+    pub reply: Reply,
+    /// `x-chaos-duplicate`: the server had run this side effect before. Only the report
+    /// counts it.
     pub duplicate: bool,
-    /// The answer came from a relay tier that gave up (`x-chaos-no-retry`).
-    pub no_retry: bool,
-    /// A gRPC server's pushback said not to retry (negative or malformed, gRFC A6).
-    pub stop: bool,
-    /// `x-chaos-retry-allowance-left`: what the relay tiers left of a shared allowance.
-    pub allowance_left: Option<u32>,
 }
 
 impl Answer {
     /// An answer that is only an outcome: no headers came back.
     pub fn of(outcome: Outcome) -> Answer {
         Answer {
-            outcome,
-            retry_after: None,
+            reply: Reply::bare(outcome),
             duplicate: false,
-            no_retry: false,
-            stop: false,
-            allowance_left: None,
         }
     }
 
-    /// What the answer tells the policy: all of it but `duplicate`, which only the
-    /// report counts.
-    pub fn reply(&self) -> Reply {
-        Reply {
-            outcome: self.outcome,
-            retry_after: self.retry_after,
-            no_retry: self.no_retry,
-            stop: self.stop,
-            allowance_left: self.allowance_left,
-        }
+    /// The outcome the answer came to.
+    pub fn outcome(&self) -> Outcome {
+        self.reply.outcome
     }
 }
 
@@ -377,42 +363,46 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                 let grpc = head_status.or_else(|| trailers.as_ref().and_then(GrpcStatus::of));
                 match grpc {
                     Some(grpc) => Answer {
-                        outcome: Outcome::Grpc(grpc.code),
-                        retry_after: grpc.pushback.flatten(),
+                        reply: Reply {
+                            outcome: Outcome::Grpc(grpc.code),
+                            retry_after: grpc.pushback.flatten(),
+                            no_retry,
+                            stop: grpc.pushback == Some(None),
+                            allowance_left,
+                        },
                         duplicate: duplicated,
-                        no_retry,
-                        stop: grpc.pushback == Some(None),
-                        allowance_left,
                     },
                     // No gRPC status: an intermediary's HTTP answer, which a gRPC client
                     // reads by its status (gRPC's http-grpc-status-mapping), or a 200
                     // without one, UNKNOWN.
                     None if status != 200 => Answer {
-                        outcome: Outcome::Status(status),
-                        retry_after,
+                        reply: Reply {
+                            outcome: Outcome::Status(status),
+                            retry_after,
+                            no_retry,
+                            stop: false,
+                            allowance_left,
+                        },
                         duplicate: duplicated,
-                        no_retry,
-                        stop: false,
-                        allowance_left,
                     },
                     None => Answer {
-                        outcome: Outcome::Grpc(wire::grpc::UNKNOWN),
                         duplicate: duplicated,
                         ..Answer::of(Outcome::Grpc(wire::grpc::UNKNOWN))
                     },
                 }
             }
             Ok(_) => Answer {
-                outcome: Outcome::Status(status),
-                retry_after,
+                reply: Reply {
+                    outcome: Outcome::Status(status),
+                    retry_after,
+                    no_retry,
+                    stop: false,
+                    allowance_left,
+                },
                 duplicate: duplicated,
-                no_retry,
-                stop: false,
-                allowance_left,
             },
             // The status line and headers came; the body did not, in full.
             Err(_) => Answer {
-                outcome: Outcome::TruncatedBody,
                 duplicate: duplicated,
                 ..Answer::of(Outcome::TruncatedBody)
             },

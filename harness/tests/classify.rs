@@ -44,7 +44,7 @@ async fn outcome(addr: SocketAddr) -> Outcome {
         propagate_deadline: false,
         allowance: None,
     };
-    attempt::send(&pool, spec).await.outcome
+    attempt::send(&pool, spec).await.outcome()
 }
 
 /// A server that reads one request head and then does `then` with the connection.
@@ -186,8 +186,8 @@ async fn a_status_is_a_status_and_retry_after_is_read() {
         },
     )
     .await;
-    assert_eq!(answer.outcome, Outcome::Status(503));
-    assert_eq!(answer.retry_after, Some(Duration::from_secs(2)));
+    assert_eq!(answer.outcome(), Outcome::Status(503));
+    assert_eq!(answer.reply.retry_after, Some(Duration::from_secs(2)));
 }
 
 /// What one HTTP/2 attempt to `addr` produces, on one multiplexed connection.
@@ -206,7 +206,7 @@ async fn h2_outcome(addr: SocketAddr) -> Outcome {
         propagate_deadline: false,
         allowance: None,
     };
-    attempt::send(&pool, spec).await.outcome
+    attempt::send(&pool, spec).await.outcome()
 }
 
 /// One HTTP/2 frame: its 9-byte header and payload.

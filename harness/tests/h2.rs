@@ -309,7 +309,7 @@ async fn attempts_beyond_the_servers_stream_limit_wait_and_are_counted() {
                 propagate_deadline: false,
                 allowance: None,
             };
-            attempt::send(&pool, spec).await.outcome
+            attempt::send(&pool, spec).await.outcome()
         }
     };
     // The first answer comes after the server's SETTINGS: the limit is known from here.

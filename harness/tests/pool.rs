@@ -91,7 +91,7 @@ async fn send(pool: &Pool, kind: &Prepared, n: u64) -> Outcome {
         propagate_deadline: false,
         allowance: None,
     };
-    attempt::send(pool, spec).await.outcome
+    attempt::send(pool, spec).await.outcome()
 }
 
 #[tokio::test]

@@ -207,7 +207,7 @@ impl<'a> Request<'a> {
         shared.arrivals.hand_over_due(shared, now);
         // A wait for one of the client's own connections says nothing of the target.
         if !wait.is_some_and(|w| w.timed_out) {
-            shared.watch_target(answer.outcome, now);
+            shared.watch_target(answer.outcome(), now);
         }
         let sent = self.running.request.out().map_or(now, |(sent, _)| sent);
         let wait = wait.map(|w| ConnectionWait {
@@ -216,13 +216,13 @@ impl<'a> Request<'a> {
         });
         let (request, id) = (&mut self.running.request, self.id);
         shared.recorders.record(|recorder| {
-            request.answered(recorder, now, answer.outcome, wait, id);
+            request.answered(recorder, now, answer.outcome(), wait, id);
         });
         if let (Some(trace), Some(t)) = (&mut self.trace, self.traced) {
-            trace.answer(t.wall(now), answer.outcome, answer.duplicate);
+            trace.answer(t.wall(now), answer.outcome(), answer.duplicate);
             t.telemetry.meters().attempt(
                 now.saturating_sub(sent),
-                &duration_attributes(t, self.kind, answer.outcome),
+                &duration_attributes(t, self.kind, answer.outcome()),
             );
         }
         let rng = &mut self.rng;
@@ -230,7 +230,7 @@ impl<'a> Request<'a> {
             shared,
             &mut self.trace,
             &mut self.running.request,
-            |client, request, now| request.decide_reply(client, now, answer.reply(), rng),
+            |client, request, now| request.decide_reply(client, now, answer.reply, rng),
         )
     }
 

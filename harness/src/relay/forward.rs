@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
+use axum::http::header::RETRY_AFTER;
 use bytes::BytesMut;
-use chaos_policy::Outcome;
+use chaos_policy::{Outcome, Reply};
 
 use fault_server::wire::{
     self, ATTEMPT, DEADLINE_MS, NO_RETRY, RETRY_ALLOWANCE, RETRY_ALLOWANCE_LEFT, TRACEPARENT,
@@ -16,24 +17,21 @@ use fault_server::wire::{
 use super::{MAX_ANSWER, Shared};
 use crate::attempt::classify;
 
-/// What the next hop answered.
+/// What the next hop answered: what it tells the tier's policy, and the headers and body
+/// the tier passes upstream if it passes the answer on.
 pub(super) struct Forwarded {
-    pub(super) outcome: Outcome,
+    /// The outcome, `Retry-After`, `x-chaos-no-retry` and the allowance left.
+    pub(super) reply: Reply,
     /// The answer's headers, passed upstream but for hop-by-hop ones.
     pub(super) headers: HeaderMap,
-    pub(super) no_retry: bool,
-    /// `x-chaos-retry-allowance-left`, as the next hop said it.
-    pub(super) allowance_left: Option<u32>,
     pub(super) body: Bytes,
 }
 
 impl Forwarded {
     fn failed(outcome: Outcome) -> Forwarded {
         Forwarded {
-            outcome,
+            reply: Reply::bare(outcome),
             headers: HeaderMap::new(),
-            no_retry: false,
-            allowance_left: None,
             body: Bytes::new(),
         }
     }
@@ -110,12 +108,10 @@ pub(super) async fn forward(
     match request.send().await {
         Ok(response) => {
             let status = response.status().as_u16();
+            let text = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
+            let retry_after = text(RETRY_AFTER.as_str()).and_then(wire::retry_after);
             let no_retry = response.headers().contains_key(NO_RETRY);
-            let allowance_left = response
-                .headers()
-                .get(RETRY_ALLOWANCE_LEFT)
-                .and_then(|v| v.to_str().ok())
-                .and_then(wire::parse_allowance);
+            let allowance_left = text(RETRY_ALLOWANCE_LEFT).and_then(wire::parse_allowance);
             let mut headers = HeaderMap::new();
             for (name, value) in response.headers() {
                 if !hop_by_hop(name.as_str()) {
@@ -124,10 +120,14 @@ pub(super) async fn forward(
             }
             match read_capped(shared, response).await {
                 Ok(body) => Forwarded {
-                    outcome: Outcome::Status(status),
+                    reply: Reply {
+                        outcome: Outcome::Status(status),
+                        retry_after,
+                        no_retry,
+                        stop: false,
+                        allowance_left,
+                    },
                     headers,
-                    no_retry,
-                    allowance_left,
                     body,
                 },
                 Err(outcome) => Forwarded::failed(outcome),

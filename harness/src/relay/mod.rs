@@ -38,7 +38,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::http::header::RETRY_AFTER;
 use axum::response::Response;
 use chaos_policy::{Outcome, Policy};
 use tokio::time::{Instant, sleep_until};
@@ -47,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 use fault_server::Script;
 use fault_server::wire;
 
-use crate::hop::{Admission, Forwarding, HopCounts, Incoming, Reply, Step, Tier};
+use crate::hop::{Admission, Forwarding, HopCounts, Incoming, Step, Tier};
 use crate::telemetry::tier::{TierSpan, TierTracing};
 
 mod answer;
@@ -437,22 +436,15 @@ async fn session(
                 };
                 let answer = forward(shared, parts, body, hop).await;
                 if let Some(span) = &mut span {
-                    span.answered(answer.outcome);
+                    span.answered(answer.reply.outcome);
                 }
-                let reply = Reply {
-                    outcome: answer.outcome,
-                    retry_after: answer
-                        .headers
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(wire::retry_after),
-                    no_retry: answer.no_retry,
-                    stop: false,
-                    allowance_left: answer.allowance_left,
-                };
-                step = shared
-                    .core()
-                    .on_answer(&mut forwarding, shared.now(), reply, &mut rng, id);
+                step = shared.core().on_answer(
+                    &mut forwarding,
+                    shared.now(),
+                    answer.reply,
+                    &mut rng,
+                    id,
+                );
                 last = Some(answer);
             }
             Step::Wait { until } => {
