@@ -209,6 +209,44 @@ pub fn anonymous_seed(seed: u64, counter: u64) -> u64 {
     splitmix64(seed ^ counter)
 }
 
+/// The seeds of one request's fault draws at a hop: its attempt's stream, and the sticky
+/// stream its logical request keeps across attempts. The one rule the fault-server's
+/// handler, a relay tier and their simulations all seed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrawSeeds {
+    /// The attempt's own stream ([`attempt_seed`], or [`anonymous_seed`] without an id).
+    pub attempt: u64,
+    /// The logical request's sticky stream (its [`IdSeed`]'s attempt 0); none without an id.
+    pub sticky: Option<u64>,
+}
+
+impl DrawSeeds {
+    /// The seeds of a request with `request_id` (or none: then `anonymous` is asked for
+    /// the count of such requests so far, and only then), stating `attempt` (none: 0),
+    /// below the chain `upstream`, under the run's `seed`.
+    pub fn new(
+        seed: u64,
+        request_id: Option<&str>,
+        attempt: Option<u32>,
+        upstream: Option<&str>,
+        anonymous: impl FnOnce() -> u64,
+    ) -> DrawSeeds {
+        match request_id {
+            Some(id) => {
+                let id = IdSeed::new(seed, id);
+                DrawSeeds {
+                    attempt: attempt_seed(id, attempt.unwrap_or(0), upstream),
+                    sticky: Some(id.attempt(0)),
+                }
+            }
+            None => DrawSeeds {
+                attempt: anonymous_seed(seed, anonymous()),
+                sticky: None,
+            },
+        }
+    }
+}
+
 /// AWS SDKs: `amz-sdk-request: attempt=2; max=3` states the attempt number.
 pub const AWS_REQUEST: &str = "amz-sdk-request";
 /// Envoy: the attempt number of a request it routes (`x-envoy-attempt-count: 2`).
@@ -511,5 +549,20 @@ mod tests {
         }
         assert!(!is_hop_by_hop("content-type"));
         assert!(PER_HOP.iter().all(|h| is_reserved(h) || *h == GAVE_UP));
+    }
+
+    #[test]
+    fn draw_seeds_are_the_attempts_and_the_logical_requests_or_a_counters() {
+        let id = IdSeed::new(42, "p-0000001");
+        let named = DrawSeeds::new(42, Some("p-0000001"), Some(2), Some("1"), || {
+            panic!("a request with an id asks for no counter")
+        });
+        assert_eq!(named.attempt, attempt_seed(id, 2, Some("1")));
+        assert_eq!(named.sticky, Some(id.attempt(0)));
+        let unnumbered = DrawSeeds::new(42, Some("p-0000001"), None, None, || 0);
+        assert_eq!(unnumbered.attempt, id.attempt(0));
+        let anonymous = DrawSeeds::new(42, None, Some(2), None, || 7);
+        assert_eq!(anonymous.attempt, anonymous_seed(42, 7));
+        assert_eq!(anonymous.sticky, None);
     }
 }

@@ -17,8 +17,7 @@ use super::kept::Kept;
 use super::state::{Active, Shared};
 use crate::ledger::RequestIdentity;
 use crate::script::{Decision, RequestFacts, Script};
-use crate::seed::IdSeed;
-use crate::wire::{UPSTREAM_ATTEMPTS, anonymous_seed, attempt_seed};
+use crate::wire::{DrawSeeds, UPSTREAM_ATTEMPTS};
 
 // Made once: a lookup by `&str` parses and checks the name each time.
 const UPSTREAM_ATTEMPTS_NAME: axum::http::HeaderName =
@@ -59,23 +58,16 @@ pub(super) fn decide(
     let headers = &parts.headers;
     let script = &active.script;
     let needs_rng = script.phase_count() > 0 || has_service_time(script);
-    let mut rng = if needs_rng {
-        let attempt = kept.attempt;
-        let seed = match &kept.request_id {
-            Some(id) => attempt_seed(
-                IdSeed::new(active.seed, id),
-                attempt.unwrap_or(0),
-                text(headers, &UPSTREAM_ATTEMPTS_NAME),
-            ),
-            None => anonymous_seed(
-                active.seed,
-                shared.anonymous.fetch_add(1, Ordering::Relaxed),
-            ),
-        };
-        Some(ChaCha8Rng::seed_from_u64(seed))
-    } else {
-        None
-    };
+    let seeds = needs_rng.then(|| {
+        DrawSeeds::new(
+            active.seed,
+            kept.request_id.as_deref(),
+            kept.attempt,
+            text(headers, &UPSTREAM_ATTEMPTS_NAME),
+            || shared.anonymous.fetch_add(1, Ordering::Relaxed),
+        )
+    });
+    let mut rng = seeds.map(|s| ChaCha8Rng::seed_from_u64(s.attempt));
     let decision = match rng.as_mut() {
         Some(rng) if script.phase_count() > 0 => script.select(
             &RequestFacts {
@@ -83,10 +75,7 @@ pub(super) fn decide(
                 path: parts.uri.path(),
                 attempt: kept.attempt,
                 headers,
-                sticky_seed: kept
-                    .request_id
-                    .as_deref()
-                    .map(|id| IdSeed::new(active.seed, id).attempt(0)),
+                sticky_seed: seeds.and_then(|s| s.sticky),
             },
             now,
             rng,

@@ -21,7 +21,6 @@ use chaos_policy::{
 };
 use fault_server::Script;
 use fault_server::script::{Decision, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
-use fault_server::seed::IdSeed;
 use fault_server::wire;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -276,19 +275,21 @@ impl Tier {
         let Some(script) = &self.script else {
             return Admission::Forward;
         };
-        let id_seed = (!incoming.id.is_empty()).then(|| IdSeed::new(self.seed, incoming.id));
-        let seed = match id_seed {
-            Some(id) => wire::attempt_seed(id, incoming.attempt.unwrap_or(0), incoming.upstream),
-            None => wire::anonymous_seed(self.seed, anonymous),
-        };
+        let seeds = wire::DrawSeeds::new(
+            self.seed,
+            (!incoming.id.is_empty()).then_some(incoming.id),
+            incoming.attempt,
+            incoming.upstream,
+            || anonymous,
+        );
         let facts = RequestFacts {
             method: incoming.method,
             path: incoming.path,
             attempt: incoming.attempt,
             headers: incoming.headers,
-            sticky_seed: id_seed.map(|id| id.attempt(0)),
+            sticky_seed: seeds.sticky,
         };
-        match script.select(&facts, now, &mut ChaCha8Rng::seed_from_u64(seed)) {
+        match script.select(&facts, now, &mut ChaCha8Rng::seed_from_u64(seeds.attempt)) {
             Decision::Serve => Admission::Forward,
             Decision::Fault { phase, fault } => match fault.action {
                 FaultAction::Delay(d) => Admission::Delay(d),
@@ -401,6 +402,7 @@ impl Tier {
 mod tests {
     use chaos_policy::{Backoff, GiveUp, Outcome, PolicyConfig, RetryCondition, RetryOn};
     use fault_server::script::NoHeaders;
+    use fault_server::seed::IdSeed;
 
     use super::*;
 

@@ -6,7 +6,6 @@ use crate::plan::{Numbers, RequestKind, fill_path};
 use std::time::Duration;
 
 use fault_server::script::{Decision, HeaderLookup, RequestFacts, Script};
-use fault_server::seed::IdSeed;
 use fault_server::wire;
 
 /// What the server needs of a request kind, computed once.
@@ -90,7 +89,7 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
     id: &str,
     policy: &str,
     sent: &Sent,
-    id_seed: IdSeed,
+    sticky_seed: Option<u64>,
     now: Duration,
     rng: &mut R,
 ) -> Decision {
@@ -108,7 +107,7 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
             path,
             attempt: Some(sent.attempt.get()),
             headers: &headers,
-            sticky_seed: Some(id_seed.attempt(0)),
+            sticky_seed,
         },
         now,
         rng,

@@ -21,14 +21,13 @@ use fault_server::effect::{Effect, Ending, effect, key_answer};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
 use fault_server::script::{Decision, Fault, Pushback, Script};
-use fault_server::seed::IdSeed;
 
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::request::{Kind, decide};
 use crate::plan::RequestKind;
-use fault_server::wire::{attempt_seed, write_request_id};
+use fault_server::wire::{DrawSeeds, write_request_id};
 
 /// A request being served (or waiting for a slot).
 struct Job {
@@ -219,17 +218,19 @@ impl<'a> Server<'a> {
 
     /// What the script decides for the attempt whose id is in `self.id`, and the
     /// attempt's own stream (the service time draws from it too): seeded as live, by
-    /// [`attempt_seed`], only when something may draw from it.
+    /// [`DrawSeeds`], only when something may draw from it.
     fn select(&mut self, now: Duration, sent: &Sent) -> (Decision, Option<LazyRng>) {
         let kind = sent.kind as usize;
-        let id_seed = IdSeed::new(self.seed, &self.id);
-        let mut rng = self.needs_rng.then(|| {
-            LazyRng::new(attempt_seed(
-                id_seed,
-                sent.attempt.get(),
+        let seeds = self.needs_rng.then(|| {
+            DrawSeeds::new(
+                self.seed,
+                Some(&self.id),
+                Some(sent.attempt.get()),
                 sent.chain.as_deref(),
-            ))
+                || 0,
+            )
         });
+        let mut rng = seeds.map(|s| LazyRng::new(s.attempt));
         let decision = match rng.as_mut() {
             Some(rng) if self.script.phase_count() > 0 => {
                 self.write_path(kind, sent.n);
@@ -240,7 +241,7 @@ impl<'a> Server<'a> {
                     &self.id,
                     self.policy,
                     sent,
-                    id_seed,
+                    seeds.and_then(|s| s.sticky),
                     now,
                     rng,
                 )
