@@ -29,6 +29,12 @@ serve script="plans/outage.yaml" listen="127.0.0.1:8080":
 test:
     cargo test --locked --workspace
 
+# The simulator links no HTTP stack: harness and fault-server build without their default
+# features, and their trees hold no hyper, axum, reqwest, exporter or tokio runtime
+# (.ci/no-http, as CI runs it).
+no-http:
+    bash .ci/no-http
+
 # Real clients (botocore, urllib3, curl, the AWS JS SDK, a bad client) through
 # `harness client-test`, each report checked (interop/run.sh; installs the pinned libraries).
 # Without cases, then the exact retry counts of interop/counts.sh (botocore, grpcio) too.

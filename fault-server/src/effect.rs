@@ -14,6 +14,11 @@ use std::time::Duration;
 use crate::ledger::{Disposition, KeyCheck};
 use crate::script::{Fault, FaultAction, FaultResponse, GrpcStatus};
 
+/// The default cap on how long a `timeout` fault holds a request: a minute, well above
+/// the attempt timeouts clients use (AWS SDKs and gRPC default to seconds) and low enough
+/// that hung requests cannot pile up for ever.
+pub const DEFAULT_HANG_CAP: Duration = Duration::from_secs(60);
+
 /// What a fault does to its attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {

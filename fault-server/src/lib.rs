@@ -33,12 +33,17 @@ pub mod capacity;
 pub mod dist;
 pub mod duration;
 pub mod effect;
+#[cfg(feature = "server")]
 pub mod fd_limit;
 pub mod ledger;
+#[cfg(feature = "server")]
 mod metrics;
+#[cfg(feature = "server")]
 pub mod otel;
 pub mod script;
+#[cfg(feature = "server")]
 mod server;
+pub mod upstream_url;
 pub mod yaml_guard;
 
 /// The contract between the hops, and the seeds behind every draw: the `chaos-wire` crate,
@@ -48,13 +53,15 @@ pub use chaos_wire::{self as wire, seed};
 pub use capacity::{Admission, CapacityLimits, CapacityModel, Started, Ticket};
 pub use dist::Distribution;
 pub use duration::{DurationSpec, format_duration, parse_duration};
+pub use effect::DEFAULT_HANG_CAP;
 pub use ledger::{Disposition, Judged, Judging, LedgerLimits, LedgerSnapshot, PolicyLedger};
 pub use script::{
     Decision, Fault, FaultAction, FaultKind, RequestFacts, Script, ScriptError, ScriptSpec,
 };
+#[cfg(feature = "server")]
 pub use server::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS,
-    DEFAULT_SHUTDOWN_GRACE, DEFAULT_UPSTREAM_TIMEOUT, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog,
-    ServerConfig, ServerHandle, StartError, TokenError, Upstream, UpstreamError, check_token,
-    start,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_SHUTDOWN_GRACE,
+    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, ServerHandle, StartError, TokenError,
+    check_token, start,
 };
+pub use upstream_url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};

@@ -241,6 +241,7 @@ impl Counts {
     }
 }
 
+#[cfg(feature = "server")]
 /// Non-zero outcome counts, and every fault kind's count, since the process started.
 pub(crate) type LifetimeCounts = (Vec<(Disposition, u64)>, Vec<(FaultKind, u64)>);
 
@@ -292,11 +293,13 @@ impl Ledger {
         }
     }
 
+    #[cfg(feature = "server")]
     /// Requests since the process started.
     pub(crate) fn lifetime_requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 
+    #[cfg(feature = "server")]
     /// Disposition and fault counts since the process started.
     pub(crate) fn lifetime_counts(&self) -> LifetimeCounts {
         let counts = self.counters.load();

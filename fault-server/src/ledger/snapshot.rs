@@ -93,6 +93,7 @@ pub struct LedgerSnapshot {
 }
 
 impl Ledger {
+    #[cfg(feature = "server")]
     /// Attempts and logical requests since the last reset, without the rest of a
     /// snapshot: what `/metrics` shows of the ledger.
     pub(crate) fn totals(&self) -> (u64, u64) {

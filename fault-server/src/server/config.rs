@@ -12,12 +12,8 @@ use crate::ledger::{Judging, LedgerLimits};
 use crate::otel::ServerTracing;
 use crate::script::Script;
 
-use super::upstream::Upstream;
-
-/// The default cap on how long a `timeout` fault holds a request: a minute, well above
-/// the attempt timeouts clients use (AWS SDKs and gRPC default to seconds) and low enough
-/// that hung requests cannot pile up for ever.
-pub const DEFAULT_HANG_CAP: Duration = Duration::from_secs(60);
+use crate::effect::DEFAULT_HANG_CAP;
+use crate::upstream_url::Upstream;
 
 /// How long a graceful shutdown waits for requests in progress (delays, queued and
 /// served requests) before it closes their connections.

@@ -47,12 +47,10 @@ use tokio_util::task::TaskTracker;
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
 pub use config::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_HANG_CAP, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS,
-    DEFAULT_SHUTDOWN_GRACE, MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError,
-    check_token,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_SHUTDOWN_GRACE,
+    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,
 };
 use state::Shared;
-pub use upstream::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
 
 /// Why the server could not start.
 #[derive(Debug, Error)]

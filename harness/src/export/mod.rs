@@ -19,7 +19,8 @@ use chaos_policy::PolicyConfig;
 pub use differences::differences;
 
 /// The production configs a policy can be written as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "live", derive(clap::ValueEnum))]
 pub enum Format {
     /// A gRPC service config (JSON): `methodConfig` with its `retryPolicy` (gRFC A6) and
     /// the top-level `retryThrottling`.

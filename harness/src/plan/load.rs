@@ -459,7 +459,7 @@ fn not_a_request_target(path: &str, longest: &str) -> Option<String> {
             }
         ));
     }
-    axum::http::uri::PathAndQuery::try_from(written.as_str())
+    http::uri::PathAndQuery::try_from(written.as_str())
         .err()
         .map(|e| format!("is not a request target: {e}"))
 }

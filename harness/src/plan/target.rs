@@ -25,7 +25,7 @@ pub(super) fn resolve(spec: Option<TargetSpec>, allow_remote: bool) -> Result<Ta
         Some(TargetSpec::Upstream(url, _)) => return upstream(&url, allow_remote),
         Some(TargetSpec::Url(spec)) => spec,
     };
-    let url = reqwest::Url::parse(&spec.url).map_err(|e| {
+    let url = url::Url::parse(&spec.url).map_err(|e| {
         found(at(), format!("target url `{}` is not a URL: {e}", spec.url))
             .hint("e.g. `http://127.0.0.1:8080`")
     })?;

@@ -187,6 +187,7 @@ pub fn format_time(t: SystemTime) -> String {
 }
 
 /// The tokio instant of a wall-clock time (now, if it has passed).
+#[cfg(feature = "live")]
 pub fn instant_of(t: SystemTime) -> tokio::time::Instant {
     let now = tokio::time::Instant::now();
     match t.duration_since(SystemTime::now()) {

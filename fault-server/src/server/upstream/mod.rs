@@ -36,7 +36,6 @@ mod exchange;
 mod h1;
 mod headers;
 mod pool;
-mod url;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,7 +47,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, Version};
 use axum::response::Response;
 
-pub use url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};
+use crate::upstream_url::Upstream;
 
 use super::answer::problem;
 use super::app::{Facts, execute};

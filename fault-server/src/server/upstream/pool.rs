@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::exchange::Sending;
-use super::url::Upstream;
+use crate::upstream_url::Upstream;
 
 /// How long a connection may sit idle in the pool before it is closed: below the
 /// keep-alive timeouts of the servers a service runs on (Node.js closes an idle

@@ -6,7 +6,9 @@ use std::fmt;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use axum::http::uri::{Authority, PathAndQuery, Scheme, Uri};
+#[cfg(feature = "server")]
+use http::uri::PathAndQuery;
+use http::uri::{Authority, Scheme, Uri};
 use thiserror::Error;
 
 /// How long the upstream may take to begin its answer (`--upstream-timeout`): 30 s,
@@ -85,12 +87,12 @@ impl Upstream {
     /// [`DEFAULT_UPSTREAM_TIMEOUT`] ([`Upstream::with_timeout`] changes it).
     pub fn parse(url: &str, allow_remote: bool) -> Result<Upstream, UpstreamError> {
         let given = || url.to_string();
-        let uri: Uri =
-            url.parse()
-                .map_err(|e: axum::http::uri::InvalidUri| UpstreamError::NotUrl {
-                    url: given(),
-                    reason: e.to_string(),
-                })?;
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| UpstreamError::NotUrl {
+                url: given(),
+                reason: e.to_string(),
+            })?;
         match uri.scheme() {
             Some(scheme) if *scheme == Scheme::HTTP => {}
             Some(scheme) if *scheme == Scheme::HTTPS => {
@@ -140,16 +142,19 @@ impl Upstream {
         self.timeout
     }
 
+    #[cfg(feature = "server")]
     /// `host:port` (the port as given; 80 when none is).
     pub(crate) fn authority(&self) -> &Authority {
         &self.authority
     }
 
+    #[cfg(feature = "server")]
     /// The port to connect to.
     pub(crate) fn port(&self) -> u16 {
         self.authority.port_u16().unwrap_or(80)
     }
 
+    #[cfg(feature = "server")]
     /// The host to connect to, without the brackets of an IPv6 address.
     pub(crate) fn host(&self) -> &str {
         self.authority
@@ -158,6 +163,7 @@ impl Upstream {
             .trim_end_matches(']')
     }
 
+    #[cfg(feature = "server")]
     /// The URI to send for a request's: `None` when it can go as it came (in origin form,
     /// and no base path to prefix).
     pub(crate) fn uri(&self, request: &Uri) -> Option<Uri> {
@@ -167,6 +173,7 @@ impl Upstream {
         Some(Uri::from(self.path(request.path_and_query())))
     }
 
+    #[cfg(feature = "server")]
     /// The upstream's path for a request's path and query: the base path joined to it.
     pub(crate) fn path(&self, request: Option<&PathAndQuery>) -> PathAndQuery {
         let asked = request.map_or("/", PathAndQuery::as_str);
@@ -268,6 +275,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "server")]
     fn a_request_path_is_joined_to_the_base_path() {
         let path = |base: &str, request: Option<&str>| {
             let upstream = parse(base).expect("parses");
