@@ -372,7 +372,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         }
         return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
     }
-    let result = runtime.block_on(run::run(&plan, &options));
+    let result = runtime.block_on(run::run_measured(&plan, &options));
     drop(listening);
     // As `simulate` does: what the run held at its most (the kernel's VmHWM), which
     // grows with the load and the connections, not with the number of policies.
@@ -381,8 +381,8 @@ fn chaos(args: ChaosArgs) -> u8 {
     }
     // Bounded: a collector that is down or slow costs at most a few seconds here.
     let telemetry_view = telemetry.map(|t| t.shutdown());
-    let mut report = match result {
-        Ok(report) => report,
+    let mut ran = match result {
+        Ok(ran) => ran,
         // What the plan must say differently: nothing was sent but a probe.
         Err(
             e @ (run::RunError::UnknownPolicy(_)
@@ -404,10 +404,10 @@ fn chaos(args: ChaosArgs) -> u8 {
     {
         eprintln!("{}", view.describe());
     }
-    report.telemetry = telemetry_view;
-    report.run_id = run_id;
+    ran.context.telemetry = telemetry_view;
+    ran.context.run_id = run_id;
     conclude(
-        report,
+        ran.report(&plan),
         &plan,
         against.as_ref(),
         out,

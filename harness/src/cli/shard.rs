@@ -252,7 +252,7 @@ pub(super) fn merge(args: MergeArgs) -> u8 {
             Ok(both) => both,
             Err(code) => return code,
         };
-    let mut report = match merge::merge(&plan, sources) {
+    let report = match merge::merge(&plan, sources) {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {e}");
@@ -262,7 +262,6 @@ pub(super) fn merge(args: MergeArgs) -> u8 {
             return EXIT_INVALID;
         }
     };
-    report.run_id = crate::report::run_id(SystemTime::now());
     super::conclude(
         report,
         &plan,

@@ -16,7 +16,7 @@ use super::Tested;
 use crate::plan::{NamedPolicy, Plan};
 use crate::report::{
     self, Amplification, BackoffRow, ClientView, LedgerView, OfferedPercentiles, Percentiles,
-    PolicyReport, Violations, gates,
+    PolicyReport, Violations,
 };
 
 /// The report of the program's run: its one entry of `policies`.
@@ -38,7 +38,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         })
         .flatten();
     let latency = latency(&judged);
-    let mut report = PolicyReport {
+    let report = PolicyReport {
         name: named.name.clone(),
         preset: named.preset.map(|p| p.name().to_owned()),
         summary: if expected {
@@ -132,8 +132,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         }),
         expect: None,
     };
-    report.gates = gates::evaluate(plan, &report);
-    report
+    report::judged(plan, named, report)
 }
 
 /// What a retry after `after` (a [`Seen`] label of the ledger's) means, in

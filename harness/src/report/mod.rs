@@ -3,6 +3,7 @@
 mod build;
 mod chart;
 mod client;
+mod context;
 pub(crate) use chart::{nice_range, short as short_number};
 pub use client::{BackoffRow, ClientView, tolerance_ms};
 mod drift;
@@ -18,9 +19,10 @@ mod tests;
 mod write;
 
 pub use build::{
-    DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, describe_policy,
-    offered_quantile_ms, peak_1s, policy_report, reconciliation, recovery_s,
+    PolicyOutcome, Reconciliation, describe_policy, judged, offered_quantile_ms, peak_1s,
+    policy_report, reconciliation, recovery_s,
 };
+pub use context::{DROPPED_WARNING, Ending, FaultsInForce, Mode, Relayed, RunContext, build};
 pub use drift::{Comparison, Drift, Row};
 pub use html::render as html;
 pub use junit::render as junit;

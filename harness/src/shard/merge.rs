@@ -21,7 +21,9 @@ use super::partial::{Partial, PartialPolicy};
 use super::{Shard, parse_time};
 use crate::hop::HopCounts;
 use crate::plan::Plan;
-use crate::report::{self, Ending, PolicyOutcome, Report, ShardsInfo};
+use crate::report::{
+    self, Ending, FaultsInForce, Mode, PolicyOutcome, Relayed, Report, RunContext, ShardsInfo,
+};
 use crate::stats::{Connects, PolicyRun, Recorder, SavedError};
 
 /// A partial report and where it came from (for messages).
@@ -143,6 +145,7 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
         let tiers = merged_tiers(&ran);
         policies.push(report::policy_report(
             plan,
+            Mode::Live,
             PolicyOutcome {
                 policy,
                 run,
@@ -154,38 +157,40 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     let (_, generated_at) = report::timestamp(SystemTime::now());
     let error = (!problems.is_empty())
         .then(|| format!("the sharded run is incomplete: {}", problems.join("; ")));
-    let mut report = report::build(
-        plan,
-        policies,
-        Ending {
-            aborted: sources.iter().any(|s| s.partial.aborted),
-            error,
-            generated_at,
-        },
-    );
-    if let Some(k) = keeper {
-        report.plan.target = k.partial.plan.target.clone();
-        if let Some(faults) = &k.partial.faults {
-            report.plan.faults = faults.clone();
-        }
-        report.plan.faults_from = k.partial.faults_from.clone();
-    }
-    let mut seen: BTreeSet<String> = report.warnings.iter().cloned().collect();
-    for s in &sources {
-        for w in &s.partial.warnings {
-            if seen.insert(w.clone()) {
-                report
-                    .warnings
-                    .push(format!("shard {}: {w}", s.partial.shard));
-            }
-        }
-    }
-    report.shards = Some(ShardsInfo {
-        count,
-        start_at,
-        reported: reported.into_iter().collect(),
-        missing,
+    let faults = keeper.map_or_else(FaultsInForce::default, |k| FaultsInForce {
+        target: Some(k.partial.plan.target.clone()),
+        phases: k.partial.faults.clone(),
+        from: Some(k.partial.faults_from.clone()),
     });
+    let relayed = sources
+        .iter()
+        .flat_map(|s| {
+            s.partial.warnings.iter().map(|w| Relayed {
+                from: format!("shard {}", s.partial.shard),
+                text: w.clone(),
+            })
+        })
+        .collect();
+    let context = RunContext {
+        run_id: report::run_id(SystemTime::now()),
+        faults,
+        relayed,
+        shards: Some(ShardsInfo {
+            count,
+            start_at,
+            reported: reported.into_iter().collect(),
+            missing,
+        }),
+        ..RunContext::new(
+            Mode::Live,
+            Ending {
+                aborted: sources.iter().any(|s| s.partial.aborted),
+                error,
+                generated_at,
+            },
+        )
+    };
+    let report = report::build(plan, policies, context);
     Ok(report)
 }
 

@@ -29,7 +29,7 @@ use fault_server::script::Script;
 use tokio_util::sync::CancellationToken;
 
 use crate::plan::{Plan, Target};
-use crate::report::{self, Ending, PolicyOutcome, Report};
+use crate::report::{self, Ending, Mode, PolicyOutcome, Report, RunContext};
 use crate::schedule::Schedule;
 
 pub use world::{Scratch, Simulated, run as run_policy, run_arrivals};
@@ -148,6 +148,7 @@ pub fn simulate_until(
         aborted |= run.aborted;
         outcomes.push(report::policy_report(
             plan,
+            Mode::Simulated,
             PolicyOutcome {
                 policy,
                 run,
@@ -162,25 +163,17 @@ pub fn simulate_until(
     effort.wall = started.elapsed();
     effort.peak_kib = crate::stats::peak_resident_kib();
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    let mut report = report::build(
+    let report = report::build(
         plan,
         outcomes,
-        Ending {
-            aborted,
-            error,
-            generated_at,
-        },
+        RunContext::new(
+            Mode::Simulated,
+            Ending {
+                aborted,
+                error,
+                generated_at,
+            },
+        ),
     );
-    report.mode = "simulated".to_owned();
-    // The simulator has no HTTP/2 connections to multiplex on, nor streams to wait for.
-    for policy in &mut report.policies {
-        if policy
-            .connection_wait
-            .as_ref()
-            .is_some_and(|wait| wait.streams_waited.is_some())
-        {
-            policy.connection_wait = None;
-        }
-    }
     Ok((report, effort))
 }
