@@ -3,8 +3,8 @@
 
 use std::fmt::Write;
 
-use super::html::esc;
 use super::model::SeriesPoint;
+use super::table::html as esc;
 
 // Wide enough that a retry wave of a few hundred milliseconds is seen without zooming;
 // the page scales it down on a narrow screen (width 100%, the viewBox keeps its shape).

@@ -5,12 +5,9 @@ use std::fmt::Write;
 use super::drift::{Drift, Row};
 use super::model::{PolicyReport, Report};
 
+/// XML's escape: HTML's, and the apostrophe (an attribute may be quoted with either).
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    super::table::html(s).replace('\'', "&apos;")
 }
 
 /// A policy's test cases: one per gate, and a counterexample's expectation.

@@ -14,6 +14,8 @@ mod markdown;
 mod model;
 mod rank;
 mod sentences;
+pub(crate) mod table;
+mod tables;
 #[cfg(test)]
 mod tests;
 mod write;

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::model::{Candidate, TuneTable};
-use crate::simulate::sweep::escape;
+use crate::report::table::Align::{Left, Right};
+use crate::report::table::{Cell, Table, html as escape, inline_html as inline};
 
 fn percent(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
@@ -66,78 +67,77 @@ fn summary(t: &TuneTable) -> String {
     out
 }
 
-/// tune.md.
-pub fn markdown(t: &TuneTable) -> String {
-    let mut out = format!(
-        "# Tune of `{}` — plan `{}`, seed {}\n\n{}",
-        t.policy,
-        t.plan,
-        t.seed,
-        summary(t)
-    );
+/// A part of tune.md and tune.html after the summary, built once for both.
+enum Block {
+    Heading(String),
+    Paragraph(String),
+    List(Vec<String>),
+    Table(Table),
+}
+
+/// The live confirmations against the simulation; `None` when nothing ran live.
+fn live_table(t: &TuneTable) -> Option<Table> {
     let live: Vec<&Candidate> = t.candidates.iter().filter(|c| c.live.is_some()).collect();
-    if !live.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Confirmed live\n\nTolerance: amplification within {:.0}%, success within {:.0} points (docs/simulator.md).\n",
-            t.tolerance.amplification * 100.0,
-            t.tolerance.success_points
-        );
-        out.push_str("| candidate | server load sim / live | success sim / live | p99 ms sim / live | live gates | agrees |\n");
-        out.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
-        for c in live {
-            let l = c.live.as_ref().expect("filtered");
-            let _ = writeln!(
-                out,
-                "| {} | {:.3} / {:.3} | {} / {} | {:.0} / {:.0} | {} | {} |",
+    if live.is_empty() {
+        return None;
+    }
+    let mut table = Table::new(
+        [
+            "candidate",
+            "server load sim / live",
+            "success sim / live",
+            "p99 ms sim / live",
+            "live gates",
+            "agrees",
+        ]
+        .map(Cell::inline),
+    )
+    .align([Left, Right, Right, Right, Left, Left]);
+    for c in live {
+        let l = c.live.as_ref().expect("filtered");
+        table.row(
+            [
                 c.label(),
-                c.figures.server_load,
-                l.figures.server_load,
-                percent(c.figures.success_rate),
-                percent(l.figures.success_rate),
-                c.figures.p99_ms,
-                l.figures.p99_ms,
+                format!(
+                    "{:.3} / {:.3}",
+                    c.figures.server_load, l.figures.server_load
+                ),
+                format!(
+                    "{} / {}",
+                    percent(c.figures.success_rate),
+                    percent(l.figures.success_rate)
+                ),
+                format!("{:.0} / {:.0}", c.figures.p99_ms, l.figures.p99_ms),
                 if l.failed_gates.is_empty() {
                     format!("pass {}/{}", l.figures.gates_passed, l.figures.gates)
                 } else {
                     format!("fail ({})", l.failed_gates.join(", "))
                 },
-                l.detail
-            );
-        }
-        out.push('\n');
-    }
-    if let Some(e) = &t.export {
-        let s = &e.simulated.figures;
-        let _ = writeln!(
-            out,
-            "## Exported as {}\n\nFiles: {}. Imported back and simulated: server load {:.3}, worst second {:.2}, success {}, p99 {:.0} ms, gates {}.\n",
-            e.format,
-            e.files.join(", "),
-            s.server_load,
-            s.peak_1s,
-            percent(s.success_rate),
-            s.p99_ms,
-            gates(&e.simulated)
+                l.detail.clone(),
+            ]
+            .map(Cell::inline),
         );
-        if e.warnings.is_empty() {
-            out.push_str("The config says every setting of the choice.\n\n");
-        } else {
-            out.push_str("What the config cannot say:\n\n");
-            for w in &e.warnings {
-                let _ = writeln!(out, "- {w}");
-            }
-            out.push('\n');
-        }
     }
-    if let Some(cmd) = &t.export_command {
-        let _ = writeln!(out, "To export the choice: `{cmd}`\n");
-    }
-    out.push_str("## Candidates, best first\n\n");
-    out.push_str(
-        "| # | settings | stage | gates | server load | peak 1s | success | p99 ms | frontier |\n",
-    );
-    out.push_str("| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |\n");
+    Some(table)
+}
+
+/// Every candidate best first, after the current settings.
+fn candidates_table(t: &TuneTable) -> Table {
+    let mut table = Table::new(
+        [
+            "#",
+            "settings",
+            "stage",
+            "gates",
+            "server load",
+            "peak 1s",
+            "success",
+            "p99 ms",
+            "frontier",
+        ]
+        .map(Cell::inline),
+    )
+    .align([Right, Left, Left, Left, Right, Right, Right, Right, Left]);
     let rows = std::iter::once((None, &t.current))
         .chain(t.candidates.iter().enumerate().map(|(i, c)| (Some(i), c)));
     for (i, c) in rows {
@@ -148,25 +148,89 @@ pub fn markdown(t: &TuneTable) -> String {
             (false, true) => "p99",
             (false, false) => "",
         };
-        let _ = writeln!(
-            out,
-            "| {} | {}{} | {} | {} | {:.3} | {:.2} | {} | {:.0} | {} |",
-            i.map_or_else(|| "–".to_owned(), |i| (i + 1).to_string()),
-            c.label(),
-            if i.is_some() && i == t.chosen {
-                " **(chosen)**"
-            } else {
-                ""
-            },
-            c.stage.name(),
-            gates(c),
-            f.server_load,
-            f.peak_1s,
-            percent(f.success_rate),
-            f.p99_ms,
-            frontier
+        let chosen = if i.is_some() && i == t.chosen {
+            " **(chosen)**"
+        } else {
+            ""
+        };
+        table.row(
+            [
+                i.map_or_else(|| "–".to_owned(), |i| (i + 1).to_string()),
+                format!("{}{chosen}", c.label()),
+                c.stage.name().to_owned(),
+                gates(c),
+                format!("{:.3}", f.server_load),
+                format!("{:.2}", f.peak_1s),
+                percent(f.success_rate),
+                format!("{:.0}", f.p99_ms),
+                frontier.to_owned(),
+            ]
+            .map(Cell::inline),
         );
     }
+    table
+}
+
+/// What follows the summary: the live confirmations, the export, the candidates.
+fn blocks(t: &TuneTable) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    if let Some(table) = live_table(t) {
+        blocks.push(Block::Heading("Confirmed live".to_owned()));
+        blocks.push(Block::Paragraph(format!(
+            "Tolerance: amplification within {:.0}%, success within {:.0} points (docs/simulator.md).",
+            t.tolerance.amplification * 100.0,
+            t.tolerance.success_points
+        )));
+        blocks.push(Block::Table(table));
+    }
+    if let Some(e) = &t.export {
+        let s = &e.simulated.figures;
+        blocks.push(Block::Heading(format!("Exported as {}", e.format)));
+        blocks.push(Block::Paragraph(format!(
+            "Files: {}. Imported back and simulated: server load {:.3}, worst second {:.2}, success {}, p99 {:.0} ms, gates {}.",
+            e.files.join(", "),
+            s.server_load,
+            s.peak_1s,
+            percent(s.success_rate),
+            s.p99_ms,
+            gates(&e.simulated)
+        )));
+        if e.warnings.is_empty() {
+            blocks.push(Block::Paragraph(
+                "The config says every setting of the choice.".to_owned(),
+            ));
+        } else {
+            blocks.push(Block::Paragraph("What the config cannot say:".to_owned()));
+            blocks.push(Block::List(e.warnings.clone()));
+        }
+    }
+    if let Some(cmd) = &t.export_command {
+        blocks.push(Block::Paragraph(format!("To export the choice: `{cmd}`")));
+    }
+    blocks.push(Block::Heading("Candidates, best first".to_owned()));
+    blocks.push(Block::Table(candidates_table(t)));
+    blocks
+}
+
+/// tune.md.
+pub fn markdown(t: &TuneTable) -> String {
+    let mut out = format!(
+        "# Tune of `{}` — plan `{}`, seed {}\n\n{}",
+        t.policy,
+        t.plan,
+        t.seed,
+        summary(t)
+    );
+    let parts: Vec<String> = blocks(t)
+        .iter()
+        .map(|block| match block {
+            Block::Heading(h) => format!("## {h}\n"),
+            Block::Paragraph(p) => format!("{p}\n"),
+            Block::List(items) => items.iter().map(|i| format!("- {i}\n")).collect(),
+            Block::Table(table) => table.markdown(),
+        })
+        .collect();
+    out.push_str(&parts.join("\n"));
     out
 }
 
@@ -307,7 +371,6 @@ fn scatter(
 
 /// tune.html: one self-contained page.
 pub fn html(t: &TuneTable) -> String {
-    let md = markdown(t);
     let mut out = format!(
         r##"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Tune of {policy} — {plan}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}.charts{{display:flex;flex-wrap:wrap;gap:16px}}.legend span{{margin-right:1.5em}}code{{background:#f4f4f4;padding:1px 3px}}</style></head><body><h1>Tune of <code>{policy}</code> — plan <code>{plan}</code>, seed {seed}</h1>"##,
         policy = escape(&t.policy),
@@ -354,67 +417,24 @@ pub fn html(t: &TuneTable) -> String {
         line("p99_ms", 1.0, |a, b| a < b),
     ));
     out.push_str("</div>");
-    // The tables, from the markdown: one renderer of the figures.
-    let tables = md
-        .split_once("\n## ")
-        .map(|(_, rest)| format!("## {rest}"))
-        .unwrap_or_default();
-    out.push_str(&markdown_tables(&tables));
+    for block in blocks(t) {
+        match block {
+            Block::Heading(h) => {
+                let _ = write!(out, "<h2>{}</h2>", inline(&h));
+            }
+            Block::Paragraph(p) => {
+                let _ = write!(out, "<p>{}</p>", inline(&p));
+            }
+            Block::List(items) => {
+                out.push_str("<ul>");
+                for item in items {
+                    let _ = write!(out, "<li>{}</li>", inline(&item));
+                }
+                out.push_str("</ul>");
+            }
+            Block::Table(table) => out.push_str(&table.html()),
+        }
+    }
     out.push_str("</body></html>\n");
-    out
-}
-
-/// `**bold**` and `` `code` `` of one paragraph, escaped.
-fn inline(text: &str) -> String {
-    let mut out = String::new();
-    let (mut bold, mut code) = (false, false);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' if chars.peek() == Some(&'*') => {
-                chars.next();
-                out.push_str(if bold { "</strong>" } else { "<strong>" });
-                bold = !bold;
-            }
-            '`' => {
-                out.push_str(if code { "</code>" } else { "<code>" });
-                code = !code;
-            }
-            c => out.push_str(&escape(&c.to_string())),
-        }
-    }
-    out
-}
-
-/// The markdown's headings, paragraphs, lists and tables as HTML.
-fn markdown_tables(md: &str) -> String {
-    let mut out = String::new();
-    for block in md.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
-        if let Some(h) = block.strip_prefix("## ") {
-            let _ = write!(out, "<h2>{}</h2>", inline(h));
-        } else if block.starts_with('|') {
-            out.push_str("<table>");
-            for (i, line) in block.lines().enumerate() {
-                if i == 1 {
-                    continue;
-                }
-                let tag = if i == 0 { "th" } else { "td" };
-                out.push_str("<tr>");
-                for cell in line.trim_matches('|').split(" | ") {
-                    let _ = write!(out, "<{tag}>{}</{tag}>", inline(cell.trim()));
-                }
-                out.push_str("</tr>");
-            }
-            out.push_str("</table>");
-        } else if block.starts_with("- ") {
-            out.push_str("<ul>");
-            for line in block.lines() {
-                let _ = write!(out, "<li>{}</li>", inline(line.trim_start_matches("- ")));
-            }
-            out.push_str("</ul>");
-        } else {
-            let _ = write!(out, "<p>{}</p>", inline(block));
-        }
-    }
     out
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::table::{Point, SweepTable};
+use crate::report::table::{Align, Cell, Table, html as escape};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
@@ -20,25 +21,40 @@ pub fn markdown(c: &SweepTable) -> String {
             .map(|p| format!("**{p}**\n\n"))
             .unwrap_or_default()
     );
-    out.push_str("| value | policy | verdict | success | ampl client | ampl server | peak 1s | bound | recovery s | p99 ms |\n");
-    out.push_str("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    out.push_str(&table(c).markdown());
+    out
+}
+
+/// The comparison, a row per value and policy (one for a policy the sweep did not change).
+fn table(c: &SweepTable) -> Table {
+    let mut table = Table::new([
+        "value",
+        "policy",
+        "verdict",
+        "success",
+        "ampl client",
+        "ampl server",
+        "peak 1s",
+        "bound",
+        "recovery s",
+        "p99 ms",
+    ])
+    .align([Align::Left; 3].into_iter().chain([Align::Right; 7]));
     for (value, p) in c.rows() {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.1}% | {:.3} | {} | {} | {} | {} | {:.0} |",
+        table.row([
             value,
-            p.policy,
-            p.verdict,
-            p.success_rate * 100.0,
-            p.amplification_client,
+            p.policy.clone(),
+            p.verdict.clone(),
+            format!("{:.1}%", p.success_rate * 100.0),
+            format!("{:.3}", p.amplification_client),
             opt(p.amplification_server, 3),
             opt(p.peak_1s, 2),
             opt(p.budget_bound, 2),
             opt(p.recovery_s, 0),
-            p.p99_ms
-        );
+            format!("{:.0}", p.p99_ms),
+        ]);
     }
-    out
+    table
 }
 
 /// What a partial sweep holds, in one sentence; `None` for a whole one.
@@ -158,13 +174,6 @@ fn chart(
     svg
 }
 
-pub(crate) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The comparison as one self-contained page: three charts and the table.
 pub fn html(c: &SweepTable) -> String {
     let mut legend = String::new();
@@ -176,30 +185,17 @@ pub fn html(c: &SweepTable) -> String {
             escape(policy)
         );
     }
-    let mut rows = String::new();
-    for (value, p) in c.rows() {
-        let _ = write!(
-            rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td><a href=\"{}\">report</a></td></tr>",
-            escape(&value),
-            escape(&p.policy),
-            p.verdict,
-            p.success_rate * 100.0,
-            p.amplification_client,
-            opt(p.amplification_server, 3),
-            opt(p.peak_1s, 2),
-            opt(p.budget_bound, 2),
-            opt(p.recovery_s, 0),
-            p.p99_ms,
-            escape(&p.report)
-        );
-    }
+    let reports = c
+        .rows()
+        .into_iter()
+        .map(|(_, p)| Cell::new("report").link(&p.report));
+    let rows = table(c).with_column(Cell::new(""), reports).html();
     format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>Sweep of {key}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin-top:16px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:nth-child(-n+3),th:nth-child(-n+3){{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}</style></head><body>
 <h1>Sweep of <code>{key}</code></h1><p>Plan <code>{plan}</code>, seed {seed}, simulated in virtual time: one run per value. {legend}</p>{partial}
 <div class="charts">{a}{b}{r}</div>
-<table><tr><th>value</th><th>policy</th><th>verdict</th><th>success</th><th>ampl client</th><th>ampl server</th><th>peak 1s</th><th>bound</th><th>recovery s</th><th>p99 ms</th><th></th></tr>{rows}</table>
+{rows}
 </body></html>
 "#,
         key = escape(&c.key),
