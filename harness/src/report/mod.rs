@@ -1,10 +1,9 @@
 //! Reports: the model, how it is built from a run, and its renderers.
 
 mod build;
-mod chart;
+pub(crate) mod chart;
 mod client;
 mod context;
-pub(crate) use chart::{nice_range, short as short_number};
 pub use client::{BackoffRow, ClientView, tolerance_ms};
 mod drift;
 pub mod gates;

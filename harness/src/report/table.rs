@@ -376,3 +376,49 @@ impl Table {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Align, Cell, Table};
+
+    fn table() -> Table {
+        let mut t = Table::new(["name", "n"]).figures();
+        t.classed_row(
+            Some("fail"),
+            [Cell::quoted("a|<b>"), Cell::new("12").flag_if(true)],
+        );
+        t.row([Cell::new("x <= 1"), Cell::new("3").strong()]);
+        t
+    }
+
+    #[test]
+    fn markdown_neutralises_quoted_text_and_bolds_what_stands_out() {
+        assert_eq!(
+            table().markdown(),
+            "| name | n |\n| --- | ---: |\n| a\\|&lt;b&gt; | **12** |\n| x <= 1 | **3** |\n"
+        );
+        let empty = Table::new(["gate", "result", "detail"]).empty("(no gates)");
+        assert_eq!(
+            empty.markdown(),
+            "| gate | result | detail |\n| --- | --- | --- |\n| (no gates) | | |\n"
+        );
+    }
+
+    #[test]
+    fn html_escapes_every_cell_and_marks_rows_and_numbers() {
+        let mut t = table().class("summary");
+        t = t.with_column(Cell::new(""), [Cell::new("r").link("a&b"), Cell::new("-")]);
+        assert_eq!(
+            t.html(),
+            "<table class=\"summary\"><tr><th>name</th><th>n</th><th></th></tr>\
+             <tr class=\"fail\"><td>a|&lt;b&gt;</td><td class=\"num\">12</td><td><a href=\"a&amp;b\">r</a></td></tr>\
+             <tr><td>x &lt;= 1</td><td class=\"num\"><b>3</b></td><td>-</td></tr></table>"
+        );
+    }
+
+    #[test]
+    fn text_aligns_columns_under_a_rule() {
+        let t = table().align([Align::Left, Align::Right]);
+        assert_eq!(t.text(), "name     n\n------  --\na|<b>   12\nx <= 1   3\n");
+    }
+}

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use super::model::{Candidate, TuneTable};
+use crate::report::chart::{Scale, titled_svg};
 use crate::report::table::Align::{Left, Right};
 use crate::report::table::{Cell, Table, html as escape, inline_html as inline};
 
@@ -257,19 +258,19 @@ fn scatter(
     let span = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        crate::report::nice_range(lo, if hi > lo { hi } else { lo + 1e-3 })
+        Scale::around(lo, if hi > lo { hi } else { lo + 1e-3 })
     };
-    let (x0, x1, xstep) = span(&xs);
-    let (y0, y1, ystep) = span(&ys);
-    let x = |v: f64| left + pw * (v - x0) / (x1 - x0);
-    let y = |v: f64| top + ph * (1.0 - (v - y0) / (y1 - y0));
-    let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    let (across, up) = (span(&xs), span(&ys));
+    let x = |v: f64| across.x(v, left, pw);
+    let y = |v: f64| up.y(v, top, ph);
+    let mut svg = titled_svg(w, h, left, title);
+    let _ = write!(
+        svg,
+        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
     );
     // Three decimals at most: a load axis from 1.0 to 1.3 steps by 0.05.
     let label = |v: f64| format!("{}", (v * 1000.0).round() / 1000.0);
-    let mut v = x0;
-    while v <= x1 + xstep / 2.0 {
+    for v in across.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{b}" stroke="#eee"/><text x="{px:.1}" y="{ty}" font-size="11" text-anchor="middle">{l}</text>"##,
@@ -278,10 +279,8 @@ fn scatter(
             ty = top + ph + 15.0,
             l = label(v)
         );
-        v += xstep;
     }
-    let mut v = y0;
-    while v <= y1 + ystep / 2.0 {
+    for v in up.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{left}" y1="{py:.1}" x2="{r}" y2="{py:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{l}</text>"##,
@@ -291,7 +290,6 @@ fn scatter(
             ty = y(v) + 4.0,
             l = label(v)
         );
-        v += ystep;
     }
     let _ = write!(
         svg,

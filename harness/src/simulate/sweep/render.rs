@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::table::{Point, SweepTable};
+use crate::report::chart::{Scale, short, titled_svg};
 use crate::report::table::{Align, Cell, Table, html as escape};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -75,7 +76,7 @@ const COLOURS: &[&str] = &[
 /// The y axis of a sweep chart: a fixed range (success, 0 to 100%), or one round range
 /// around the values (amplification between 1.4 and 1.9 fills the chart).
 #[derive(Clone, Copy)]
-enum Scale {
+enum Range {
     Fixed(f64, f64, f64),
     Around,
 }
@@ -85,7 +86,7 @@ enum Scale {
 fn chart(
     c: &SweepTable,
     title: &str,
-    scale: Scale,
+    range: Range,
     metric: impl Fn(&Point) -> Option<f64>,
 ) -> String {
     let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
@@ -93,30 +94,30 @@ fn chart(
     let plot_h = h - bottom - top;
     let policies = c.policies();
     let unchanged = c.unchanged();
-    let (lo, hi, step) = match scale {
-        Scale::Fixed(lo, hi, step) => (lo, hi, step),
-        Scale::Around => {
+    let scale = match range {
+        Range::Fixed(lo, hi, step) => Scale::fixed(lo, hi, step),
+        Range::Around => {
             let values: Vec<f64> = c.points.iter().filter_map(&metric).collect();
             let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if values.is_empty() {
-                (0.0, 1.0, 0.5)
+                Scale::fixed(0.0, 1.0, 0.5)
             } else {
-                crate::report::nice_range(lo, hi)
+                Scale::around(lo, hi)
             }
         }
     };
     let n = c.values.len().max(2) - 1;
     let x = |i: usize| left + plot_w * i as f64 / n as f64;
-    let y = |v: f64| top + plot_h * (1.0 - (v - lo) / (hi - lo));
-    let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/>"##,
+    let y = |v: f64| scale.y(v, top, plot_h);
+    let mut svg = titled_svg(w, h, left, title);
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/>"##,
         b = top + plot_h,
         r = left + plot_w,
     );
-    let steps = ((hi - lo) / step).round() as u32;
-    for k in 0..=steps {
-        let v = lo + step * f64::from(k);
+    for v in scale.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{left}" y1="{y:.1}" x2="{r}" y2="{y:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{label}</text>"##,
@@ -124,7 +125,7 @@ fn chart(
             r = left + plot_w,
             lx = left - 4.0,
             ty = y(v) + 4.0,
-            label = crate::report::short_number((v * 1000.0).round() / 1000.0),
+            label = short((v * 1000.0).round() / 1000.0),
         );
     }
     for (i, v) in c.values.iter().enumerate() {
@@ -204,13 +205,13 @@ pub fn html(c: &SweepTable) -> String {
         partial = partial(c)
             .map(|p| format!("<p><strong>{}</strong></p>", escape(&p)))
             .unwrap_or_default(),
-        a = chart(c, "amplification at the server", Scale::Around, |p| p
+        a = chart(c, "amplification at the server", Range::Around, |p| p
             .amplification_server
             .or(Some(p.amplification_client))),
-        b = chart(c, "success rate (%)", Scale::Fixed(0.0, 100.0, 25.0), |p| {
+        b = chart(c, "success rate (%)", Range::Fixed(0.0, 100.0, 25.0), |p| {
             Some(p.success_rate * 100.0)
         }),
-        r = chart(c, "recovery (s after the faults end)", Scale::Around, |p| p
+        r = chart(c, "recovery (s after the faults end)", Range::Around, |p| p
             .recovery_s),
     )
 }
