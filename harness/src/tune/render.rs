@@ -309,11 +309,33 @@ fn scatter(
             ty = y(limit) - 4.0
         );
     }
+    marks(
+        &mut svg,
+        t,
+        |c| (x(c.figures.server_load), y(metric(c))),
+        frontier,
+    );
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A scatter chart's marks, each candidate `at` its place: the frontier's dashed line,
+/// every candidate (filled when it passes every gate), the choice ringed, the current
+/// settings a diamond and the exported config a square.
+fn marks(
+    svg: &mut String,
+    t: &TuneTable,
+    at: impl Fn(&Candidate) -> (f64, f64),
+    frontier: fn(&Candidate) -> bool,
+) {
     let mut line: Vec<&Candidate> = t.candidates.iter().filter(|c| frontier(c)).collect();
     line.sort_by(|a, b| a.figures.server_load.total_cmp(&b.figures.server_load));
     let pts: Vec<String> = line
         .iter()
-        .map(|c| format!("{:.1},{:.1}", x(c.figures.server_load), y(metric(c))))
+        .map(|c| {
+            let (px, py) = at(c);
+            format!("{px:.1},{py:.1}")
+        })
         .collect();
     let _ = write!(
         svg,
@@ -321,7 +343,7 @@ fn scatter(
         pts.join(" ")
     );
     for c in &t.candidates {
-        let (px, py) = (x(c.figures.server_load), y(metric(c)));
+        let (px, py) = at(c);
         let tip = escape(&format!("{}: {}", c.label(), gates(c)));
         if c.figures.qualifies {
             let _ = write!(
@@ -336,15 +358,14 @@ fn scatter(
         }
     }
     if let Some(c) = t.chosen.map(|i| &t.candidates[i]) {
+        let (px, py) = at(c);
         let _ = write!(
             svg,
-            r##"<circle cx="{:.1}" cy="{:.1}" r="9" fill="none" stroke="#2ca02c" stroke-width="2.5"><title>chosen: {}</title></circle>"##,
-            x(c.figures.server_load),
-            y(metric(c)),
+            r##"<circle cx="{px:.1}" cy="{py:.1}" r="9" fill="none" stroke="#2ca02c" stroke-width="2.5"><title>chosen: {}</title></circle>"##,
             escape(&c.label())
         );
     }
-    let (cx, cy) = (x(t.current.figures.server_load), y(metric(&t.current)));
+    let (cx, cy) = at(&t.current);
     let _ = write!(
         svg,
         r##"<path d="M{:.1},{:.1} l7,7 l-7,7 l-7,-7 z" fill="#ff7f0e" stroke="#a34d00"><title>current settings: {}</title></path>"##,
@@ -353,7 +374,7 @@ fn scatter(
         escape(&gates(&t.current))
     );
     if let Some(e) = &t.export {
-        let (ex, ey) = (x(e.simulated.figures.server_load), y(metric(&e.simulated)));
+        let (ex, ey) = at(&e.simulated);
         let _ = write!(
             svg,
             r##"<rect x="{:.1}" y="{:.1}" width="10" height="10" fill="#9467bd"><title>exported {}, imported back: {}</title></rect>"##,
@@ -363,8 +384,6 @@ fn scatter(
             escape(&gates(&e.simulated))
         );
     }
-    svg.push_str("</svg>");
-    svg
 }
 
 /// tune.html: one self-contained page.
