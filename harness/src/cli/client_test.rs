@@ -86,6 +86,7 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
         ));
     }
     let context = report::RunContext {
+        run_id: report::run_id(SystemTime::now()),
         warnings,
         ..report::RunContext::new(
             report::Mode::Client,

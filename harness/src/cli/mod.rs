@@ -352,7 +352,7 @@ fn chaos(args: ChaosArgs) -> u8 {
     ran.context.telemetry = telemetry_view;
     ran.context.run_id = run_id;
     conclude(
-        ran.report(&plan),
+        ran.build(&plan),
         &plan,
         against.as_ref(),
         out,
@@ -512,9 +512,6 @@ fn conclude(
                 .collect(),
         };
         baseline::attach(&mut report, b, file, &plan.baseline, &not_run);
-    }
-    if report.run_id.is_empty() {
-        report.run_id = report::run_id(SystemTime::now());
     }
     let (stamp, _) = report::timestamp(SystemTime::now());
     // A measured run is never lost: where it cannot go where asked, it goes to a

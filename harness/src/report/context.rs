@@ -88,6 +88,22 @@ impl RunContext {
     }
 }
 
+/// A run's policies, each one's report made as it ended, and the run's context: what a
+/// shell hands its caller, which adds what only it knows (the run's id, its telemetry)
+/// before the report is built, once.
+#[derive(Debug)]
+pub struct Draft {
+    pub policies: Vec<PolicyReport>,
+    pub context: RunContext,
+}
+
+impl Draft {
+    /// The report of the run.
+    pub fn build(self, plan: &Plan) -> Report {
+        build(plan, self.policies, self.context)
+    }
+}
+
 /// Above this share of dropped arrivals the planned load was not delivered: say so.
 pub const DROPPED_WARNING: f64 = 0.01;
 

@@ -23,7 +23,9 @@ pub use build::{
     PolicyOutcome, Reconciliation, describe_policy, judged, offered_quantile_ms, peak_1s,
     policy_report, reconciliation, recovery_s,
 };
-pub use context::{DROPPED_WARNING, Ending, FaultsInForce, Mode, Relayed, RunContext, build};
+pub use context::{
+    DROPPED_WARNING, Draft, Ending, FaultsInForce, Mode, Relayed, RunContext, build,
+};
 pub use drift::{Comparison, Drift, Row};
 pub use html::render as html;
 pub use junit::render as junit;

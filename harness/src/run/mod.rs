@@ -14,9 +14,7 @@ use crate::engine::{self, EngineConfig, PolicyRun, Progress};
 use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target, select, tier_script};
 use crate::relay::{Relay, RelayConfig};
-use crate::report::{
-    self, Ending, FaultsInForce, Mode, PolicyOutcome, PolicyReport, Report, RunContext,
-};
+use crate::report::{self, Draft, Ending, FaultsInForce, Mode, PolicyOutcome, Report, RunContext};
 use crate::schedule::Schedule;
 use crate::shard::{self, Shard, Sharding};
 
@@ -114,27 +112,11 @@ struct Measurements<T> {
 
 /// Runs every selected policy of `plan` and builds the report.
 pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
-    Ok(run_measured(plan, options).await?.report(plan))
-}
-
-/// A run's policies, each one's report made as it ended, and the run's context: the
-/// caller adds what only it knows (the run's id, its telemetry) before the report is
-/// built, once.
-#[derive(Debug)]
-pub struct Ran {
-    pub policies: Vec<PolicyReport>,
-    pub context: RunContext,
-}
-
-impl Ran {
-    /// The report of the run.
-    pub fn report(self, plan: &Plan) -> Report {
-        report::build(plan, self.policies, self.context)
-    }
+    Ok(run_measured(plan, options).await?.build(plan))
 }
 
 /// Runs every selected policy of `plan`: what [`run`] builds its report of.
-pub async fn run_measured(plan: &Plan, options: &RunOptions) -> Result<Ran, RunError> {
+pub async fn run_measured(plan: &Plan, options: &RunOptions) -> Result<Draft, RunError> {
     // Each policy's report is made as the policy ends, and its recorder (four histograms,
     // ~790 KB) dropped then: a plan of many policies holds one recorder at a time.
     let measured = measure(plan, options, |outcome| {
@@ -155,7 +137,7 @@ pub async fn run_measured(plan: &Plan, options: &RunOptions) -> Result<Ran, RunE
             },
         )
     };
-    Ok(Ran {
+    Ok(Draft {
         policies: measured.policies,
         context,
     })
