@@ -70,27 +70,34 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
     };
     let policy = client::policy_report(&plan, &tested);
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    let ending = report::Ending {
-        aborted: tested.program.ended == Ended::Interrupted,
-        error: None,
-        generated_at,
-    };
-    let mut report = report::build(&plan, vec![policy], ending);
-    report.mode = "client".to_owned();
+    let mut warnings = Vec::new();
     match &tested.program.ended {
         Ended::Exited(0) => {}
         Ended::Interrupted => {}
-        ended => report.warnings.push(format!(
+        ended => warnings.push(format!(
             "the program ended with {}: see program.stderr beside the report",
             ended.describe()
         )),
     }
     if tested.ledger.logical == 0 {
-        report.warnings.push(format!(
+        warnings.push(format!(
             "the program sent nothing to the fault-server: does it read the URL from `{{url}}` or {}?",
             client::program::URL_VARIABLE
         ));
     }
+    let context = report::RunContext {
+        run_id: report::run_id(SystemTime::now()),
+        warnings,
+        ..report::RunContext::new(
+            report::Mode::Client,
+            report::Ending {
+                aborted: tested.program.ended == Ended::Interrupted,
+                error: None,
+                generated_at,
+            },
+        )
+    };
+    let report = report::build(&plan, vec![policy], context);
     conclude(
         report,
         &plan,

@@ -290,14 +290,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         Ok(listening) => listening,
         Err(code) => return code,
     };
-    // The embedded fault-server and the client's sockets share this process's descriptors.
-    if let Ok(limit) = fault_server::fd_limit::raise()
-        && limit < fault_server::fd_limit::LOW
-    {
-        eprintln!(
-            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
-        );
-    }
+    raise_fd_limit();
     let (mut plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
         Err(code) => return code,
@@ -318,19 +311,89 @@ fn chaos(args: ChaosArgs) -> u8 {
         return EXIT_CANNOT_RUN;
     };
     let run_id = report::run_id(SystemTime::now());
+    let telemetry = match start_telemetry(otlp.as_deref(), &plan, &run_id, quiet) {
+        Ok(telemetry) => telemetry,
+        Err(code) => return code,
+    };
+    let show_progress = !quiet && std::io::stderr().is_terminal();
+    let options = RunOptions {
+        policies,
+        abort: abort.clone(),
+        progress: show_progress.then(progress_bars),
+        announce: !quiet,
+        telemetry: telemetry.clone(),
+        sharding,
+    };
+    if sharding.is_some() {
+        if !quiet && let Some(s) = sharding {
+            shard::announce(&plan, s);
+        }
+        let partial = runtime.block_on(run::run_shard(&plan, &options));
+        drop(listening);
+        if let Some(t) = telemetry {
+            say_telemetry(&t.shutdown(), quiet);
+        }
+        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
+    }
+    let result = runtime.block_on(run::run_measured(&plan, &options));
+    drop(listening);
+    if !quiet {
+        say_peak_memory();
+    }
+    // Bounded: a collector that is down or slow costs at most a few seconds here.
+    let telemetry_view = telemetry.map(|t| t.shutdown());
+    let mut ran = match result {
+        Ok(ran) => ran,
+        Err(e) => return run_failed(&e),
+    };
+    if let Some(view) = &telemetry_view {
+        say_telemetry(view, quiet);
+    }
+    ran.context.telemetry = telemetry_view;
+    ran.context.run_id = run_id;
+    conclude(
+        ran.build(&plan),
+        &plan,
+        against.as_ref(),
+        out,
+        quiet,
+        save_baseline.as_deref(),
+    )
+}
+
+/// The embedded fault-server and the client's sockets share this process's descriptors:
+/// as many as the hard limit allows, and a warning when that is few.
+fn raise_fd_limit() {
+    if let Ok(limit) = fault_server::fd_limit::raise()
+        && limit < fault_server::fd_limit::LOW
+    {
+        eprintln!(
+            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
+        );
+    }
+}
+
+/// Telemetry for the run, when `--otlp` or the environment asks for it, said unless
+/// `quiet`; exit 2 when its settings are wrong.
+fn start_telemetry(
+    otlp: Option<&str>,
+    plan: &Plan,
+    run_id: &str,
+    quiet: bool,
+) -> Result<Option<Arc<Telemetry>>, u8> {
     let identity = crate::telemetry::RunIdentity {
-        id: &run_id,
+        id: run_id,
         plan: &plan.name,
         seed: plan.seed,
     };
-    let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, &identity, |m| {
+    let telemetry = match Telemetry::start(otlp, plan.sampling_ratio, &identity, |m| {
         eprintln!("{m}");
     }) {
         Ok(telemetry) => telemetry.map(Arc::new),
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("  hint: see docs/telemetry.md for the settings telemetry reads");
-            return EXIT_INVALID;
+            return Err(EXIT_INVALID);
         }
     };
     if let Some(t) = &telemetry
@@ -343,77 +406,38 @@ fn chaos(args: ChaosArgs) -> u8 {
             t.metrics_endpoint()
         );
     }
-    let show_progress = !quiet && std::io::stderr().is_terminal();
-    let options = RunOptions {
-        policies,
-        abort: abort.clone(),
-        progress: show_progress.then(progress_bars),
-        announce: !quiet,
-        telemetry: telemetry.clone(),
-        sharding,
-    };
-    if sharding.is_some() {
-        if !quiet && let Some(s) = sharding {
-            eprintln!(
-                "shard {} of `{}`: starting at {} ({} s a policy)",
-                s.shard,
-                plan.name,
-                crate::shard::format_time(s.start),
-                crate::shard::Sharding::slot(&plan).as_secs()
-            );
-        }
-        let partial = runtime.block_on(run::run_shard(&plan, &options));
-        drop(listening);
-        if let Some(t) = telemetry {
-            let view = t.shutdown();
-            if !quiet || view.spans_dropped > 0 {
-                eprintln!("{}", view.describe());
-            }
-        }
-        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
-    }
-    let result = runtime.block_on(run::run(&plan, &options));
-    drop(listening);
-    // As `simulate` does: what the run held at its most (the kernel's VmHWM), which
-    // grows with the load and the connections, not with the number of policies.
-    if !quiet && let Some(kib) = crate::stats::peak_resident_kib() {
-        eprintln!("peak memory {:.1} MB", kib as f64 / 1024.0);
-    }
-    // Bounded: a collector that is down or slow costs at most a few seconds here.
-    let telemetry_view = telemetry.map(|t| t.shutdown());
-    let mut report = match result {
-        Ok(report) => report,
-        // What the plan must say differently: nothing was sent but a probe.
-        Err(
-            e @ (run::RunError::UnknownPolicy(_)
-            | run::RunError::Control(
-                run::ControlError::NotAFaultServer { .. } | run::ControlError::ScriptInForce { .. },
-            )),
-        ) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("  hint: the run could not be carried out; nothing was measured");
-            return EXIT_CANNOT_RUN;
-        }
-    };
-    if let Some(view) = &telemetry_view
-        && (!quiet || view.spans_dropped > 0)
-    {
+    Ok(telemetry)
+}
+
+/// Where the run's telemetry went, unless `quiet` and every span arrived.
+fn say_telemetry(view: &report::TelemetryView, quiet: bool) {
+    if !quiet || view.spans_dropped > 0 {
         eprintln!("{}", view.describe());
     }
-    report.telemetry = telemetry_view;
-    report.run_id = run_id;
-    conclude(
-        report,
-        &plan,
-        against.as_ref(),
-        out,
-        quiet,
-        save_baseline.as_deref(),
-    )
+}
+
+/// As `simulate` does: what the run held at its most (the kernel's VmHWM), which grows
+/// with the load and the connections, not with the number of policies.
+fn say_peak_memory() {
+    if let Some(kib) = crate::stats::peak_resident_kib() {
+        eprintln!("peak memory {:.1} MB", kib as f64 / 1024.0);
+    }
+}
+
+/// A live run that measured nothing: exit 2 when the plan must say something
+/// differently (nothing was sent but a probe), else 3.
+fn run_failed(e: &run::RunError) -> u8 {
+    eprintln!("error: {e}");
+    match e {
+        run::RunError::UnknownPolicy(_)
+        | run::RunError::Control(
+            run::ControlError::NotAFaultServer { .. } | run::ControlError::ScriptInForce { .. },
+        ) => EXIT_INVALID,
+        _ => {
+            eprintln!("  hint: the run could not be carried out; nothing was measured");
+            EXIT_CANNOT_RUN
+        }
+    }
 }
 
 /// The plan (with `--seed` applied) and the baseline to compare with, both read before
@@ -488,9 +512,6 @@ fn conclude(
                 .collect(),
         };
         baseline::attach(&mut report, b, file, &plan.baseline, &not_run);
-    }
-    if report.run_id.is_empty() {
-        report.run_id = report::run_id(SystemTime::now());
     }
     let (stamp, _) = report::timestamp(SystemTime::now());
     // A measured run is never lost: where it cannot go where asked, it goes to a

@@ -139,6 +139,17 @@ pub(super) fn prepare(
 
 /// Writes a shard's partial report (atomically, or on stdout after [`LOG_MARKER`]) and
 /// says what it holds: exit 0 once written, 3 when the shard could not run all of it, 130
+/// Says when a shard's run starts, and each policy's slot.
+pub(super) fn announce(plan: &Plan, s: crate::shard::Sharding) {
+    eprintln!(
+        "shard {} of `{}`: starting at {} ({} s a policy)",
+        s.shard,
+        plan.name,
+        crate::shard::format_time(s.start),
+        crate::shard::Sharding::slot(plan).as_secs()
+    );
+}
+
 /// when interrupted. A shard judges nothing.
 pub(super) fn conclude(
     partial: &Partial,
@@ -252,7 +263,7 @@ pub(super) fn merge(args: MergeArgs) -> u8 {
             Ok(both) => both,
             Err(code) => return code,
         };
-    let mut report = match merge::merge(&plan, sources) {
+    let report = match merge::merge(&plan, sources) {
         Ok(report) => report,
         Err(e) => {
             eprintln!("error: {e}");
@@ -262,7 +273,6 @@ pub(super) fn merge(args: MergeArgs) -> u8 {
             return EXIT_INVALID;
         }
     };
-    report.run_id = crate::report::run_id(SystemTime::now());
     super::conclude(
         report,
         &plan,

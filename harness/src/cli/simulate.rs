@@ -63,19 +63,20 @@ pub(super) fn simulate(args: SimulateArgs) -> u8 {
             eprintln!("simulating policy `{name}`");
         }
     };
-    let (report, effort) = match crate::simulate::simulate_until(&plan, &policies, &abort, starting)
-    {
-        Ok(done) => done,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-    };
+    let (mut draft, effort) =
+        match crate::simulate::simulate_draft(&plan, &policies, &abort, starting) {
+            Ok(done) => done,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return EXIT_INVALID;
+            }
+        };
     if !quiet {
         eprintln!("{}", effort.describe());
     }
+    draft.context.run_id = crate::report::run_id(std::time::SystemTime::now());
     conclude(
-        report,
+        draft.build(&plan),
         &plan,
         against.as_ref(),
         out.as_deref(),

@@ -16,7 +16,7 @@ use super::Tested;
 use crate::plan::{NamedPolicy, Plan};
 use crate::report::{
     self, Amplification, BackoffRow, ClientView, LedgerView, OfferedPercentiles, Percentiles,
-    PolicyReport, Violations, gates,
+    PolicyReport, Violations,
 };
 
 /// The report of the program's run: its one entry of `policies`.
@@ -38,7 +38,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         })
         .flatten();
     let latency = latency(&judged);
-    let mut report = PolicyReport {
+    let report = PolicyReport {
         name: named.name.clone(),
         preset: named.preset.map(|p| p.name().to_owned()),
         summary: if expected {
@@ -97,19 +97,7 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         recovery_s: None,
         outcomes: l.by_outcome.clone(),
         breaker_trips: 0,
-        ledger: Some(LedgerView {
-            attempts: l.attempts,
-            logical,
-            side_effects: l.side_effects,
-            duplicate_side_effects: l.duplicate_side_effects,
-            idempotent_replays: l.idempotent_replays,
-            client_unsent: 0,
-            client_abandoned: 0,
-            client_reached: logical,
-            // The program's counts are the ledger's: nothing to disagree with.
-            reconciled: true,
-            by_outcome: l.by_outcome.clone(),
-        }),
+        ledger: Some(ledger_view(tested)),
         series: tested.series.clone(),
         gates: Vec::new(),
         synchrony: None,
@@ -117,23 +105,46 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         shared_budget: false,
         tiers: Vec::new(),
         waves_50ms: Vec::new(),
-        client: Some(ClientView {
-            command: tested.program.command.clone(),
-            exit: tested.program.ended.describe(),
-            grouped_by: judged.grouped_by.clone(),
-            guessed_attempts: judged.guessed_attempts,
-            window_ms: judged.window_ms,
-            overlapping: judged.overlapping,
-            retries_after: judged.retries.clone(),
-            retry_after: judged.retry_after.clone(),
-            backoff: backoff(&judged, expected.then_some(named)),
-            stdout: tested.program.stdout.clone(),
-            stderr: tested.program.stderr.clone(),
-        }),
+        client: Some(client_view(tested, &judged, expected.then_some(named))),
         expect: None,
     };
-    report.gates = gates::evaluate(plan, &report);
-    report
+    report::judged(plan, named, report)
+}
+
+/// The ledger beside the program's counts, which are the ledger's own.
+fn ledger_view(tested: &Tested) -> LedgerView {
+    let l = &tested.ledger;
+    LedgerView {
+        attempts: l.attempts,
+        logical: l.logical,
+        side_effects: l.side_effects,
+        duplicate_side_effects: l.duplicate_side_effects,
+        idempotent_replays: l.idempotent_replays,
+        client_unsent: 0,
+        client_abandoned: 0,
+        client_reached: l.logical,
+        // The program's counts are the ledger's: nothing to disagree with.
+        reconciled: true,
+        by_outcome: l.by_outcome.clone(),
+    }
+}
+
+/// What only a client test measures: the program, how the server grouped its requests,
+/// the retries it judged, and the waits against the `expected` policy's.
+fn client_view(tested: &Tested, judged: &Judged, expected: Option<&NamedPolicy>) -> ClientView {
+    ClientView {
+        command: tested.program.command.clone(),
+        exit: tested.program.ended.describe(),
+        grouped_by: judged.grouped_by.clone(),
+        guessed_attempts: judged.guessed_attempts,
+        window_ms: judged.window_ms,
+        overlapping: judged.overlapping,
+        retries_after: judged.retries.clone(),
+        retry_after: judged.retry_after.clone(),
+        backoff: backoff(judged, expected),
+        stdout: tested.program.stdout.clone(),
+        stderr: tested.program.stderr.clone(),
+    }
 }
 
 /// What a retry after `after` (a [`Seen`] label of the ledger's) means, in

@@ -8,13 +8,14 @@ use chaos_policy::{Backoff, BreakerState, BudgetConfig, Jitter, Outcome, Unproce
 use fault_server::ledger::LedgerSnapshot;
 use hdrhistogram::Histogram;
 
+use super::Mode;
 use super::gates;
 use super::model::{
     Amplification, ConnectionWait, ConnectionsOpened, LedgerView, OfferedPercentiles, Percentiles,
-    PlanInfo, PolicyReport, Report, RetryViolations, SCHEMA, SeriesPoint, TierReport, Violations,
+    PolicyReport, RetryViolations, SeriesPoint, TierReport, Violations,
 };
 use crate::hop::HopCounts;
-use crate::plan::{NamedPolicy, Plan, Target, TierKind};
+use crate::plan::{NamedPolicy, Plan, TierKind};
 use crate::stats::{PolicyRun, Recorder, Second, quantile_ms, synchrony};
 
 /// One policy's run and what the server's ledger said of it.
@@ -25,127 +26,6 @@ pub struct PolicyOutcome<'a> {
     pub ledger: Option<LedgerSnapshot>,
     /// What each relay tier counted, outermost first (empty without tiers).
     pub tiers: Vec<HopCounts>,
-}
-
-/// How a run ended, besides its measurements.
-#[derive(Debug, Clone, Default)]
-pub struct Ending {
-    /// Interrupted by the user.
-    pub aborted: bool,
-    /// Why the run could not be completed.
-    pub error: Option<String>,
-    pub generated_at: String,
-}
-
-/// Above this share of dropped arrivals the planned load was not delivered: say so.
-pub const DROPPED_WARNING: f64 = 0.01;
-
-/// A warning when more than [`DROPPED_WARNING`] of a policy's attempts ran out of time
-/// waiting for one of the client's capped connections: the cap, not the server, failed
-/// them.
-fn starved_of_connections(p: &PolicyReport) -> Option<String> {
-    let wait = p.connection_wait.as_ref()?;
-    (wait.timed_out as f64 > DROPPED_WARNING * p.attempts as f64).then(|| {
-        format!(
-            "policy `{}`: {} of its {} attempts ({:.1}%) ran out of time waiting for one of its {} connections (load.max_connections) and never reached the server; raise the cap if the production client allows more",
-            p.name,
-            wait.timed_out,
-            p.attempts,
-            wait.timed_out as f64 * 100.0 / p.attempts.max(1) as f64,
-            wait.max_connections
-        )
-    })
-}
-
-/// Above this many connections opened in one second, the load generator is busy making
-/// connections: on the bench machine a storm of 9,000 a second left two arrivals in three
-/// unsent (docs/benchmarks.md), while a capped client makes a few in a whole run.
-pub(super) const CONNECT_STORM_PER_SECOND: u64 = 1_000;
-
-/// A warning when the client opened connections at a storm's rate: then the run measured
-/// the load generator's connects as much as the target.
-fn connection_storm(plan: &Plan, p: &PolicyReport) -> Option<String> {
-    let opened = p.connections_opened?;
-    (opened.peak_per_second > CONNECT_STORM_PER_SECOND).then(|| {
-        let advice = match plan.load.connection_cap() {
-            None if !plan.load.protocol.is_http2() => format!("`load.max_connections: per_attempt` opens one for every attempt that finds none idle; give a cap (the default is {}) unless the production client has none", crate::plan::DEFAULT_MAX_CONNECTIONS),
-            _ => "the target closed connections as fast as they were made (resets, lost responses, GOAWAY); the figures include the cost of reconnecting".to_owned(),
-        };
-        format!(
-            "policy `{}`: the client opened {} connections in its busiest second ({} in the run): {advice}",
-            p.name, opened.peak_per_second, opened.total
-        )
-    })
-}
-
-/// The report of a run, from the report of each policy that ran ([`policy_report`]).
-pub fn build(plan: &Plan, policies: Vec<PolicyReport>, ending: Ending) -> Report {
-    let pass =
-        !ending.aborted && ending.error.is_none() && policies.iter().all(PolicyReport::as_expected);
-    let warnings = plan
-        .warnings
-        .iter()
-        .map(|w| w.message.clone())
-        .chain(policies.iter()
-        .filter(|p| p.dropped as f64 > DROPPED_WARNING * p.offered as f64)
-        .map(|p| {
-            format!(
-                "policy `{}` dropped {} of its {} arrivals ({:.1}%) at max_in_flight {}: the planned load was not delivered; raise load.max_in_flight or lower the rate, and gate on `{{ metric: dropped_ratio, max: {DROPPED_WARNING} }}`",
-                p.name,
-                p.dropped,
-                p.offered,
-                p.dropped as f64 * 100.0 / p.offered as f64,
-                plan.load.max_in_flight
-            )
-        }))
-        .chain(policies.iter().filter_map(starved_of_connections))
-        .chain(policies.iter().filter_map(|p| connection_storm(plan, p)))
-        .collect();
-    let unfinished = if ending.aborted {
-        Some("was interrupted")
-    } else if ending.error.is_some() {
-        Some("could not be completed")
-    } else {
-        None
-    };
-    Report {
-        schema: SCHEMA.to_owned(),
-        mode: "live".to_owned(),
-        verdict: if pass { "pass" } else { "fail" }.to_owned(),
-        aborted: ending.aborted,
-        generated_at: ending.generated_at,
-        run_id: String::new(),
-        error: ending.error,
-        warnings,
-        plan: PlanInfo {
-            name: plan.name.clone(),
-            file: plan.file.display().to_string(),
-            description: plan.description.clone(),
-            seed: plan.seed,
-            duration_s: plan.duration.as_secs_f64(),
-            target: match &plan.target {
-                Target::Embedded => "embedded".to_owned(),
-                Target::Proxy { upstream } => format!("embedded, in front of {upstream}"),
-                Target::FaultServer { url, .. } | Target::BlackBox { url } => url.clone(),
-            },
-            ledger: plan.target.has_ledger(),
-            faults: plan.script.phase_names(),
-            faults_from: match plan.target {
-                Target::BlackBox { .. } => "none: a black box gets only the plan's requests",
-                _ => "the plan",
-            }
-            .to_owned(),
-            fault_window_s: plan
-                .fault_window
-                .map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]),
-            digest: Some(plan.digest()),
-        },
-        ranking: super::rank::rank_run(&policies, unfinished),
-        telemetry: None,
-        shards: None,
-        policies,
-        baseline: None,
-    }
 }
 
 pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
@@ -236,9 +116,13 @@ fn tier_reports(
         .collect()
 }
 
-/// The client's connections, when the plan caps them or multiplexes on them (HTTP/2).
-fn connection_wait(plan: &Plan, r: &Recorder) -> Option<ConnectionWait> {
+/// The client's connections, when the plan caps them or multiplexes on them (HTTP/2);
+/// the simulator has no HTTP/2 connections to multiplex on, nor streams to wait for.
+fn connection_wait(plan: &Plan, mode: Mode, r: &Recorder) -> Option<ConnectionWait> {
     let http2 = plan.load.protocol.is_http2();
+    if http2 && mode == Mode::Simulated {
+        return None;
+    }
     let max = plan
         .load
         .connection_cap()
@@ -315,8 +199,8 @@ pub fn offered_quantile_ms(
 
 /// A policy's part of the report, made as soon as the policy has run: its recorder (four
 /// histograms, ~790 KB) is dropped then, so a plan of many policies holds one recorder at a
-/// time, not one per policy until the end.
-pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
+/// time, not one per policy until the end. `mode` is the shell's that ran it.
+pub fn policy_report(plan: &Plan, mode: Mode, outcome: PolicyOutcome<'_>) -> PolicyReport {
     let PolicyOutcome {
         policy,
         run,
@@ -329,7 +213,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
     let ledger_view = ledger
         .as_ref()
         .map(|l| ledger_view(l, r, &tiers, &tier_reports));
-    let mut report = PolicyReport {
+    let report = PolicyReport {
         name: policy.name.clone(),
         preset: policy.preset.map(|p| p.name().to_owned()),
         summary: describe(policy),
@@ -367,7 +251,7 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         offered_latency_ms: offered_percentiles(r),
         attempt_latency_ms: percentiles(&r.attempt_latency),
         arrival_lag_ms: percentiles(&r.lag),
-        connection_wait: connection_wait(plan, r),
+        connection_wait: connection_wait(plan, mode, r),
         connections_opened: r.connects.map(|c| ConnectionsOpened {
             total: c.opened,
             peak_per_second: c.peak_per_second,
@@ -392,6 +276,13 @@ pub fn policy_report(plan: &Plan, outcome: PolicyOutcome<'_>) -> PolicyReport {
         client: None,
         expect: None,
     };
+    judged(plan, policy, report)
+}
+
+/// A policy's report with its gates judged, and its expectation when `policy` is a
+/// counterexample (`expect: fail`): the last step of every policy's report, whichever
+/// shell ran it (a client test's expected policy has no `expect`).
+pub fn judged(plan: &Plan, policy: &NamedPolicy, mut report: PolicyReport) -> PolicyReport {
     report.gates = gates::evaluate(plan, &report);
     report.expect = policy
         .expect

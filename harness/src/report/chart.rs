@@ -1,10 +1,13 @@
-//! The line charts of report.html, inline SVG: a line per series over the run's seconds
-//! (or any axis of equal steps), the fault window shaded, a round grid.
+//! The charts' one numeric axis ([`Scale`]: a round range, its grid lines and where a
+//! value falls), which the report's time-series, the sweep's lines and the tune's
+//! scatter charts all draw on; and the line charts of report.html, inline SVG: a line per
+//! series over the run's seconds (or any axis of equal steps), the fault window shaded, a
+//! round grid.
 
 use std::fmt::Write;
 
-use super::html::esc;
 use super::model::SeriesPoint;
+use super::table::html as esc;
 
 // Wide enough that a retry wave of a few hundred milliseconds is seen without zooming;
 // the page scales it down on a narrow screen (width 100%, the viewBox keeps its shape).
@@ -13,6 +16,83 @@ const H: f64 = 280.0;
 const PAD_L: f64 = 48.0;
 const PAD_B: f64 = 24.0;
 const PAD_T: f64 = 12.0;
+
+/// A numeric axis: values from `lo` over `span`, a grid line every `step`. Time axes
+/// (the run's seconds, 50 ms buckets) and value axes (counts from zero, a sweep's
+/// amplification, a tune's server load) are all one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Scale {
+    pub(crate) lo: f64,
+    pub(crate) span: f64,
+    pub(crate) step: f64,
+}
+
+impl Scale {
+    /// Counts up to `top`: from zero to a round top at or above it, in round steps
+    /// ([`grid`]).
+    pub(crate) fn counts(top: f64) -> Scale {
+        let (step, max) = grid(top);
+        Scale {
+            lo: 0.0,
+            span: max,
+            step,
+        }
+    }
+
+    /// A round range around `lo..=hi` that need not start at zero ([`nice_range`]).
+    pub(crate) fn around(lo: f64, hi: f64) -> Scale {
+        let (lo, hi, step) = nice_range(lo, hi);
+        Scale::fixed(lo, hi, step)
+    }
+
+    /// From `lo` to `hi`, a grid line every `step`.
+    pub(crate) fn fixed(lo: f64, hi: f64, step: f64) -> Scale {
+        Scale {
+            lo,
+            span: hi - lo,
+            step,
+        }
+    }
+
+    /// `len` steps of `step` from `from` (a time axis: seconds, or 50 ms buckets).
+    pub(crate) fn steps(from: f64, step: f64, len: usize) -> Scale {
+        Scale {
+            lo: from,
+            span: len.max(1) as f64 * step,
+            step,
+        }
+    }
+
+    /// Where `v` falls, 0 at the bottom of the range and 1 at its top.
+    pub(crate) fn frac(&self, v: f64) -> f64 {
+        (v - self.lo) / self.span
+    }
+
+    /// `v` across a plot `width` wide from `left`.
+    pub(crate) fn x(&self, v: f64, left: f64, width: f64) -> f64 {
+        left + self.frac(v) * width
+    }
+
+    /// `v` up a plot `height` high from `top` (larger values higher).
+    pub(crate) fn y(&self, v: f64, top: f64, height: f64) -> f64 {
+        top + (1.0 - self.frac(v)) * height
+    }
+
+    /// The values of the grid lines, bottom to top.
+    pub(crate) fn ticks(&self) -> impl Iterator<Item = f64> + use<> {
+        let Scale { lo, span, step } = *self;
+        (0..=(span / step).round() as u32).map(move |k| lo + step * f64::from(k))
+    }
+}
+
+/// The opening of a standalone value chart (the sweep's, the tune's): an SVG `w` by `h`
+/// with its title, said to screen readers and written in bold above the plot, from `left`.
+pub(crate) fn titled_svg(w: f64, h: f64, left: f64, title: &str) -> String {
+    let title = esc(title);
+    format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text>"##
+    )
+}
 
 /// A line chart of several series over the run's seconds.
 pub(super) fn chart(
@@ -64,7 +144,7 @@ pub(super) fn chart_on(
     window: Option<[f64; 2]>,
     shade: &[bool],
 ) -> String {
-    let (step, max) = grid(
+    let values = Scale::counts(
         lines
             .iter()
             .flat_map(|(_, _, v)| v.iter().copied())
@@ -73,8 +153,9 @@ pub(super) fn chart_on(
     // The axis runs over whole steps; each step's value is plotted at its middle, so the
     // fault window's shading lines up with the steps it covers.
     let n = axis.len.max(1) as f64;
-    let x = |t: f64| PAD_L + (t - axis.from) / (n * axis.step) * (W - PAD_L - 8.0);
-    let y = |v: f64| PAD_T + (1.0 - v / max) * (H - PAD_T - PAD_B);
+    let time = Scale::steps(axis.from, axis.step, axis.len);
+    let x = |t: f64| time.x(t, PAD_L, W - PAD_L - 8.0);
+    let y = |v: f64| values.y(v, PAD_T, H - PAD_T - PAD_B);
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -103,9 +184,7 @@ pub(super) fn chart_on(
         }
     }
     // Axes and a grid line at each round step.
-    let steps = (max / step).round() as u32;
-    for i in 0..=steps {
-        let v = step * f64::from(i);
+    for v in values.ticks() {
         let _ = write!(
             svg,
             "<line x1=\"{PAD_L}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
@@ -175,7 +254,7 @@ fn grid(top: f64) -> (f64, f64) {
 /// amplification between 1.4 and 1.9): its bottom, its top and its step, each a whole
 /// number of steps, the step 1, 2 or 5 times a power of ten. A range of one value gets a
 /// step around it.
-pub(crate) fn nice_range(lo: f64, hi: f64) -> (f64, f64, f64) {
+fn nice_range(lo: f64, hi: f64) -> (f64, f64, f64) {
     let (lo, hi) = (lo.min(hi), lo.max(hi));
     let span = (hi - lo).max(hi.abs() * 0.1).max(1e-6);
     let rough = span / 4.0;
@@ -227,7 +306,20 @@ pub(super) fn carried(series: &[SeriesPoint]) -> Vec<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{grid, round_tick};
+    use super::{Scale, grid, round_tick};
+
+    #[test]
+    fn one_scale_serves_counts_time_and_values() {
+        let counts = Scale::counts(1070.0);
+        let ticks: Vec<f64> = counts.ticks().collect();
+        assert_eq!(ticks, [0.0, 500.0, 1000.0, 1500.0]);
+        assert!((counts.y(1500.0, 12.0, 244.0) - 12.0).abs() < 1e-9);
+        assert!((counts.y(0.0, 12.0, 244.0) - 256.0).abs() < 1e-9);
+        let seconds = Scale::steps(3.0, 0.05, 60);
+        assert!((seconds.x(6.0, 48.0, 944.0) - 992.0).abs() < 1e-9);
+        let around = Scale::around(1.41, 1.87);
+        assert_eq!(around.ticks().count(), 4, "1.4, 1.6, 1.8, 2.0");
+    }
 
     #[test]
     fn time_labels_fall_on_round_seconds() {

@@ -6,46 +6,19 @@
 
 use std::fmt::Write;
 
-use super::drift::{Comparison, Drift};
+use super::drift::Comparison;
 use super::model::{PolicyReport, Report};
+use super::table::html as esc;
+use super::tables;
 use crate::plan::resolved::{self, Value};
 
 use super::chart::{Axis, carried, chart, chart_on, column};
 
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The summary as a table: a policy's row is marked by its gates cell, so an expected
 /// FAIL reads apart from a failure.
 fn summary_html(out: &mut String, report: &Report) {
-    let rows = super::markdown::summary_rows(report);
-    let gates = rows[0].iter().position(|h| h == "gates");
-    out.push_str("<h2>Summary</h2><table class=\"summary\"><tr>");
-    for h in &rows[0] {
-        let _ = write!(out, "<th>{}</th>", esc(h));
-    }
-    out.push_str("</tr>");
-    for row in &rows[1..] {
-        let cell = gates.map_or("", |g| row[g].as_str());
-        let class = if cell.ends_with("(expected)") {
-            "fail expected"
-        } else if cell.starts_with("FAIL") || cell.starts_with("NOT CAUGHT") {
-            "fail"
-        } else {
-            "pass"
-        };
-        let _ = write!(out, "<tr class=\"{class}\">");
-        for (c, v) in row.iter().enumerate() {
-            let align = if c == 0 { "" } else { " class=\"num\"" };
-            let _ = write!(out, "<td{align}>{}</td>", esc(v));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table>");
+    out.push_str("<h2>Summary</h2>");
+    out.push_str(&tables::summary(report).html());
 }
 
 pub fn render(report: &Report) -> String {
@@ -205,38 +178,13 @@ fn baseline_html(out: &mut String, comparison: &Comparison) {
     for note in &comparison.notes {
         let _ = write!(out, "<p class=\"note warn\"><b>Note:</b> {}</p>", esc(note));
     }
-    out.push_str("<table><tr><th>policy</th><th>metric</th><th>baseline</th><th>now</th><th>change</th><th>tolerance</th><th>verdict</th></tr>");
-    let cell = |x: Option<f64>| x.map_or_else(|| "–".to_owned(), |v| format!("{v:.3}"));
-    for row in comparison.worst_first() {
-        let bad = matches!(row.verdict, Drift::Regressed | Drift::Missing);
-        let _ = write!(
-            out,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            if bad { "fail" } else { "pass" },
-            esc(&row.policy),
-            esc(&row.metric),
-            cell(row.baseline),
-            cell(row.now),
-            row.change
-                .map_or_else(|| "–".to_owned(), |c| format!("{c:+.3}")),
-            esc(&row.tolerance),
-            super::markdown::verdict_word(row.verdict).trim_matches('*')
-        );
-    }
-    out.push_str("</table>");
+    out.push_str(&tables::baseline(comparison).html());
 }
 
 fn ranking_html(out: &mut String, ranking: &super::Ranking) {
-    out.push_str("<h2>Ranking</h2><table>");
-    for (i, row) in ranking.cells().iter().enumerate() {
-        let cell = if i == 0 { "th" } else { "td" };
-        out.push_str("<tr>");
-        for c in row {
-            let _ = write!(out, "<{cell}>{}</{cell}>", esc(c));
-        }
-        out.push_str("</tr>");
-    }
-    let _ = write!(out, "</table><p><b>{}</b></p>", esc(&ranking.line()));
+    out.push_str("<h2>Ranking</h2>");
+    out.push_str(&tables::ranking(ranking).html());
+    let _ = write!(out, "<p><b>{}</b></p>", esc(&ranking.line()));
 }
 
 /// At most this many points a line in the waves chart: a longer window is shown as the
@@ -305,44 +253,11 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
 /// A call chain hop by hop: the table, and each hop's attempts per second (the client's
 /// attempts, each tier's attempts sent; the last tier's are what the leaf received).
 fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
-    let hops = p.hops();
-    if hops.is_empty() {
+    let Some(table) = tables::chain(p) else {
         return;
-    }
+    };
     out.push_str("<p>Call chain, hop by hop (amplification: attempts per logical request of the client):</p>");
-    out.push_str("<table><tr><th>hop</th><th>policy</th><th>received</th><th>logical</th><th>sent</th><th>retries</th><th>gave up</th><th>amplification</th><th>next hop agrees</th><th>violations</th></tr>");
-    let n = |v: Option<u64>| v.map_or_else(|| "–".to_owned(), |v| v.to_string());
-    for h in &hops {
-        let violated = h
-            .violations
-            .is_some_and(|v| v.retried_permanent + v.retried_non_idempotent > 0);
-        let agrees = match h.agrees {
-            None => "–",
-            Some(true) => "yes",
-            Some(false) => "<b>no</b>",
-        };
-        let _ = write!(
-            out,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{agrees}</td><td>{}</td></tr>",
-            if h.agrees == Some(false) || violated {
-                "fail"
-            } else {
-                ""
-            },
-            esc(&h.hop),
-            esc(&h.policy),
-            n(h.received),
-            n(h.logical),
-            n(h.sent),
-            n(h.retries),
-            n(h.gave_up),
-            h.amplification
-                .map_or("–".to_owned(), |a| format!("{a:.2}")),
-            h.violations
-                .map_or_else(|| "–".to_owned(), |v| v.describe()),
-        );
-    }
-    out.push_str("</table>");
+    out.push_str(&table.html());
     let palette = [
         "#111", "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b",
     ];
@@ -396,25 +311,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
             esc(&line)
         );
     }
-    out.push_str("<table><tr><th>gate</th><th>result</th><th>measured</th><th>limit</th><th>detail</th></tr>");
-    for g in &p.gates {
-        let word = p.gate_word(g);
-        let _ = write!(
-            out,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            match word {
-                "FAIL (expected)" => "fail expected",
-                "pass" => "pass",
-                _ => "fail",
-            },
-            esc(&g.name),
-            word,
-            g.measured.map_or("–".to_owned(), |m| format!("{m:.3}")),
-            g.limit.map_or("–".to_owned(), |m| format!("{m:.3}")),
-            esc(&g.detail)
-        );
-    }
-    out.push_str("</table>");
+    out.push_str(&tables::gates(p).html());
     if let Some(c) = &p.client {
         let (facts, table) = super::client::section(c);
         out.push_str("<h3>The program under test</h3><ul>");
@@ -422,17 +319,9 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
             let _ = write!(out, "<li>{}</li>", esc(&fact));
         }
         out.push_str("</ul>");
-        if table.len() > 1 {
-            out.push_str("<p>Waits before each attempt (from the previous answer, Retry-After waits aside):</p><table>");
-            for (i, row) in table.iter().enumerate() {
-                let cell = if i == 0 { "th" } else { "td" };
-                out.push_str("<tr>");
-                for c in row {
-                    let _ = write!(out, "<{cell}>{}</{cell}>", esc(c));
-                }
-                out.push_str("</tr>");
-            }
-            out.push_str("</table>");
+        if let Some(table) = tables::waits(table) {
+            out.push_str("<p>Waits before each attempt (from the previous answer, Retry-After waits aside):</p>");
+            out.push_str(&table.html());
         }
     }
     chain_html(out, p, window, seconds);
@@ -461,22 +350,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
             &s.iter().map(|x| x.breaker_open).collect::<Vec<_>>(),
         ));
     }
-    out.push_str("<table><tr><th>latency ms</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>");
-    for (name, l) in p.latency_rows() {
-        let _ = write!(
-            out,
-            "<tr><td>{name}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1}</td></tr>",
-            l.p50, l.p90, l.p99, l.p999, l.max
-        );
-    }
-    if p.dropped > 0 {
-        let [p50, p90, p99, p999] = p.offered_latency_ms.cells();
-        let _ = write!(
-            out,
-            "<tr><td>offered load (drops ranked slowest)</td><td>{p50}</td><td>{p90}</td><td>{p99}</td><td>{p999}</td><td>∞</td></tr>"
-        );
-    }
-    out.push_str("</table>");
+    out.push_str(&tables::latency(p).html());
     if p.client.is_some() {
         let _ = write!(
             out,

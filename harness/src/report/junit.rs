@@ -5,12 +5,9 @@ use std::fmt::Write;
 use super::drift::{Drift, Row};
 use super::model::{PolicyReport, Report};
 
+/// XML's escape: HTML's, and the apostrophe (an attribute may be quoted with either).
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    super::table::html(s).replace('\'', "&apos;")
 }
 
 /// A policy's test cases: one per gate, and a counterexample's expectation.
@@ -47,6 +44,53 @@ enum Case<'a> {
     Noted(&'a str),
 }
 
+/// A policy's test suite: a case per gate, and a counterexample's expectation.
+fn policy_suite(out: &mut String, plan: &str, p: &PolicyReport) {
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"{}.{}\" tests=\"{}\" failures=\"{}\">",
+        escape(plan),
+        escape(&p.name),
+        cases_of(p),
+        failures_of(p)
+    );
+    let classname = format!("{}.{}", escape(plan), escape(&p.name));
+    for g in &p.gates {
+        let _ = write!(
+            out,
+            "    <testcase classname=\"{classname}\" name=\"{}\"",
+            escape(&g.name)
+        );
+        // A counterexample's gate that fired where expected is the detector
+        // working: a passing case that says what it caught. Its expectation is a
+        // case of its own.
+        let caught;
+        let case = match (g.pass, p.expects_failure(g)) {
+            (true, _) => Case::Passed,
+            (false, true) => {
+                caught = format!("{}: {}", p.gate_word(g), g.detail);
+                Case::Noted(&caught)
+            }
+            (false, false) => Case::Failed(&g.detail),
+        };
+        close_case(out, case);
+    }
+    if let Some(e) = &p.expect {
+        let _ = write!(
+            out,
+            "    <testcase classname=\"{classname}\" name=\"expected to fail\""
+        );
+        close_case(
+            out,
+            match e.met {
+                true => Case::Noted(&e.detail),
+                false => Case::Failed(&e.detail),
+            },
+        );
+    }
+    let _ = writeln!(out, "  </testsuite>");
+}
+
 pub fn render(report: &Report) -> String {
     // A run that could not be completed is an error of its own, so CI never reads a
     // partial run as green.
@@ -72,49 +116,7 @@ pub fn render(report: &Report) -> String {
         );
     }
     for p in &report.policies {
-        let _ = writeln!(
-            out,
-            "  <testsuite name=\"{}.{}\" tests=\"{}\" failures=\"{}\">",
-            escape(&report.plan.name),
-            escape(&p.name),
-            cases_of(p),
-            failures_of(p)
-        );
-        let classname = format!("{}.{}", escape(&report.plan.name), escape(&p.name));
-        for g in &p.gates {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"{classname}\" name=\"{}\"",
-                escape(&g.name)
-            );
-            // A counterexample's gate that fired where expected is the detector
-            // working: a passing case that says what it caught. Its expectation is a
-            // case of its own.
-            let caught;
-            let case = match (g.pass, p.expects_failure(g)) {
-                (true, _) => Case::Passed,
-                (false, true) => {
-                    caught = format!("{}: {}", p.gate_word(g), g.detail);
-                    Case::Noted(&caught)
-                }
-                (false, false) => Case::Failed(&g.detail),
-            };
-            close_case(&mut out, case);
-        }
-        if let Some(e) = &p.expect {
-            let _ = write!(
-                out,
-                "    <testcase classname=\"{classname}\" name=\"expected to fail\""
-            );
-            close_case(
-                &mut out,
-                match e.met {
-                    true => Case::Noted(&e.detail),
-                    false => Case::Failed(&e.detail),
-                },
-            );
-        }
-        let _ = writeln!(out, "  </testsuite>");
+        policy_suite(&mut out, &report.plan.name, p);
     }
     if !compared.is_empty() {
         let name = escape(&report.plan.name);

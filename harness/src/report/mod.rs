@@ -1,9 +1,9 @@
 //! Reports: the model, how it is built from a run, and its renderers.
 
 mod build;
-mod chart;
+pub(crate) mod chart;
 mod client;
-pub(crate) use chart::{nice_range, short as short_number};
+mod context;
 pub use client::{BackoffRow, ClientView, tolerance_ms};
 mod drift;
 pub mod gates;
@@ -13,13 +13,18 @@ mod markdown;
 mod model;
 mod rank;
 mod sentences;
+pub(crate) mod table;
+mod tables;
 #[cfg(test)]
 mod tests;
 mod write;
 
 pub use build::{
-    DROPPED_WARNING, Ending, PolicyOutcome, Reconciliation, build, describe_policy,
-    offered_quantile_ms, peak_1s, policy_report, reconciliation, recovery_s,
+    PolicyOutcome, Reconciliation, describe_policy, judged, offered_quantile_ms, peak_1s,
+    policy_report, reconciliation, recovery_s,
+};
+pub use context::{
+    DROPPED_WARNING, Draft, Ending, FaultsInForce, Mode, Relayed, RunContext, build,
 };
 pub use drift::{Comparison, Drift, Row};
 pub use html::render as html;

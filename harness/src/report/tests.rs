@@ -10,9 +10,10 @@ use chaos_policy::{GiveUp, Outcome, Verdict};
 use fault_server::ledger::{LedgerSnapshot, PolicyLedger};
 
 use super::build::{
-    Ending, PolicyOutcome, build, offered_quantile_ms, own_share, peak_1s, policy_report,
-    reconciliation, recovery_s,
+    PolicyOutcome, offered_quantile_ms, own_share, peak_1s, policy_report, reconciliation,
+    recovery_s,
 };
+use super::context::{Mode, RunContext, build};
 use crate::stats::{PolicyRun, Reached, Recorder, Second};
 
 /// A second with these settled counts: `(succeeded, gave up, unfinished, dropped)`.
@@ -272,8 +273,8 @@ fn server_amplification_is_the_ledgers_own_ratio() {
     };
     let report = build(
         &plan,
-        vec![policy_report(&plan, outcome(ledger(12, 8)))],
-        Ending::default(),
+        vec![policy_report(&plan, Mode::Live, outcome(ledger(12, 8)))],
+        RunContext::default(),
     );
     let p = &report.policies[0];
     assert_eq!(p.amplification.client, 1.2);
@@ -294,8 +295,8 @@ fn server_amplification_is_the_ledgers_own_ratio() {
     // A server that saw fewer logical requests than reached it does not agree.
     let report = build(
         &plan,
-        vec![policy_report(&plan, outcome(ledger(12, 7)))],
-        Ending::default(),
+        vec![policy_report(&plan, Mode::Live, outcome(ledger(12, 7)))],
+        RunContext::default(),
     );
     assert!(!report.policies[0].gates[0].pass);
 }

@@ -14,7 +14,7 @@ use crate::engine::{self, EngineConfig, PolicyRun, Progress};
 use crate::hop::HopCounts;
 use crate::plan::{NamedPolicy, Plan, Target, select, tier_script};
 use crate::relay::{Relay, RelayConfig};
-use crate::report::{self, Ending, PolicyOutcome, Report};
+use crate::report::{self, Draft, Ending, FaultsInForce, Mode, PolicyOutcome, Report, RunContext};
 use crate::schedule::Schedule;
 use crate::shard::{self, Shard, Sharding};
 
@@ -112,28 +112,35 @@ struct Measurements<T> {
 
 /// Runs every selected policy of `plan` and builds the report.
 pub async fn run(plan: &Plan, options: &RunOptions) -> Result<Report, RunError> {
+    Ok(run_measured(plan, options).await?.build(plan))
+}
+
+/// Runs every selected policy of `plan`: what [`run`] builds its report of.
+pub async fn run_measured(plan: &Plan, options: &RunOptions) -> Result<Draft, RunError> {
     // Each policy's report is made as the policy ends, and its recorder (four histograms,
     // ~790 KB) dropped then: a plan of many policies holds one recorder at a time.
     let measured = measure(plan, options, |outcome| {
-        report::policy_report(plan, outcome)
+        report::policy_report(plan, Mode::Live, outcome)
     })
     .await?;
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    let mut report = report::build(
-        plan,
-        measured.policies,
-        Ending {
-            aborted: measured.aborted,
-            error: measured.error,
-            generated_at,
-        },
-    );
-    measured.faults.say(
-        &mut report.plan.faults,
-        &mut report.plan.faults_from,
-        &mut report.warnings,
-    );
-    Ok(report)
+    let (faults, warning) = measured.faults.said();
+    let context = RunContext {
+        faults,
+        warnings: warning.into_iter().collect(),
+        ..RunContext::new(
+            Mode::Live,
+            Ending {
+                aborted: measured.aborted,
+                error: measured.error,
+                generated_at,
+            },
+        )
+    };
+    Ok(Draft {
+        policies: measured.policies,
+        context,
+    })
 }
 
 /// Runs every selected policy of `plan`, each on a freshly reset server (on a sharded
@@ -196,17 +203,20 @@ struct Faults {
 }
 
 impl Faults {
-    /// The report says which faults were in force and where they came from: the plan's,
-    /// or a running fault-server's own (kept), or the plan's in place of the server's.
-    fn say(&self, faults: &mut Vec<String>, from: &mut String, warnings: &mut Vec<String>) {
+    /// Which faults were in force and where they came from, when not the plan's alone:
+    /// a running fault-server's own (kept), or the plan's in place of the server's, which
+    /// earns a warning.
+    fn said(&self) -> (FaultsInForce, Option<String>) {
+        let mut said = FaultsInForce::default();
+        let mut warning = None;
         match &self.decision {
             Some(control::Decision::Keep(theirs)) => {
-                *faults = theirs.spec.phase_names();
-                *from = format!(
+                said.phases = Some(theirs.spec.phase_names());
+                said.from = Some(format!(
                     "the fault-server's own script, kept as the plan says (`script: keep`; {}: {})",
                     theirs.origin,
                     theirs.describe()
-                );
+                ));
             }
             Some(control::Decision::Replace(theirs)) => {
                 let back = match &self.restored {
@@ -214,21 +224,22 @@ impl Faults {
                     Some(Err(e)) => format!("NOT put back: {e}"),
                     None => "not put back".to_owned(),
                 };
-                *from = format!(
+                said.from = Some(format!(
                     "the plan, in place of the fault-server's own script ({}), {back}",
                     theirs.describe()
-                );
-                warnings.push(format!(
+                ));
+                warning = Some(format!(
                     "the fault-server's own script ({}: {}) was replaced by the plan's for this run (`script: replace`) and {back}",
                     theirs.origin,
                     theirs.describe()
                 ));
             }
             Some(control::Decision::Install) => {
-                *from = "the plan, installed on the running fault-server".to_owned();
+                said.from = Some("the plan, installed on the running fault-server".to_owned());
             }
             None => {}
         }
+        (said, warning)
     }
 }
 

@@ -63,11 +63,12 @@ pub async fn run_shard(plan: &Plan, options: &RunOptions) -> Partial {
             partial.aborted = measured.aborted;
             partial.error = measured.error;
             if partial.keeper {
-                let mut faults = plan.script.phase_names();
-                measured
-                    .faults
-                    .say(&mut faults, &mut partial.faults_from, &mut partial.warnings);
-                partial.faults = Some(faults);
+                let (said, warning) = measured.faults.said();
+                partial.faults = Some(said.phases.unwrap_or_else(|| plan.script.phase_names()));
+                if let Some(from) = said.from {
+                    partial.faults_from = from;
+                }
+                partial.warnings.extend(warning);
             }
             partial.policies = measured.policies;
         }

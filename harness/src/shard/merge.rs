@@ -21,7 +21,9 @@ use super::partial::{Partial, PartialPolicy};
 use super::{Shard, parse_time};
 use crate::hop::HopCounts;
 use crate::plan::Plan;
-use crate::report::{self, Ending, PolicyOutcome, Report, ShardsInfo};
+use crate::report::{
+    self, Ending, FaultsInForce, Mode, PolicyOutcome, Relayed, Report, RunContext, ShardsInfo,
+};
 use crate::stats::{Connects, PolicyRun, Recorder, SavedError};
 
 /// A partial report and where it came from (for messages).
@@ -81,22 +83,9 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     let first = &sources[0].partial;
     let count = first.shard.count;
     let start_at = first.start_at.clone();
-    let mut problems = Vec::new();
     let reported: BTreeSet<u32> = sources.iter().map(|s| s.partial.shard.index).collect();
     let missing: Vec<u32> = (0..count).filter(|i| !reported.contains(i)).collect();
-    for i in &missing {
-        let keeper = if *i == 0 {
-            " (the keeper, which resets the fault-server and reads its ledger: the report has no ledger)"
-        } else {
-            ""
-        };
-        problems.push(format!("shard {i}/{count} never reported{keeper}"));
-    }
-    for s in &sources {
-        if let Some(e) = &s.partial.error {
-            problems.push(format!("shard {} ({}): {e}", s.partial.shard, s.path));
-        }
-    }
+    let mut problems = shard_problems(&sources, count, &missing);
     let keeper = sources.iter().find(|s| s.partial.keeper);
     // The plan's order; a policy any shard ran.
     let names: Vec<&str> = plan
@@ -143,6 +132,7 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
         let tiers = merged_tiers(&ran);
         policies.push(report::policy_report(
             plan,
+            Mode::Live,
             PolicyOutcome {
                 policy,
                 run,
@@ -154,39 +144,64 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     let (_, generated_at) = report::timestamp(SystemTime::now());
     let error = (!problems.is_empty())
         .then(|| format!("the sharded run is incomplete: {}", problems.join("; ")));
-    let mut report = report::build(
-        plan,
-        policies,
-        Ending {
-            aborted: sources.iter().any(|s| s.partial.aborted),
-            error,
-            generated_at,
-        },
-    );
-    if let Some(k) = keeper {
-        report.plan.target = k.partial.plan.target.clone();
-        if let Some(faults) = &k.partial.faults {
-            report.plan.faults = faults.clone();
-        }
-        report.plan.faults_from = k.partial.faults_from.clone();
-    }
-    let mut seen: BTreeSet<String> = report.warnings.iter().cloned().collect();
-    for s in &sources {
-        for w in &s.partial.warnings {
-            if seen.insert(w.clone()) {
-                report
-                    .warnings
-                    .push(format!("shard {}: {w}", s.partial.shard));
-            }
-        }
-    }
-    report.shards = Some(ShardsInfo {
-        count,
-        start_at,
-        reported: reported.into_iter().collect(),
-        missing,
-    });
+    let context = RunContext {
+        run_id: report::run_id(SystemTime::now()),
+        faults: keeper.map_or_else(FaultsInForce::default, |k| FaultsInForce {
+            target: Some(k.partial.plan.target.clone()),
+            phases: k.partial.faults.clone(),
+            from: Some(k.partial.faults_from.clone()),
+        }),
+        relayed: relayed(&sources),
+        shards: Some(ShardsInfo {
+            count,
+            start_at,
+            reported: reported.into_iter().collect(),
+            missing,
+        }),
+        ..RunContext::new(
+            Mode::Live,
+            Ending {
+                aborted: sources.iter().any(|s| s.partial.aborted),
+                error,
+                generated_at,
+            },
+        )
+    };
+    let report = report::build(plan, policies, context);
     Ok(report)
+}
+
+/// What makes the run incomplete, shard by shard: those that never reported, and those
+/// that failed.
+fn shard_problems(sources: &[Source], count: u32, missing: &[u32]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for i in missing {
+        let keeper = if *i == 0 {
+            " (the keeper, which resets the fault-server and reads its ledger: the report has no ledger)"
+        } else {
+            ""
+        };
+        problems.push(format!("shard {i}/{count} never reported{keeper}"));
+    }
+    for s in sources {
+        if let Some(e) = &s.partial.error {
+            problems.push(format!("shard {} ({}): {e}", s.partial.shard, s.path));
+        }
+    }
+    problems
+}
+
+/// Every shard's warnings, for the report to say each once, after the shard that said it.
+fn relayed(sources: &[Source]) -> Vec<Relayed> {
+    sources
+        .iter()
+        .flat_map(|s| {
+            s.partial.warnings.iter().map(|w| Relayed {
+                from: format!("shard {}", s.partial.shard),
+                text: w.clone(),
+            })
+        })
+        .collect()
 }
 
 /// The partials are of one run of this plan: one digest, one count, one start, each

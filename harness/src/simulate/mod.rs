@@ -29,7 +29,7 @@ use fault_server::script::Script;
 use tokio_util::sync::CancellationToken;
 
 use crate::plan::{Plan, Target};
-use crate::report::{self, Ending, PolicyOutcome, Report};
+use crate::report::{self, Draft, Ending, Mode, PolicyOutcome, Report, RunContext};
 use crate::schedule::Schedule;
 
 pub use world::{Scratch, Simulated, run as run_policy, run_arrivals};
@@ -97,16 +97,29 @@ pub fn simulate(plan: &Plan, policies: &[String]) -> Result<(Report, Effort), Si
     simulate_until(plan, policies, &CancellationToken::new(), |_| {})
 }
 
-/// [`simulate`], stopping once `stop` is cancelled (the user's interrupt): the policy
-/// running then stops at its next checkpoint, counted as a live run stopped by Ctrl-C is,
-/// no later policy runs, and the report is marked aborted. `starting` is told each
-/// policy's name as its run begins.
+/// [`simulate`], stopping once `stop` is cancelled ([`simulate_draft`]), and builds the
+/// report.
 pub fn simulate_until(
     plan: &Plan,
     policies: &[String],
     stop: &CancellationToken,
-    mut starting: impl FnMut(&str),
+    starting: impl FnMut(&str),
 ) -> Result<(Report, Effort), SimError> {
+    let (draft, effort) = simulate_draft(plan, policies, stop, starting)?;
+    Ok((draft.build(plan), effort))
+}
+
+/// [`simulate`], stopping once `stop` is cancelled (the user's interrupt): the policy
+/// running then stops at its next checkpoint, counted as a live run stopped by Ctrl-C is,
+/// no later policy runs, and the report is marked aborted. `starting` is told each
+/// policy's name as its run begins. The policies' reports and the run's context, for the
+/// caller to add its run id to before the report is built.
+pub fn simulate_draft(
+    plan: &Plan,
+    policies: &[String],
+    stop: &CancellationToken,
+    mut starting: impl FnMut(&str),
+) -> Result<(Draft, Effort), SimError> {
     let selected = crate::plan::select(plan, policies)
         .map_err(|crate::plan::UnknownPolicy(name)| SimError::UnknownPolicy(name))?;
     if let Target::BlackBox { .. } = plan.target {
@@ -148,6 +161,7 @@ pub fn simulate_until(
         aborted |= run.aborted;
         outcomes.push(report::policy_report(
             plan,
+            Mode::Simulated,
             PolicyOutcome {
                 policy,
                 run,
@@ -162,25 +176,19 @@ pub fn simulate_until(
     effort.wall = started.elapsed();
     effort.peak_kib = crate::stats::peak_resident_kib();
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    let mut report = report::build(
-        plan,
-        outcomes,
+    let context = RunContext::new(
+        Mode::Simulated,
         Ending {
             aborted,
             error,
             generated_at,
         },
     );
-    report.mode = "simulated".to_owned();
-    // The simulator has no HTTP/2 connections to multiplex on, nor streams to wait for.
-    for policy in &mut report.policies {
-        if policy
-            .connection_wait
-            .as_ref()
-            .is_some_and(|wait| wait.streams_waited.is_some())
-        {
-            policy.connection_wait = None;
-        }
-    }
-    Ok((report, effort))
+    Ok((
+        Draft {
+            policies: outcomes,
+            context,
+        },
+        effort,
+    ))
 }

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use super::model::{Candidate, TuneTable};
-use crate::simulate::sweep::escape;
+use crate::report::chart::{Scale, titled_svg};
+use crate::report::table::Align::{Left, Right};
+use crate::report::table::{Cell, Table, html as escape, inline_html as inline};
 
 fn percent(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
@@ -66,78 +68,77 @@ fn summary(t: &TuneTable) -> String {
     out
 }
 
-/// tune.md.
-pub fn markdown(t: &TuneTable) -> String {
-    let mut out = format!(
-        "# Tune of `{}` — plan `{}`, seed {}\n\n{}",
-        t.policy,
-        t.plan,
-        t.seed,
-        summary(t)
-    );
+/// A part of tune.md and tune.html after the summary, built once for both.
+enum Block {
+    Heading(String),
+    Paragraph(String),
+    List(Vec<String>),
+    Table(Table),
+}
+
+/// The live confirmations against the simulation; `None` when nothing ran live.
+fn live_table(t: &TuneTable) -> Option<Table> {
     let live: Vec<&Candidate> = t.candidates.iter().filter(|c| c.live.is_some()).collect();
-    if !live.is_empty() {
-        let _ = writeln!(
-            out,
-            "## Confirmed live\n\nTolerance: amplification within {:.0}%, success within {:.0} points (docs/simulator.md).\n",
-            t.tolerance.amplification * 100.0,
-            t.tolerance.success_points
-        );
-        out.push_str("| candidate | server load sim / live | success sim / live | p99 ms sim / live | live gates | agrees |\n");
-        out.push_str("| --- | ---: | ---: | ---: | --- | --- |\n");
-        for c in live {
-            let l = c.live.as_ref().expect("filtered");
-            let _ = writeln!(
-                out,
-                "| {} | {:.3} / {:.3} | {} / {} | {:.0} / {:.0} | {} | {} |",
+    if live.is_empty() {
+        return None;
+    }
+    let mut table = Table::new(
+        [
+            "candidate",
+            "server load sim / live",
+            "success sim / live",
+            "p99 ms sim / live",
+            "live gates",
+            "agrees",
+        ]
+        .map(Cell::inline),
+    )
+    .align([Left, Right, Right, Right, Left, Left]);
+    for c in live {
+        let l = c.live.as_ref().expect("filtered");
+        table.row(
+            [
                 c.label(),
-                c.figures.server_load,
-                l.figures.server_load,
-                percent(c.figures.success_rate),
-                percent(l.figures.success_rate),
-                c.figures.p99_ms,
-                l.figures.p99_ms,
+                format!(
+                    "{:.3} / {:.3}",
+                    c.figures.server_load, l.figures.server_load
+                ),
+                format!(
+                    "{} / {}",
+                    percent(c.figures.success_rate),
+                    percent(l.figures.success_rate)
+                ),
+                format!("{:.0} / {:.0}", c.figures.p99_ms, l.figures.p99_ms),
                 if l.failed_gates.is_empty() {
                     format!("pass {}/{}", l.figures.gates_passed, l.figures.gates)
                 } else {
                     format!("fail ({})", l.failed_gates.join(", "))
                 },
-                l.detail
-            );
-        }
-        out.push('\n');
-    }
-    if let Some(e) = &t.export {
-        let s = &e.simulated.figures;
-        let _ = writeln!(
-            out,
-            "## Exported as {}\n\nFiles: {}. Imported back and simulated: server load {:.3}, worst second {:.2}, success {}, p99 {:.0} ms, gates {}.\n",
-            e.format,
-            e.files.join(", "),
-            s.server_load,
-            s.peak_1s,
-            percent(s.success_rate),
-            s.p99_ms,
-            gates(&e.simulated)
+                l.detail.clone(),
+            ]
+            .map(Cell::inline),
         );
-        if e.warnings.is_empty() {
-            out.push_str("The config says every setting of the choice.\n\n");
-        } else {
-            out.push_str("What the config cannot say:\n\n");
-            for w in &e.warnings {
-                let _ = writeln!(out, "- {w}");
-            }
-            out.push('\n');
-        }
     }
-    if let Some(cmd) = &t.export_command {
-        let _ = writeln!(out, "To export the choice: `{cmd}`\n");
-    }
-    out.push_str("## Candidates, best first\n\n");
-    out.push_str(
-        "| # | settings | stage | gates | server load | peak 1s | success | p99 ms | frontier |\n",
-    );
-    out.push_str("| ---: | --- | --- | --- | ---: | ---: | ---: | ---: | --- |\n");
+    Some(table)
+}
+
+/// Every candidate best first, after the current settings.
+fn candidates_table(t: &TuneTable) -> Table {
+    let mut table = Table::new(
+        [
+            "#",
+            "settings",
+            "stage",
+            "gates",
+            "server load",
+            "peak 1s",
+            "success",
+            "p99 ms",
+            "frontier",
+        ]
+        .map(Cell::inline),
+    )
+    .align([Right, Left, Left, Left, Right, Right, Right, Right, Left]);
     let rows = std::iter::once((None, &t.current))
         .chain(t.candidates.iter().enumerate().map(|(i, c)| (Some(i), c)));
     for (i, c) in rows {
@@ -148,25 +149,89 @@ pub fn markdown(t: &TuneTable) -> String {
             (false, true) => "p99",
             (false, false) => "",
         };
-        let _ = writeln!(
-            out,
-            "| {} | {}{} | {} | {} | {:.3} | {:.2} | {} | {:.0} | {} |",
-            i.map_or_else(|| "–".to_owned(), |i| (i + 1).to_string()),
-            c.label(),
-            if i.is_some() && i == t.chosen {
-                " **(chosen)**"
-            } else {
-                ""
-            },
-            c.stage.name(),
-            gates(c),
-            f.server_load,
-            f.peak_1s,
-            percent(f.success_rate),
-            f.p99_ms,
-            frontier
+        let chosen = if i.is_some() && i == t.chosen {
+            " **(chosen)**"
+        } else {
+            ""
+        };
+        table.row(
+            [
+                i.map_or_else(|| "–".to_owned(), |i| (i + 1).to_string()),
+                format!("{}{chosen}", c.label()),
+                c.stage.name().to_owned(),
+                gates(c),
+                format!("{:.3}", f.server_load),
+                format!("{:.2}", f.peak_1s),
+                percent(f.success_rate),
+                format!("{:.0}", f.p99_ms),
+                frontier.to_owned(),
+            ]
+            .map(Cell::inline),
         );
     }
+    table
+}
+
+/// What follows the summary: the live confirmations, the export, the candidates.
+fn blocks(t: &TuneTable) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    if let Some(table) = live_table(t) {
+        blocks.push(Block::Heading("Confirmed live".to_owned()));
+        blocks.push(Block::Paragraph(format!(
+            "Tolerance: amplification within {:.0}%, success within {:.0} points (docs/simulator.md).",
+            t.tolerance.amplification * 100.0,
+            t.tolerance.success_points
+        )));
+        blocks.push(Block::Table(table));
+    }
+    if let Some(e) = &t.export {
+        let s = &e.simulated.figures;
+        blocks.push(Block::Heading(format!("Exported as {}", e.format)));
+        blocks.push(Block::Paragraph(format!(
+            "Files: {}. Imported back and simulated: server load {:.3}, worst second {:.2}, success {}, p99 {:.0} ms, gates {}.",
+            e.files.join(", "),
+            s.server_load,
+            s.peak_1s,
+            percent(s.success_rate),
+            s.p99_ms,
+            gates(&e.simulated)
+        )));
+        if e.warnings.is_empty() {
+            blocks.push(Block::Paragraph(
+                "The config says every setting of the choice.".to_owned(),
+            ));
+        } else {
+            blocks.push(Block::Paragraph("What the config cannot say:".to_owned()));
+            blocks.push(Block::List(e.warnings.clone()));
+        }
+    }
+    if let Some(cmd) = &t.export_command {
+        blocks.push(Block::Paragraph(format!("To export the choice: `{cmd}`")));
+    }
+    blocks.push(Block::Heading("Candidates, best first".to_owned()));
+    blocks.push(Block::Table(candidates_table(t)));
+    blocks
+}
+
+/// tune.md.
+pub fn markdown(t: &TuneTable) -> String {
+    let mut out = format!(
+        "# Tune of `{}` — plan `{}`, seed {}\n\n{}",
+        t.policy,
+        t.plan,
+        t.seed,
+        summary(t)
+    );
+    let parts: Vec<String> = blocks(t)
+        .iter()
+        .map(|block| match block {
+            Block::Heading(h) => format!("## {h}\n"),
+            Block::Paragraph(p) => format!("{p}\n"),
+            Block::List(items) => items.iter().map(|i| format!("- {i}\n")).collect(),
+            Block::Table(table) => table.markdown(),
+        })
+        .collect();
+    out.push_str(&parts.join("\n"));
     out
 }
 
@@ -193,19 +258,19 @@ fn scatter(
     let span = |v: &[f64]| {
         let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        crate::report::nice_range(lo, if hi > lo { hi } else { lo + 1e-3 })
+        Scale::around(lo, if hi > lo { hi } else { lo + 1e-3 })
     };
-    let (x0, x1, xstep) = span(&xs);
-    let (y0, y1, ystep) = span(&ys);
-    let x = |v: f64| left + pw * (v - x0) / (x1 - x0);
-    let y = |v: f64| top + ph * (1.0 - (v - y0) / (y1 - y0));
-    let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    let (across, up) = (span(&xs), span(&ys));
+    let x = |v: f64| across.x(v, left, pw);
+    let y = |v: f64| up.y(v, top, ph);
+    let mut svg = titled_svg(w, h, left, title);
+    let _ = write!(
+        svg,
+        r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
     );
     // Three decimals at most: a load axis from 1.0 to 1.3 steps by 0.05.
     let label = |v: f64| format!("{}", (v * 1000.0).round() / 1000.0);
-    let mut v = x0;
-    while v <= x1 + xstep / 2.0 {
+    for v in across.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{px:.1}" y1="{top}" x2="{px:.1}" y2="{b}" stroke="#eee"/><text x="{px:.1}" y="{ty}" font-size="11" text-anchor="middle">{l}</text>"##,
@@ -214,10 +279,8 @@ fn scatter(
             ty = top + ph + 15.0,
             l = label(v)
         );
-        v += xstep;
     }
-    let mut v = y0;
-    while v <= y1 + ystep / 2.0 {
+    for v in up.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{left}" y1="{py:.1}" x2="{r}" y2="{py:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{l}</text>"##,
@@ -227,7 +290,6 @@ fn scatter(
             ty = y(v) + 4.0,
             l = label(v)
         );
-        v += ystep;
     }
     let _ = write!(
         svg,
@@ -247,11 +309,33 @@ fn scatter(
             ty = y(limit) - 4.0
         );
     }
+    marks(
+        &mut svg,
+        t,
+        |c| (x(c.figures.server_load), y(metric(c))),
+        frontier,
+    );
+    svg.push_str("</svg>");
+    svg
+}
+
+/// A scatter chart's marks, each candidate `at` its place: the frontier's dashed line,
+/// every candidate (filled when it passes every gate), the choice ringed, the current
+/// settings a diamond and the exported config a square.
+fn marks(
+    svg: &mut String,
+    t: &TuneTable,
+    at: impl Fn(&Candidate) -> (f64, f64),
+    frontier: fn(&Candidate) -> bool,
+) {
     let mut line: Vec<&Candidate> = t.candidates.iter().filter(|c| frontier(c)).collect();
     line.sort_by(|a, b| a.figures.server_load.total_cmp(&b.figures.server_load));
     let pts: Vec<String> = line
         .iter()
-        .map(|c| format!("{:.1},{:.1}", x(c.figures.server_load), y(metric(c))))
+        .map(|c| {
+            let (px, py) = at(c);
+            format!("{px:.1},{py:.1}")
+        })
         .collect();
     let _ = write!(
         svg,
@@ -259,7 +343,7 @@ fn scatter(
         pts.join(" ")
     );
     for c in &t.candidates {
-        let (px, py) = (x(c.figures.server_load), y(metric(c)));
+        let (px, py) = at(c);
         let tip = escape(&format!("{}: {}", c.label(), gates(c)));
         if c.figures.qualifies {
             let _ = write!(
@@ -274,15 +358,14 @@ fn scatter(
         }
     }
     if let Some(c) = t.chosen.map(|i| &t.candidates[i]) {
+        let (px, py) = at(c);
         let _ = write!(
             svg,
-            r##"<circle cx="{:.1}" cy="{:.1}" r="9" fill="none" stroke="#2ca02c" stroke-width="2.5"><title>chosen: {}</title></circle>"##,
-            x(c.figures.server_load),
-            y(metric(c)),
+            r##"<circle cx="{px:.1}" cy="{py:.1}" r="9" fill="none" stroke="#2ca02c" stroke-width="2.5"><title>chosen: {}</title></circle>"##,
             escape(&c.label())
         );
     }
-    let (cx, cy) = (x(t.current.figures.server_load), y(metric(&t.current)));
+    let (cx, cy) = at(&t.current);
     let _ = write!(
         svg,
         r##"<path d="M{:.1},{:.1} l7,7 l-7,7 l-7,-7 z" fill="#ff7f0e" stroke="#a34d00"><title>current settings: {}</title></path>"##,
@@ -291,7 +374,7 @@ fn scatter(
         escape(&gates(&t.current))
     );
     if let Some(e) = &t.export {
-        let (ex, ey) = (x(e.simulated.figures.server_load), y(metric(&e.simulated)));
+        let (ex, ey) = at(&e.simulated);
         let _ = write!(
             svg,
             r##"<rect x="{:.1}" y="{:.1}" width="10" height="10" fill="#9467bd"><title>exported {}, imported back: {}</title></rect>"##,
@@ -301,13 +384,10 @@ fn scatter(
             escape(&gates(&e.simulated))
         );
     }
-    svg.push_str("</svg>");
-    svg
 }
 
 /// tune.html: one self-contained page.
 pub fn html(t: &TuneTable) -> String {
-    let md = markdown(t);
     let mut out = format!(
         r##"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Tune of {policy} — {plan}</title><style>body{{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #ccc;padding:3px 6px}}.charts{{display:flex;flex-wrap:wrap;gap:16px}}.legend span{{margin-right:1.5em}}code{{background:#f4f4f4;padding:1px 3px}}</style></head><body><h1>Tune of <code>{policy}</code> — plan <code>{plan}</code>, seed {seed}</h1>"##,
         policy = escape(&t.policy),
@@ -354,67 +434,24 @@ pub fn html(t: &TuneTable) -> String {
         line("p99_ms", 1.0, |a, b| a < b),
     ));
     out.push_str("</div>");
-    // The tables, from the markdown: one renderer of the figures.
-    let tables = md
-        .split_once("\n## ")
-        .map(|(_, rest)| format!("## {rest}"))
-        .unwrap_or_default();
-    out.push_str(&markdown_tables(&tables));
+    for block in blocks(t) {
+        match block {
+            Block::Heading(h) => {
+                let _ = write!(out, "<h2>{}</h2>", inline(&h));
+            }
+            Block::Paragraph(p) => {
+                let _ = write!(out, "<p>{}</p>", inline(&p));
+            }
+            Block::List(items) => {
+                out.push_str("<ul>");
+                for item in items {
+                    let _ = write!(out, "<li>{}</li>", inline(&item));
+                }
+                out.push_str("</ul>");
+            }
+            Block::Table(table) => out.push_str(&table.html()),
+        }
+    }
     out.push_str("</body></html>\n");
-    out
-}
-
-/// `**bold**` and `` `code` `` of one paragraph, escaped.
-fn inline(text: &str) -> String {
-    let mut out = String::new();
-    let (mut bold, mut code) = (false, false);
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' if chars.peek() == Some(&'*') => {
-                chars.next();
-                out.push_str(if bold { "</strong>" } else { "<strong>" });
-                bold = !bold;
-            }
-            '`' => {
-                out.push_str(if code { "</code>" } else { "<code>" });
-                code = !code;
-            }
-            c => out.push_str(&escape(&c.to_string())),
-        }
-    }
-    out
-}
-
-/// The markdown's headings, paragraphs, lists and tables as HTML.
-fn markdown_tables(md: &str) -> String {
-    let mut out = String::new();
-    for block in md.split("\n\n").map(str::trim).filter(|b| !b.is_empty()) {
-        if let Some(h) = block.strip_prefix("## ") {
-            let _ = write!(out, "<h2>{}</h2>", inline(h));
-        } else if block.starts_with('|') {
-            out.push_str("<table>");
-            for (i, line) in block.lines().enumerate() {
-                if i == 1 {
-                    continue;
-                }
-                let tag = if i == 0 { "th" } else { "td" };
-                out.push_str("<tr>");
-                for cell in line.trim_matches('|').split(" | ") {
-                    let _ = write!(out, "<{tag}>{}</{tag}>", inline(cell.trim()));
-                }
-                out.push_str("</tr>");
-            }
-            out.push_str("</table>");
-        } else if block.starts_with("- ") {
-            out.push_str("<ul>");
-            for line in block.lines() {
-                let _ = write!(out, "<li>{}</li>", inline(line.trim_start_matches("- ")));
-            }
-            out.push_str("</ul>");
-        } else {
-            let _ = write!(out, "<p>{}</p>", inline(block));
-        }
-    }
     out
 }

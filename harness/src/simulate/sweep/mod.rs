@@ -31,7 +31,6 @@ use crate::plan::{self, PlanError, Setting};
 use crate::report::Report;
 
 use super::{Effort, SimError};
-pub(crate) use render::escape;
 pub use render::{html, markdown};
 pub(crate) use spec::{PLAN_KEYS, split_values};
 pub use spec::{SpecError, Sweep};

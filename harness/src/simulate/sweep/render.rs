@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 
 use super::table::{Point, SweepTable};
+use crate::report::chart::{Scale, short, titled_svg};
+use crate::report::table::{Align, Cell, Table, html as escape};
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
@@ -20,25 +22,40 @@ pub fn markdown(c: &SweepTable) -> String {
             .map(|p| format!("**{p}**\n\n"))
             .unwrap_or_default()
     );
-    out.push_str("| value | policy | verdict | success | ampl client | ampl server | peak 1s | bound | recovery s | p99 ms |\n");
-    out.push_str("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    out.push_str(&table(c).markdown());
+    out
+}
+
+/// The comparison, a row per value and policy (one for a policy the sweep did not change).
+fn table(c: &SweepTable) -> Table {
+    let mut table = Table::new([
+        "value",
+        "policy",
+        "verdict",
+        "success",
+        "ampl client",
+        "ampl server",
+        "peak 1s",
+        "bound",
+        "recovery s",
+        "p99 ms",
+    ])
+    .align([Align::Left; 3].into_iter().chain([Align::Right; 7]));
     for (value, p) in c.rows() {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {:.1}% | {:.3} | {} | {} | {} | {} | {:.0} |",
+        table.row([
             value,
-            p.policy,
-            p.verdict,
-            p.success_rate * 100.0,
-            p.amplification_client,
+            p.policy.clone(),
+            p.verdict.clone(),
+            format!("{:.1}%", p.success_rate * 100.0),
+            format!("{:.3}", p.amplification_client),
             opt(p.amplification_server, 3),
             opt(p.peak_1s, 2),
             opt(p.budget_bound, 2),
             opt(p.recovery_s, 0),
-            p.p99_ms
-        );
+            format!("{:.0}", p.p99_ms),
+        ]);
     }
-    out
+    table
 }
 
 /// What a partial sweep holds, in one sentence; `None` for a whole one.
@@ -59,7 +76,7 @@ const COLOURS: &[&str] = &[
 /// The y axis of a sweep chart: a fixed range (success, 0 to 100%), or one round range
 /// around the values (amplification between 1.4 and 1.9 fills the chart).
 #[derive(Clone, Copy)]
-enum Scale {
+enum Range {
     Fixed(f64, f64, f64),
     Around,
 }
@@ -69,7 +86,7 @@ enum Scale {
 fn chart(
     c: &SweepTable,
     title: &str,
-    scale: Scale,
+    range: Range,
     metric: impl Fn(&Point) -> Option<f64>,
 ) -> String {
     let (w, h, left, bottom, top) = (420.0, 240.0, 50.0, 40.0, 28.0);
@@ -77,30 +94,30 @@ fn chart(
     let plot_h = h - bottom - top;
     let policies = c.policies();
     let unchanged = c.unchanged();
-    let (lo, hi, step) = match scale {
-        Scale::Fixed(lo, hi, step) => (lo, hi, step),
-        Scale::Around => {
+    let scale = match range {
+        Range::Fixed(lo, hi, step) => Scale::fixed(lo, hi, step),
+        Range::Around => {
             let values: Vec<f64> = c.points.iter().filter_map(&metric).collect();
             let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             if values.is_empty() {
-                (0.0, 1.0, 0.5)
+                Scale::fixed(0.0, 1.0, 0.5)
             } else {
-                crate::report::nice_range(lo, hi)
+                Scale::around(lo, hi)
             }
         }
     };
     let n = c.values.len().max(2) - 1;
     let x = |i: usize| left + plot_w * i as f64 / n as f64;
-    let y = |v: f64| top + plot_h * (1.0 - (v - lo) / (hi - lo));
-    let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img"><title>{title}</title><text x="{left}" y="18" font-size="13" font-weight="bold">{title}</text><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/>"##,
+    let y = |v: f64| scale.y(v, top, plot_h);
+    let mut svg = titled_svg(w, h, left, title);
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#888"/><line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#888"/>"##,
         b = top + plot_h,
         r = left + plot_w,
     );
-    let steps = ((hi - lo) / step).round() as u32;
-    for k in 0..=steps {
-        let v = lo + step * f64::from(k);
+    for v in scale.ticks() {
         let _ = write!(
             svg,
             r##"<line x1="{left}" y1="{y:.1}" x2="{r}" y2="{y:.1}" stroke="#eee"/><text x="{lx}" y="{ty:.1}" font-size="11" text-anchor="end">{label}</text>"##,
@@ -108,7 +125,7 @@ fn chart(
             r = left + plot_w,
             lx = left - 4.0,
             ty = y(v) + 4.0,
-            label = crate::report::short_number((v * 1000.0).round() / 1000.0),
+            label = short((v * 1000.0).round() / 1000.0),
         );
     }
     for (i, v) in c.values.iter().enumerate() {
@@ -158,13 +175,6 @@ fn chart(
     svg
 }
 
-pub(crate) fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The comparison as one self-contained page: three charts and the table.
 pub fn html(c: &SweepTable) -> String {
     let mut legend = String::new();
@@ -176,30 +186,17 @@ pub fn html(c: &SweepTable) -> String {
             escape(policy)
         );
     }
-    let mut rows = String::new();
-    for (value, p) in c.rows() {
-        let _ = write!(
-            rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td><td><a href=\"{}\">report</a></td></tr>",
-            escape(&value),
-            escape(&p.policy),
-            p.verdict,
-            p.success_rate * 100.0,
-            p.amplification_client,
-            opt(p.amplification_server, 3),
-            opt(p.peak_1s, 2),
-            opt(p.budget_bound, 2),
-            opt(p.recovery_s, 0),
-            p.p99_ms,
-            escape(&p.report)
-        );
-    }
+    let reports = c
+        .rows()
+        .into_iter()
+        .map(|(_, p)| Cell::new("report").link(&p.report));
+    let rows = table(c).with_column(Cell::new(""), reports).html();
     format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>Sweep of {key}</title>
 <style>body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin-top:16px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:nth-child(-n+3),th:nth-child(-n+3){{text-align:left}}.charts{{display:flex;flex-wrap:wrap;gap:12px}}</style></head><body>
 <h1>Sweep of <code>{key}</code></h1><p>Plan <code>{plan}</code>, seed {seed}, simulated in virtual time: one run per value. {legend}</p>{partial}
 <div class="charts">{a}{b}{r}</div>
-<table><tr><th>value</th><th>policy</th><th>verdict</th><th>success</th><th>ampl client</th><th>ampl server</th><th>peak 1s</th><th>bound</th><th>recovery s</th><th>p99 ms</th><th></th></tr>{rows}</table>
+{rows}
 </body></html>
 "#,
         key = escape(&c.key),
@@ -208,13 +205,13 @@ pub fn html(c: &SweepTable) -> String {
         partial = partial(c)
             .map(|p| format!("<p><strong>{}</strong></p>", escape(&p)))
             .unwrap_or_default(),
-        a = chart(c, "amplification at the server", Scale::Around, |p| p
+        a = chart(c, "amplification at the server", Range::Around, |p| p
             .amplification_server
             .or(Some(p.amplification_client))),
-        b = chart(c, "success rate (%)", Scale::Fixed(0.0, 100.0, 25.0), |p| {
+        b = chart(c, "success rate (%)", Range::Fixed(0.0, 100.0, 25.0), |p| {
             Some(p.success_rate * 100.0)
         }),
-        r = chart(c, "recovery (s after the faults end)", Scale::Around, |p| p
+        r = chart(c, "recovery (s after the faults end)", Range::Around, |p| p
             .recovery_s),
     )
 }
