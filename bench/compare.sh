@@ -22,6 +22,7 @@ RATE=${RATE:-5000}
 DURATION=${DURATION:-10}
 PORT=${PORT:-18190}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 
 if [ ! -x /usr/bin/time ]; then
     SUDO=""
