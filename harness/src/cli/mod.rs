@@ -290,14 +290,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         Ok(listening) => listening,
         Err(code) => return code,
     };
-    // The embedded fault-server and the client's sockets share this process's descriptors.
-    if let Ok(limit) = fault_server::fd_limit::raise()
-        && limit < fault_server::fd_limit::LOW
-    {
-        eprintln!(
-            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
-        );
-    }
+    runtime::raise_fd_limit();
     let (mut plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
         Err(code) => return code,
@@ -318,19 +311,72 @@ fn chaos(args: ChaosArgs) -> u8 {
         return EXIT_CANNOT_RUN;
     };
     let run_id = report::run_id(SystemTime::now());
+    let telemetry = match start_telemetry(otlp.as_deref(), &plan, &run_id, quiet) {
+        Ok(telemetry) => telemetry,
+        Err(code) => return code,
+    };
+    let show_progress = !quiet && std::io::stderr().is_terminal();
+    let options = RunOptions {
+        policies,
+        abort: abort.clone(),
+        progress: show_progress.then(progress_bars),
+        announce: !quiet,
+        telemetry: telemetry.clone(),
+        sharding,
+    };
+    if let Some(sharding) = sharding {
+        if !quiet {
+            shard::announce(&sharding, &plan);
+        }
+        let partial = runtime.block_on(run::run_shard(&plan, &options));
+        drop(listening);
+        if let Some(t) = telemetry {
+            say_telemetry(&t.shutdown(), quiet);
+        }
+        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
+    }
+    let result = runtime.block_on(run::run(&plan, &options));
+    drop(listening);
+    // As `simulate` does: what the run held at its most (the kernel's VmHWM), which
+    // grows with the load and the connections, not with the number of policies.
+    if !quiet && let Some(kib) = crate::stats::peak_resident_kib() {
+        eprintln!("peak memory {:.1} MB", kib as f64 / 1024.0);
+    }
+    let report = match with_telemetry(result, telemetry, run_id, quiet) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    conclude(
+        report,
+        &plan,
+        against.as_ref(),
+        out,
+        quiet,
+        save_baseline.as_deref(),
+    )
+}
+
+/// The run's telemetry, when `--otlp` or the environment asks for it, said on stderr
+/// unless `quiet`; exit 2 when its settings are wrong.
+fn start_telemetry(
+    otlp: Option<&str>,
+    plan: &Plan,
+    run_id: &str,
+    quiet: bool,
+) -> Result<Option<Arc<Telemetry>>, u8> {
     let identity = crate::telemetry::RunIdentity {
-        id: &run_id,
+        id: run_id,
         plan: &plan.name,
         seed: plan.seed,
     };
-    let telemetry = match Telemetry::start(otlp.as_deref(), plan.sampling_ratio, &identity, |m| {
+    let telemetry = match Telemetry::start(otlp, plan.sampling_ratio, &identity, |m| {
         eprintln!("{m}");
     }) {
         Ok(telemetry) => telemetry.map(Arc::new),
         Err(e) => {
             eprintln!("error: {e}");
             eprintln!("  hint: see docs/telemetry.md for the settings telemetry reads");
-            return EXIT_INVALID;
+            return Err(EXIT_INVALID);
         }
     };
     if let Some(t) = &telemetry
@@ -343,77 +389,52 @@ fn chaos(args: ChaosArgs) -> u8 {
             t.metrics_endpoint()
         );
     }
-    let show_progress = !quiet && std::io::stderr().is_terminal();
-    let options = RunOptions {
-        policies,
-        abort: abort.clone(),
-        progress: show_progress.then(progress_bars),
-        announce: !quiet,
-        telemetry: telemetry.clone(),
-        sharding,
-    };
-    if sharding.is_some() {
-        if !quiet && let Some(s) = sharding {
-            eprintln!(
-                "shard {} of `{}`: starting at {} ({} s a policy)",
-                s.shard,
-                plan.name,
-                crate::shard::format_time(s.start),
-                crate::shard::Sharding::slot(&plan).as_secs()
-            );
-        }
-        let partial = runtime.block_on(run::run_shard(&plan, &options));
-        drop(listening);
-        if let Some(t) = telemetry {
-            let view = t.shutdown();
-            if !quiet || view.spans_dropped > 0 {
-                eprintln!("{}", view.describe());
-            }
-        }
-        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
-    }
-    let result = runtime.block_on(run::run(&plan, &options));
-    drop(listening);
-    // As `simulate` does: what the run held at its most (the kernel's VmHWM), which
-    // grows with the load and the connections, not with the number of policies.
-    if !quiet && let Some(kib) = crate::stats::peak_resident_kib() {
-        eprintln!("peak memory {:.1} MB", kib as f64 / 1024.0);
-    }
+    Ok(telemetry)
+}
+
+/// The whole run's report, with its id and what its telemetry exported (said unless
+/// `quiet`); or, when the run could not be carried out, its exit code.
+fn with_telemetry(
+    result: Result<report::Report, run::RunError>,
+    telemetry: Option<Arc<Telemetry>>,
+    run_id: String,
+    quiet: bool,
+) -> Result<report::Report, u8> {
     // Bounded: a collector that is down or slow costs at most a few seconds here.
     let telemetry_view = telemetry.map(|t| t.shutdown());
-    let mut report = match result {
-        Ok(report) => report,
-        // What the plan must say differently: nothing was sent but a probe.
-        Err(
-            e @ (run::RunError::UnknownPolicy(_)
-            | run::RunError::Control(
-                run::ControlError::NotAFaultServer { .. } | run::ControlError::ScriptInForce { .. },
-            )),
-        ) => {
-            eprintln!("error: {e}");
-            return EXIT_INVALID;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            eprintln!("  hint: the run could not be carried out; nothing was measured");
-            return EXIT_CANNOT_RUN;
-        }
-    };
-    if let Some(view) = &telemetry_view
-        && (!quiet || view.spans_dropped > 0)
-    {
-        eprintln!("{}", view.describe());
+    let mut report = result.map_err(run_failure)?;
+    if let Some(view) = &telemetry_view {
+        say_telemetry(view, quiet);
     }
     report.telemetry = telemetry_view;
     report.run_id = run_id;
-    conclude(
-        report,
-        &plan,
-        against.as_ref(),
-        out,
-        quiet,
-        save_baseline.as_deref(),
-    )
+    Ok(report)
+}
+
+/// What the telemetry exported, said unless `quiet`, and always when spans were lost.
+fn say_telemetry(view: &report::TelemetryView, quiet: bool) {
+    if !quiet || view.spans_dropped > 0 {
+        eprintln!("{}", view.describe());
+    }
+}
+
+/// A run that could not be carried out, said on stderr, and its exit code: 2 when the
+/// plan must say something differently (nothing was sent but a probe), else 3.
+fn run_failure(error: run::RunError) -> u8 {
+    match error {
+        e @ (run::RunError::UnknownPolicy(_)
+        | run::RunError::Control(
+            run::ControlError::NotAFaultServer { .. } | run::ControlError::ScriptInForce { .. },
+        )) => {
+            eprintln!("error: {e}");
+            EXIT_INVALID
+        }
+        e => {
+            eprintln!("error: {e}");
+            eprintln!("  hint: the run could not be carried out; nothing was measured");
+            EXIT_CANNOT_RUN
+        }
+    }
 }
 
 /// The plan (with `--seed` applied) and the baseline to compare with, both read before

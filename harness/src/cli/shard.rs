@@ -9,7 +9,7 @@ use super::{EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_PASS};
 use crate::plan::{Plan, Target};
 use crate::shard::merge::{self, Source};
 use crate::shard::partial::{self, LOG_MARKER, Partial};
-use crate::shard::{Shard, Sharding, parse_time};
+use crate::shard::{Shard, Sharding, format_time, parse_time};
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -32,6 +32,18 @@ pub struct MergeArgs {
     /// Save the merged run's figures as a baseline to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_baseline: Option<PathBuf>,
+}
+
+/// Says on stderr which shard of `plan` this process runs, when it starts, and how long
+/// each policy's slot is.
+pub(super) fn announce(sharding: &Sharding, plan: &Plan) {
+    eprintln!(
+        "shard {} of `{}`: starting at {} ({} s a policy)",
+        sharding.shard,
+        plan.name,
+        format_time(sharding.start),
+        Sharding::slot(plan).as_secs()
+    );
 }
 
 /// What `--target`, `--shard` and `--start-at` make of a plan: the target driven, and
