@@ -20,7 +20,7 @@ use chaos_policy::BreakerState;
 use super::partial::{Partial, PartialPolicy};
 use super::{Shard, parse_time};
 use crate::hop::HopCounts;
-use crate::plan::Plan;
+use crate::plan::{NamedPolicy, Plan};
 use crate::report::{self, Ending, PolicyOutcome, Report, ShardsInfo};
 use crate::stats::{Connects, PolicyRun, Recorder, SavedError};
 
@@ -81,22 +81,9 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     let first = &sources[0].partial;
     let count = first.shard.count;
     let start_at = first.start_at.clone();
-    let mut problems = Vec::new();
     let reported: BTreeSet<u32> = sources.iter().map(|s| s.partial.shard.index).collect();
     let missing: Vec<u32> = (0..count).filter(|i| !reported.contains(i)).collect();
-    for i in &missing {
-        let keeper = if *i == 0 {
-            " (the keeper, which resets the fault-server and reads its ledger: the report has no ledger)"
-        } else {
-            ""
-        };
-        problems.push(format!("shard {i}/{count} never reported{keeper}"));
-    }
-    for s in &sources {
-        if let Some(e) = &s.partial.error {
-            problems.push(format!("shard {} ({}): {e}", s.partial.shard, s.path));
-        }
-    }
+    let mut problems = shard_problems(&sources, &missing, count);
     let keeper = sources.iter().find(|s| s.partial.keeper);
     // The plan's order; a policy any shard ran.
     let names: Vec<&str> = plan
@@ -114,42 +101,8 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
         let Some(policy) = plan.policies.iter().find(|p| p.name == name) else {
             continue;
         };
-        let mut ran: Vec<(&Source, &PartialPolicy)> = Vec::new();
-        let mut without = Vec::new();
-        for s in &sources {
-            match s.partial.policies.iter().find(|p| p.name == name) {
-                Some(p) => ran.push((s, p)),
-                None if s.partial.error.is_none() && !s.partial.aborted => {
-                    without.push(s.partial.shard.to_string());
-                }
-                None => {}
-            }
-        }
-        if !without.is_empty() {
-            problems.push(format!(
-                "policy `{name}`: shard{} {} did not run it",
-                if without.len() == 1 { "" } else { "s" },
-                without.join(", ")
-            ));
-        }
-        let run = merged_run(&ran)?;
-        let ledger = keeper.and_then(|k| {
-            k.partial
-                .policies
-                .iter()
-                .find(|p| p.name == name)
-                .and_then(|p| p.ledger.clone())
-        });
-        let tiers = merged_tiers(&ran);
-        policies.push(report::policy_report(
-            plan,
-            PolicyOutcome {
-                policy,
-                run,
-                ledger,
-                tiers,
-            },
-        ));
+        let outcome = merged_policy(policy, &sources, keeper, &mut problems)?;
+        policies.push(report::policy_report(plan, outcome));
     }
     let (_, generated_at) = report::timestamp(SystemTime::now());
     let error = (!problems.is_empty())
@@ -170,8 +123,85 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
         }
         report.plan.faults_from = k.partial.faults_from.clone();
     }
+    add_warnings(&mut report, &sources);
+    report.shards = Some(ShardsInfo {
+        count,
+        start_at,
+        reported: reported.into_iter().collect(),
+        missing,
+    });
+    Ok(report)
+}
+
+/// What makes the run incomplete shard by shard: the `missing` shards (of `count`), and
+/// those that reported an error.
+fn shard_problems(sources: &[Source], missing: &[u32], count: u32) -> Vec<String> {
+    let mut problems = Vec::new();
+    for i in missing {
+        let keeper = if *i == 0 {
+            " (the keeper, which resets the fault-server and reads its ledger: the report has no ledger)"
+        } else {
+            ""
+        };
+        problems.push(format!("shard {i}/{count} never reported{keeper}"));
+    }
+    for s in sources {
+        if let Some(e) = &s.partial.error {
+            problems.push(format!("shard {} ({}): {e}", s.partial.shard, s.path));
+        }
+    }
+    problems
+}
+
+/// One policy's outcome over every shard that ran it: their runs merged, the keeper's
+/// ledger, the tiers' counts added. A shard that ran to the end without an error and
+/// without this policy is a problem, added to `problems`.
+fn merged_policy<'a>(
+    policy: &'a NamedPolicy,
+    sources: &[Source],
+    keeper: Option<&Source>,
+    problems: &mut Vec<String>,
+) -> Result<PolicyOutcome<'a>, MergeError> {
+    let name = policy.name.as_str();
+    let mut ran: Vec<(&Source, &PartialPolicy)> = Vec::new();
+    let mut without = Vec::new();
+    for s in sources {
+        match s.partial.policies.iter().find(|p| p.name == name) {
+            Some(p) => ran.push((s, p)),
+            None if s.partial.error.is_none() && !s.partial.aborted => {
+                without.push(s.partial.shard.to_string());
+            }
+            None => {}
+        }
+    }
+    if !without.is_empty() {
+        problems.push(format!(
+            "policy `{name}`: shard{} {} did not run it",
+            if without.len() == 1 { "" } else { "s" },
+            without.join(", ")
+        ));
+    }
+    let run = merged_run(&ran)?;
+    let ledger = keeper.and_then(|k| {
+        k.partial
+            .policies
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.ledger.clone())
+    });
+    let tiers = merged_tiers(&ran);
+    Ok(PolicyOutcome {
+        policy,
+        run,
+        ledger,
+        tiers,
+    })
+}
+
+/// Each shard's warnings the report does not have yet, once, naming the shard.
+fn add_warnings(report: &mut Report, sources: &[Source]) {
     let mut seen: BTreeSet<String> = report.warnings.iter().cloned().collect();
-    for s in &sources {
+    for s in sources {
         for w in &s.partial.warnings {
             if seen.insert(w.clone()) {
                 report
@@ -180,13 +210,6 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
             }
         }
     }
-    report.shards = Some(ShardsInfo {
-        count,
-        start_at,
-        reported: reported.into_iter().collect(),
-        missing,
-    });
-    Ok(report)
 }
 
 /// The partials are of one run of this plan: one digest, one count, one start, each
