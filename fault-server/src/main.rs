@@ -17,7 +17,7 @@
 //! included); 3 the server could not start (port taken, address not available).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -158,49 +158,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
-    // Each connection costs two descriptors, three with an upstream: take all the OS
-    // allows, and say so when it is still little.
-    match fault_server::fd_limit::raise() {
-        Ok(limit) if limit < fault_server::fd_limit::LOW => say(&format!(
-            "fault-server: warning: only {limit} file descriptors (the hard limit): about {} connections fit before the idlest are closed{}; raise it with `ulimit -Hn`",
-            fault_server::fd_limit::connection_budget(limit, args.upstream.is_some()),
-            if args.upstream.is_some() {
-                " (three descriptors each with --upstream)"
-            } else {
-                ""
-            }
-        )),
-        Ok(_) => {}
-        Err(error) => say(&format!(
-            "fault-server: warning: cannot raise the file-descriptor limit: {error}"
-        )),
-    }
+    raise_fd_limit(args.upstream.is_some());
     let script = match &args.script {
         None => Script::empty(),
-        Some(path) => {
-            let limit = fault_server::script::MAX_SCRIPT_BYTES as u64;
-            let bytes = fault_server::yaml_guard::read_bounded(path, limit)
-                .map_err(|error| Failure {
-                    code: 2,
-                    message: format!("cannot read script {}: {error}", path.display()),
-                })?
-                .ok_or_else(|| Failure {
-                    code: 2,
-                    message: format!(
-                        "script {} is larger than {} KiB",
-                        path.display(),
-                        limit / 1024
-                    ),
-                })?;
-            let text = String::from_utf8(bytes).map_err(|_| Failure {
-                code: 2,
-                message: format!("script {} is not UTF-8 text", path.display()),
-            })?;
-            Script::from_yaml_str(&text).map_err(|error| Failure {
-                code: 2,
-                message: format!("invalid script {}: {error}", path.display()),
-            })?
-        }
+        Some(path) => read_script(path)?,
     };
     let upstream = match &args.upstream {
         None => None,
@@ -243,7 +204,70 @@ async fn run(args: Args) -> Result<(), Failure> {
         max_concurrent_streams: args.max_concurrent_streams,
         ..ServerConfig::default()
     };
-    let server = start(config).await.map_err(|error| match &error {
+    let server = start(config).await.map_err(start_failure)?;
+    say(&format!(
+        "fault-server listening on {} (seed {seed}; {describe})",
+        server.url()
+    ));
+    wait_for_signal().await;
+    say("fault-server: shutting down");
+    server.shutdown().await;
+    if let Some(tracing) = tracing {
+        flush_tracing(tracing).await;
+    }
+    Ok(())
+}
+
+/// Each connection costs two descriptors, three with an upstream: takes all the OS
+/// allows, and says so when it is still little.
+fn raise_fd_limit(upstream: bool) {
+    match fault_server::fd_limit::raise() {
+        Ok(limit) if limit < fault_server::fd_limit::LOW => say(&format!(
+            "fault-server: warning: only {limit} file descriptors (the hard limit): about {} connections fit before the idlest are closed{}; raise it with `ulimit -Hn`",
+            fault_server::fd_limit::connection_budget(limit, upstream),
+            if upstream {
+                " (three descriptors each with --upstream)"
+            } else {
+                ""
+            }
+        )),
+        Ok(_) => {}
+        Err(error) => say(&format!(
+            "fault-server: warning: cannot raise the file-descriptor limit: {error}"
+        )),
+    }
+}
+
+/// The script `--script` names, read within the size a script may have.
+fn read_script(path: &Path) -> Result<Script, Failure> {
+    let limit = fault_server::script::MAX_SCRIPT_BYTES as u64;
+    let bytes = fault_server::yaml_guard::read_bounded(path, limit)
+        .map_err(|error| Failure {
+            code: 2,
+            message: format!("cannot read script {}: {error}", path.display()),
+        })?
+        .ok_or_else(|| Failure {
+            code: 2,
+            message: format!(
+                "script {} is larger than {} KiB",
+                path.display(),
+                limit / 1024
+            ),
+        })?;
+    let text = String::from_utf8(bytes).map_err(|_| Failure {
+        code: 2,
+        message: format!("script {} is not UTF-8 text", path.display()),
+    })?;
+    Script::from_yaml_str(&text).map_err(|error| Failure {
+        code: 2,
+        message: format!("invalid script {}: {error}", path.display()),
+    })
+}
+
+/// Why the server did not start, with its exit code: 2 for a configuration the user must
+/// change, 3 for an address that cannot be had.
+fn start_failure(error: StartError) -> Failure {
+    match &error {
         StartError::OpenControl { .. } | StartError::Token(_) => Failure {
             code: 2,
             message: error.to_string(),
@@ -256,27 +280,21 @@ async fn run(args: Args) -> Result<(), Failure> {
             code: 3,
             message: error.to_string(),
         },
-    })?;
-    say(&format!(
-        "fault-server listening on {} (seed {seed}; {describe})",
-        server.url()
-    ));
-    wait_for_signal().await;
-    say("fault-server: shutting down");
-    server.shutdown().await;
-    if let Some(tracing) = tracing {
-        // Bounded: a collector that is gone costs at most the flush timeout.
-        let counts = tokio::task::spawn_blocking(move || {
-            tracing.shutdown(fault_server::otel::config::FLUSH_TIMEOUT)
-        })
-        .await
-        .unwrap_or_default();
-        say(&format!(
-            "fault-server: {} span(s) exported, {} dropped",
-            counts.exported, counts.dropped
-        ));
     }
-    Ok(())
+}
+
+/// Sends the spans still queued and says how many went and how many were lost. Bounded:
+/// a collector that is gone costs at most the flush timeout.
+async fn flush_tracing(tracing: Arc<ServerTracing>) {
+    let counts = tokio::task::spawn_blocking(move || {
+        tracing.shutdown(fault_server::otel::config::FLUSH_TIMEOUT)
+    })
+    .await
+    .unwrap_or_default();
+    say(&format!(
+        "fault-server: {} span(s) exported, {} dropped",
+        counts.exported, counts.dropped
+    ));
 }
 
 /// The server's tracing, when `--otlp` or the environment asks for it.

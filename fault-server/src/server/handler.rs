@@ -52,7 +52,7 @@ use super::state::{Active, Shared, View};
 use super::upstream;
 use crate::effect::{Effect, Ending, effect};
 use crate::ledger::{Disposition, RequestIdentity};
-use crate::script::{Decision, HeaderLookup};
+use crate::script::{Decision, Fault, HeaderLookup, Script};
 use crate::wire::{TRACEPARENT, has_side_effect};
 
 /// A header's value as UTF-8 text (`HeaderValue::to_str` would take visible ASCII only),
@@ -202,26 +202,18 @@ pub(super) async fn proceed(
     mut flight: InFlight,
     parts: Parts,
     body: Bytes,
-    mut stream: Option<Body>,
+    stream: Option<Body>,
     kept: Kept,
     rng: Option<ChaCha8Rng>,
     decision: Decision,
 ) -> Response {
-    let (shared, active) = (&view.shared, &view.active);
-    let script = &active.script;
+    let shared = &view.shared;
     let facts = Facts::new(&parts, &body, kept);
 
     let mut delay = Duration::ZERO;
     let mut close_after = false;
     if let Decision::Fault { phase, fault } = decision {
-        let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
-        shared
-            .ledger
-            .record_fault_in(flight.epoch(), fault.kind(), &phase_name);
-        flight.span(|span| {
-            span.set("chaos.fault.phase", phase_name.clone());
-            span.set("chaos.fault.kind", fault.kind().name());
-        });
+        let phase_name = note_fault(shared, &mut flight, &view.active.script, phase, &fault);
         match effect(
             &fault,
             shared.hang_cap,
@@ -229,75 +221,23 @@ pub(super) async fn proceed(
         ) {
             Effect::Serve { extra, drain } => {
                 delay = extra;
-                // Served as usual; its connection goes away behind it. HTTP/1.1 says so
-                // in this very answer: hyper closes a connection whose response says
-                // `close`.
                 if drain {
-                    if parts.version >= axum::http::Version::HTTP_2 {
-                        if let Some(control) = current_connection() {
-                            control.drain();
-                        }
-                    } else {
-                        close_after = true;
-                    }
+                    close_after = drain_connection(parts.version);
                 }
             }
             Effect::Answer { ending, processed } => {
                 if processed {
                     // The work is done, then the answer is lost: the retry that follows
                     // is the double-charge scenario (unless an Idempotency-Key saves it).
-                    match stream.take() {
-                        Some(body) => {
-                            let request = upstream::outgoing(shared, parts, body);
-                            upstream::processed(shared, request, &facts, &mut flight).await;
-                        }
-                        None => drop(app_now(shared, &facts, &mut flight)),
-                    }
+                    process_anyway(shared, parts, stream, &facts, &mut flight).await;
                 }
                 flight.outcome(ending.disposition());
-                return match ending {
-                    Ending::Refuse => super::conn::refuse_stream(),
-                    Ending::Status { response, grpc } => {
-                        let answer = status_response(&response, &phase_name);
-                        match grpc {
-                            Some(status) => super::grpc::scripted(answer, status),
-                            None => answer,
-                        }
-                    }
-                    // Rare next to the rest and ending the connection: boxed, so the
-                    // future of every request does not carry its room.
-                    ending => Box::pin(end_connection(shared, ending, &phase_name, &facts)).await,
-                };
+                return answer_fault(shared, ending, &phase_name, &facts).await;
             }
         }
     }
 
-    // Normal service runs detached from the connection: a real server does not notice
-    // that its client gave up, so the request keeps its place in the queue, holds its
-    // slot for the whole service time and executes its side effect even after the client
-    // timed out. That wasted work is what lets a retry storm outlive its trigger.
-    // Without a capacity model, a delay or a service time, serving completes in one poll
-    // and cannot be abandoned halfway: it runs inline, which keeps the faultless hot path
-    // free of a task spawn. So does forwarding a request without a side effect (a client
-    // that leaves ends it, as nginx's does); one with a side effect is detached, so the
-    // ledger learns whether the upstream executed it.
-    let forward = stream.map(|body| upstream::outgoing(shared, parts, body));
-    let detached = waits(active, delay) || (forward.is_some() && facts.has_side_effect());
-    let mut response = if !detached {
-        match forward {
-            Some(request) => upstream::forward(shared, request, &facts, &mut flight).await,
-            None => respond(app_now(shared, &facts, &mut flight), &mut flight),
-        }
-    } else {
-        let work = tokio::spawn(serve(Arc::clone(&view), facts, flight, delay, rng, forward));
-        match work.await {
-            Ok(response) => response,
-            Err(_) => problem(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the request's task failed",
-            ),
-        }
-    };
+    let mut response = serve_or_forward(&view, flight, parts, stream, facts, delay, rng).await;
     if close_after {
         response.headers_mut().insert(
             axum::http::header::CONNECTION,
@@ -305,6 +245,121 @@ pub(super) async fn proceed(
         );
     }
     response
+}
+
+/// Counts the fault in the ledger and on the request's span, and names the phase that
+/// fired it.
+fn note_fault(
+    shared: &Shared,
+    flight: &mut InFlight,
+    script: &Script,
+    phase: usize,
+    fault: &Fault,
+) -> String {
+    let phase_name = script.phase_name(phase).unwrap_or("?").to_string();
+    shared
+        .ledger
+        .record_fault_in(flight.epoch(), fault.kind(), &phase_name);
+    flight.span(|span| {
+        span.set("chaos.fault.phase", phase_name.clone());
+        span.set("chaos.fault.kind", fault.kind().name());
+    });
+    phase_name
+}
+
+/// A request served as usual whose connection goes away behind it: HTTP/2's is drained
+/// now; HTTP/1.1 says so in this very answer (hyper closes a connection whose response
+/// says `close`), so true when the answer must carry `Connection: close`.
+fn drain_connection(version: axum::http::Version) -> bool {
+    if version >= axum::http::Version::HTTP_2 {
+        if let Some(control) = current_connection() {
+            control.drain();
+        }
+        false
+    } else {
+        true
+    }
+}
+
+/// A `processed: true` fault's work, done before its answer is lost: by the upstream
+/// when the request is to be forwarded (`stream`), else by the application.
+async fn process_anyway(
+    shared: &Shared,
+    parts: Parts,
+    stream: Option<Body>,
+    facts: &Facts,
+    flight: &mut InFlight,
+) {
+    match stream {
+        Some(body) => {
+            let request = upstream::outgoing(shared, parts, body);
+            upstream::processed(shared, request, facts, flight).await;
+        }
+        None => drop(app_now(shared, facts, flight)),
+    }
+}
+
+/// The answer of a fault that answers now: a refused stream, a scripted status (or gRPC
+/// code), or the connection ended.
+async fn answer_fault(
+    shared: &Shared,
+    ending: Ending,
+    phase_name: &str,
+    facts: &Facts,
+) -> Response {
+    match ending {
+        Ending::Refuse => super::conn::refuse_stream(),
+        Ending::Status { response, grpc } => {
+            let answer = status_response(&response, phase_name);
+            match grpc {
+                Some(status) => super::grpc::scripted(answer, status),
+                None => answer,
+            }
+        }
+        // Rare next to the rest and ending the connection: boxed, so the future of every
+        // request does not carry its room.
+        ending => Box::pin(end_connection(shared, ending, phase_name, facts)).await,
+    }
+}
+
+/// The request served (after a `delay` fault's `delay`, if one fired), by the
+/// application or, when `stream` is its body, by the upstream.
+///
+/// Normal service runs detached from the connection: a real server does not notice
+/// that its client gave up, so the request keeps its place in the queue, holds its
+/// slot for the whole service time and executes its side effect even after the client
+/// timed out. That wasted work is what lets a retry storm outlive its trigger.
+/// Without a capacity model, a delay or a service time, serving completes in one poll
+/// and cannot be abandoned halfway: it runs inline, which keeps the faultless hot path
+/// free of a task spawn. So does forwarding a request without a side effect (a client
+/// that leaves ends it, as nginx's does); one with a side effect is detached, so the
+/// ledger learns whether the upstream executed it.
+async fn serve_or_forward(
+    view: &Arc<View>,
+    mut flight: InFlight,
+    parts: Parts,
+    stream: Option<Body>,
+    facts: Facts,
+    delay: Duration,
+    rng: Option<ChaCha8Rng>,
+) -> Response {
+    let shared = &view.shared;
+    let forward = stream.map(|body| upstream::outgoing(shared, parts, body));
+    let detached = waits(&view.active, delay) || (forward.is_some() && facts.has_side_effect());
+    if !detached {
+        return match forward {
+            Some(request) => upstream::forward(shared, request, &facts, &mut flight).await,
+            None => respond(app_now(shared, &facts, &mut flight), &mut flight),
+        };
+    }
+    let work = tokio::spawn(serve(Arc::clone(view), facts, flight, delay, rng, forward));
+    match work.await {
+        Ok(response) => response,
+        Err(_) => problem(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the request's task failed",
+        ),
+    }
 }
 
 /// Admission through the capacity model, then the application (or the upstream, when

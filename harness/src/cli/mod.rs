@@ -290,7 +290,7 @@ fn chaos(args: ChaosArgs) -> u8 {
         Ok(listening) => listening,
         Err(code) => return code,
     };
-    raise_fd_limit();
+    runtime::raise_fd_limit();
     let (mut plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
         Ok(both) => both,
         Err(code) => return code,
@@ -326,7 +326,7 @@ fn chaos(args: ChaosArgs) -> u8 {
     };
     if sharding.is_some() {
         if !quiet && let Some(s) = sharding {
-            shard::announce(&plan, s);
+            shard::announce(&s, &plan);
         }
         let partial = runtime.block_on(run::run_shard(&plan, &options));
         drop(listening);
@@ -359,18 +359,6 @@ fn chaos(args: ChaosArgs) -> u8 {
         quiet,
         save_baseline.as_deref(),
     )
-}
-
-/// The embedded fault-server and the client's sockets share this process's descriptors:
-/// as many as the hard limit allows, and a warning when that is few.
-fn raise_fd_limit() {
-    if let Ok(limit) = fault_server::fd_limit::raise()
-        && limit < fault_server::fd_limit::LOW
-    {
-        eprintln!(
-            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
-        );
-    }
 }
 
 /// Telemetry for the run, when `--otlp` or the environment asks for it, said unless

@@ -36,6 +36,18 @@ pub(super) fn workers(plan: &Plan) -> Option<usize> {
     (peak_rate * f64::from(attempts) <= PER_WORKER).then_some(1)
 }
 
+/// Takes all the file descriptors the OS allows: the embedded fault-server and the
+/// client's sockets share this process's. Says so on stderr when that is still little.
+pub(super) fn raise_fd_limit() {
+    if let Ok(limit) = fault_server::fd_limit::raise()
+        && limit < fault_server::fd_limit::LOW
+    {
+        eprintln!(
+            "warning: only {limit} file descriptors (the hard limit); a run with many connections may fail to open more; raise it with `ulimit -Hn`"
+        );
+    }
+}
+
 /// The async runtime, with `threads` workers (default: tokio's, one per core), or why it
 /// cannot start (said on stderr).
 pub(super) fn runtime(threads: Option<usize>) -> Option<tokio::runtime::Runtime> {

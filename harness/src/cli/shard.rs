@@ -9,7 +9,7 @@ use super::{EXIT_CANNOT_RUN, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_PASS};
 use crate::plan::{Plan, Target};
 use crate::shard::merge::{self, Source};
 use crate::shard::partial::{self, LOG_MARKER, Partial};
-use crate::shard::{Shard, Sharding, parse_time};
+use crate::shard::{Shard, Sharding, format_time, parse_time};
 
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
@@ -32,6 +32,18 @@ pub struct MergeArgs {
     /// Save the merged run's figures as a baseline to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_baseline: Option<PathBuf>,
+}
+
+/// Says on stderr which shard of `plan` this process runs, when it starts, and how long
+/// each policy's slot is.
+pub(super) fn announce(sharding: &Sharding, plan: &Plan) {
+    eprintln!(
+        "shard {} of `{}`: starting at {} ({} s a policy)",
+        sharding.shard,
+        plan.name,
+        format_time(sharding.start),
+        Sharding::slot(plan).as_secs()
+    );
 }
 
 /// What `--target`, `--shard` and `--start-at` make of a plan: the target driven, and
@@ -139,17 +151,6 @@ pub(super) fn prepare(
 
 /// Writes a shard's partial report (atomically, or on stdout after [`LOG_MARKER`]) and
 /// says what it holds: exit 0 once written, 3 when the shard could not run all of it, 130
-/// Says when a shard's run starts, and each policy's slot.
-pub(super) fn announce(plan: &Plan, s: crate::shard::Sharding) {
-    eprintln!(
-        "shard {} of `{}`: starting at {} ({} s a policy)",
-        s.shard,
-        plan.name,
-        crate::shard::format_time(s.start),
-        crate::shard::Sharding::slot(plan).as_secs()
-    );
-}
-
 /// when interrupted. A shard judges nothing.
 pub(super) fn conclude(
     partial: &Partial,

@@ -64,61 +64,10 @@ pub(super) fn tune(args: TuneArgs) -> u8 {
         eprintln!("error: {e}");
         return EXIT_INVALID;
     }
-    let budget = usize::try_from(args.budget).unwrap_or(usize::MAX);
-    let request = Request {
-        plan: args.plan.clone(),
-        policy: args.policy.clone(),
-        vary: args.vary.clone(),
-        budget,
-        seed: args.seed,
-    };
-    let shown = !args.quiet && std::io::stderr().is_terminal();
-    if !args.quiet {
-        eprintln!(
-            "tuning `{}` of {}: up to {budget} simulated runs, then the best {} live",
-            args.policy,
-            args.plan.display(),
-            args.confirm
-        );
-    }
-    let bar = shown.then(|| {
-        let bar = ProgressBar::new(budget as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos:>4}/{len} runs {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        bar.set_prefix("simulating");
-        bar
-    });
-    let result = tune::simulate(&request, &abort, |step| {
-        if let Some(bar) = &bar {
-            bar.set_position(step.ran as u64);
-            bar.set_message(step.label.clone());
-        }
-    });
-    if let Some(bar) = &bar {
-        bar.finish_and_clear();
-    }
-    let mut tuned = match result {
+    let mut tuned = match search(&args, &abort) {
         Ok(tuned) => tuned,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return if matches!(e, tune::TuneError::Interrupted) {
-                EXIT_INTERRUPTED
-            } else if e.is_invalid() {
-                EXIT_INVALID
-            } else {
-                EXIT_CANNOT_RUN
-            };
-        }
+        Err(code) => return code,
     };
-    if !args.quiet {
-        eprintln!(
-            "simulated {} candidates ({}) in {:.1} s",
-            tuned.table.ran, tuned.table.search, tuned.table.search_s
-        );
-    }
     let mut failed = false;
     if args.confirm > 0 && !tuned.table.partial && tuned.table.chosen.is_some() {
         failed = confirm(&mut tuned, args.confirm, &abort, args.quiet).is_err();
@@ -156,6 +105,68 @@ pub(super) fn tune(args: TuneArgs) -> u8 {
     } else {
         EXIT_PASS
     }
+}
+
+/// The simulated search, its budget said before it starts and its progress shown on a
+/// terminal (neither with `--quiet`); or the exit code of why it stopped: 130
+/// interrupted, 2 the plan or the command is wrong, 3 otherwise.
+fn search(args: &TuneArgs, abort: &CancellationToken) -> Result<Tuned, u8> {
+    let budget = usize::try_from(args.budget).unwrap_or(usize::MAX);
+    let request = Request {
+        plan: args.plan.clone(),
+        policy: args.policy.clone(),
+        vary: args.vary.clone(),
+        budget,
+        seed: args.seed,
+    };
+    let shown = !args.quiet && std::io::stderr().is_terminal();
+    if !args.quiet {
+        eprintln!(
+            "tuning `{}` of {}: up to {budget} simulated runs, then the best {} live",
+            args.policy,
+            args.plan.display(),
+            args.confirm
+        );
+    }
+    let bar = shown.then(|| search_bar(budget));
+    let result = tune::simulate(&request, abort, |step| {
+        if let Some(bar) = &bar {
+            bar.set_position(step.ran as u64);
+            bar.set_message(step.label.clone());
+        }
+    });
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let tuned = result.map_err(|e| {
+        eprintln!("error: {e}");
+        if matches!(e, tune::TuneError::Interrupted) {
+            EXIT_INTERRUPTED
+        } else if e.is_invalid() {
+            EXIT_INVALID
+        } else {
+            EXIT_CANNOT_RUN
+        }
+    })?;
+    if !args.quiet {
+        eprintln!(
+            "simulated {} candidates ({}) in {:.1} s",
+            tuned.table.ran, tuned.table.search, tuned.table.search_s
+        );
+    }
+    Ok(tuned)
+}
+
+/// The search's progress bar: simulated runs out of the budget, the candidate running.
+fn search_bar(budget: usize) -> ProgressBar {
+    let bar = ProgressBar::new(budget as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos:>4}/{len} runs {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("simulating");
+    bar
 }
 
 /// The live runs, in a runtime of their own.

@@ -16,7 +16,10 @@ use chaos_policy::{
 };
 
 use super::resolved;
-use super::spec::{BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, JitterSpec};
+use super::spec::{
+    BackoffSpec, BreakerSpec, BudgetKindSpec, BudgetSpec, EnvoyBackoffSpec, ExponentialSpec,
+    JitterSpec,
+};
 
 /// Why a block cannot apply, and what to write instead.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,15 +59,6 @@ pub(super) fn backoff(spec: BackoffSpec, was: &Backoff) -> Result<Backoff, Refus
         ));
     }
     let old = was.shape();
-    let whole = |shape: &str, needs: &str, example: &str| {
-        refused(
-            format!("this {shape} backoff needs {needs}"),
-            format!(
-                "it replaces the policy's backoff, {}, which is not {shape}, so it is written whole: e.g. `{example}`",
-                resolved::backoff(was).flow()
-            ),
-        )
-    };
     // Whether the shape is the one the policy had: then an unnamed jitter stays too.
     let (shape, same) = if let Some(delay) = spec.fixed {
         (
@@ -72,65 +66,9 @@ pub(super) fn backoff(spec: BackoffSpec, was: &Backoff) -> Result<Backoff, Refus
             matches!(old, BackoffShape::Fixed(_)),
         )
     } else if let Some(e) = spec.exponential {
-        match old {
-            BackoffShape::Exponential {
-                base,
-                multiplier,
-                cap,
-            } => (
-                BackoffShape::Exponential {
-                    base: e.base.map_or(base, |d| d.get()),
-                    multiplier: e.multiplier.unwrap_or(multiplier),
-                    cap: e.cap.map_or(cap, |d| d.get()),
-                },
-                true,
-            ),
-            _ => {
-                let (Some(base), Some(cap)) = (e.base, e.cap) else {
-                    return Err(whole(
-                        "exponential",
-                        "`base` and `cap`",
-                        "{ exponential: { base: 100ms, multiplier: 2, cap: 5s } }",
-                    ));
-                };
-                (
-                    BackoffShape::Exponential {
-                        base: base.get(),
-                        multiplier: e.multiplier.unwrap_or(2.0),
-                        cap: cap.get(),
-                    },
-                    false,
-                )
-            }
-        }
+        exponential(e, was)?
     } else if let Some(e) = spec.envoy {
-        match old {
-            BackoffShape::Envoy { base, cap } => (
-                BackoffShape::Envoy {
-                    base: e.base.map_or(base, |d| d.get()),
-                    cap: e.cap.map_or(cap, |d| d.get()),
-                },
-                true,
-            ),
-            _ => {
-                let Some(base) = e.base else {
-                    return Err(whole(
-                        "envoy",
-                        "`base`",
-                        "{ envoy: { base: 25ms, cap: 250ms } }",
-                    ));
-                };
-                // Envoy's own default: max_interval is ten times base_interval.
-                let cap = e.cap.map_or(base.get() * 10, |d| d.get());
-                (
-                    BackoffShape::Envoy {
-                        base: base.get(),
-                        cap,
-                    },
-                    false,
-                )
-            }
-        }
+        envoy(e, was)?
     } else {
         if old == BackoffShape::None && spec.jitter.is_some() {
             return Err(refused(
@@ -156,6 +94,79 @@ pub(super) fn backoff(spec: BackoffSpec, was: &Backoff) -> Result<Backoff, Refus
         BackoffShape::Envoy { base, cap } => Backoff::envoy(base, cap)?,
     };
     Ok(backoff.with_jitter(jitter)?)
+}
+
+/// An `exponential` block over the policy's backoff `was`: the keys it gives over an
+/// exponential backoff, or a whole one (`base` and `cap` at least) over another shape;
+/// and whether the shape was the policy's.
+fn exponential(e: ExponentialSpec, was: &Backoff) -> Result<(BackoffShape, bool), Refused> {
+    if let BackoffShape::Exponential {
+        base,
+        multiplier,
+        cap,
+    } = was.shape()
+    {
+        let shape = BackoffShape::Exponential {
+            base: e.base.map_or(base, |d| d.get()),
+            multiplier: e.multiplier.unwrap_or(multiplier),
+            cap: e.cap.map_or(cap, |d| d.get()),
+        };
+        return Ok((shape, true));
+    }
+    let (Some(base), Some(cap)) = (e.base, e.cap) else {
+        return Err(written_whole(
+            was,
+            "exponential",
+            "`base` and `cap`",
+            "{ exponential: { base: 100ms, multiplier: 2, cap: 5s } }",
+        ));
+    };
+    let shape = BackoffShape::Exponential {
+        base: base.get(),
+        multiplier: e.multiplier.unwrap_or(2.0),
+        cap: cap.get(),
+    };
+    Ok((shape, false))
+}
+
+/// An `envoy` block over the policy's backoff `was`: the keys it gives over Envoy's
+/// backoff, or a whole one (`base` at least) over another shape; and whether the shape
+/// was the policy's.
+fn envoy(e: EnvoyBackoffSpec, was: &Backoff) -> Result<(BackoffShape, bool), Refused> {
+    if let BackoffShape::Envoy { base, cap } = was.shape() {
+        let shape = BackoffShape::Envoy {
+            base: e.base.map_or(base, |d| d.get()),
+            cap: e.cap.map_or(cap, |d| d.get()),
+        };
+        return Ok((shape, true));
+    }
+    let Some(base) = e.base else {
+        return Err(written_whole(
+            was,
+            "envoy",
+            "`base`",
+            "{ envoy: { base: 25ms, cap: 250ms } }",
+        ));
+    };
+    // Envoy's own default: max_interval is ten times base_interval.
+    let cap = e.cap.map_or(base.get() * 10, |d| d.get());
+    let shape = BackoffShape::Envoy {
+        base: base.get(),
+        cap,
+    };
+    Ok((shape, false))
+}
+
+/// A block of another shape than the policy's backoff `was` replaces it, so it must be
+/// whole: what it lacks (`needs`), what it replaces, and an `example` of one.
+fn written_whole(was: &Backoff, shape: &str, needs: &str, example: &str) -> Refused {
+    refused(
+        format!("this {shape} backoff needs {needs}"),
+        format!(
+            "it replaces the policy's backoff, {}, which is not {shape}, so it is written whole: e.g. `{example}`",
+            resolved::backoff(was).flow()
+        ),
+    )
 }
 
 fn jitter(spec: JitterSpec) -> Jitter {

@@ -3,9 +3,10 @@
 //! Two layers, as ripgrep does with its flags: [`spec`] only parses what was written
 //! (serde DTOs, unknown keys rejected, each value range-checked where it is read), and
 //! this module resolves it into the types the engine runs on (`model`), checking how the
-//! parts fit together: one submodule per section (`load`, `target`, `policy`, `gate`).
-//! Every error names the file, the line and column, what is wrong and, where it can, what
-//! to write instead ([`PlanError`]). This is the one place that knows the YAML crate.
+//! parts fit together: one submodule per section (`load`, `target`, `tiers`, `policy`,
+//! `gate`). Every error names the file, the line and column, what is wrong and, where it
+//! can, what to write instead ([`PlanError`]). This is the one place that knows the YAML
+//! crate.
 
 mod chain;
 mod client;
@@ -23,6 +24,7 @@ pub mod schema;
 mod select;
 pub mod spec;
 mod target;
+mod tiers;
 mod tolerance;
 
 use std::path::Path;
@@ -44,6 +46,7 @@ pub use policy::forward_once;
 pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
+pub use tiers::MAX_TIERS;
 pub use tolerance::{Relative, Tolerance, bounds};
 
 /// The largest plan file read: far above any real plan, far below what would cost the
@@ -332,7 +335,6 @@ const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
 /// The plan, and the text of the files its policies imported.
 fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
-    use Seg::Key;
     if spec.client.is_some() {
         client::refuse_load_keys(&spec)?;
     }
@@ -345,39 +347,9 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         server: spec.server,
         faults: spec.faults,
     };
-    let compiled = Script::from_spec(script.clone()).map_err(script_error)?;
-    if let Target::FaultServer {
-        script: Some(spec::ScriptConsent::Keep),
-        ..
-    } = &target
-        && !compiled.is_empty()
-    {
-        return Err(found(
-            vec![Key("faults")],
-            "`script: keep` runs against the fault-server's own script, and this plan has `faults` or a `server` model of its own, which would be ignored",
-        )
-        .hint("remove `faults:` and `server:`, or say `script: replace` under `target:` to run the plan's"));
-    }
-    if !target.has_ledger() && !compiled.is_empty() {
-        return Err(found(
-            vec![Key("faults")],
-            "a black-box target (`fault_server: false`) cannot inject `faults` or a `server` model",
-        )
-        .hint("remove `faults:` and `server:`, or point `target.url` at a fault-server"));
-    }
+    check_script(&script, &target)?;
     let fault_window = fault_window(&script, duration);
-    let tiers = tiers(spec.tiers)?;
-    if !tiers.is_empty() && load.protocol.is_http2() {
-        return Err(found(
-            vec![Key("tiers")],
-            format!(
-                "relay tiers speak HTTP/1.1, and the target's protocol is {}",
-                load.protocol.name()
-            ),
-        )
-        .hint("remove `tiers:`, or `protocol:` under `target:`"));
-    }
-    tier_faults(&script, &tiers)?;
+    let tiers = tiers::resolve(spec.tiers, &load, &script)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     let (policies, warnings, sources, client) = match (spec.client, spec.policies) {
         (Some(c), _) => {
@@ -400,23 +372,9 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     let mut warnings = warnings;
     warnings.extend(gate::unjudgeable(&gates, fault_window.is_some()));
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
-    if let Some((field, _, max)) = baseline.out_of_range() {
-        return Err(found(
-            vec![Key("baseline"), Key("tolerance")],
-            format!("`baseline.tolerance.{field}` must be a number from 0 to {max}"),
-        )
-        .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
-    }
+    check_tolerance(&baseline)?;
     let sampling_ratio = spec.telemetry.and_then(|t| t.sampling_ratio);
-    if let Some(ratio) = sampling_ratio
-        && !(0.0..=1.0).contains(&ratio)
-    {
-        return Err(found(
-            vec![Key("telemetry"), Key("sampling_ratio")],
-            format!("`telemetry.sampling_ratio` is {ratio}: it must be between 0 and 1"),
-        )
-        .hint("0.1 exports one logical request in ten (and every one that breaks an invariant)"));
-    }
+    check_sampling_ratio(sampling_ratio)?;
     let plan = Plan {
         name,
         description: spec.description,
@@ -442,6 +400,61 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         client,
     };
     Ok((plan, sources))
+}
+
+/// The plan's faults and server model compile, and its target carries them out: one
+/// told to keep its own script, or a black box, would leave them unused.
+fn check_script(script: &ScriptSpec, target: &Target) -> Result<(), Found> {
+    use Seg::Key;
+    let compiled = Script::from_spec(script.clone()).map_err(script_error)?;
+    if let Target::FaultServer {
+        script: Some(spec::ScriptConsent::Keep),
+        ..
+    } = target
+        && !compiled.is_empty()
+    {
+        return Err(found(
+            vec![Key("faults")],
+            "`script: keep` runs against the fault-server's own script, and this plan has `faults` or a `server` model of its own, which would be ignored",
+        )
+        .hint("remove `faults:` and `server:`, or say `script: replace` under `target:` to run the plan's"));
+    }
+    if !target.has_ledger() && !compiled.is_empty() {
+        return Err(found(
+            vec![Key("faults")],
+            "a black-box target (`fault_server: false`) cannot inject `faults` or a `server` model",
+        )
+        .hint("remove `faults:` and `server:`, or point `target.url` at a fault-server"));
+    }
+    Ok(())
+}
+
+/// A baseline's tolerance: each figure's a number in its range.
+fn check_tolerance(tolerance: &Tolerance) -> Result<(), Found> {
+    use Seg::Key;
+    if let Some((field, _, max)) = tolerance.out_of_range() {
+        return Err(found(
+            vec![Key("baseline"), Key("tolerance")],
+            format!("`baseline.tolerance.{field}` must be a number from 0 to {max}"),
+        )
+        .hint("a tolerance says how much worse a figure may get: 0.05, not -0.05"));
+    }
+    Ok(())
+}
+
+/// The share of logical requests traced, a ratio.
+fn check_sampling_ratio(ratio: Option<f64>) -> Result<(), Found> {
+    use Seg::Key;
+    if let Some(ratio) = ratio
+        && !(0.0..=1.0).contains(&ratio)
+    {
+        return Err(found(
+            vec![Key("telemetry"), Key("sampling_ratio")],
+            format!("`telemetry.sampling_ratio` is {ratio}: it must be between 0 and 1"),
+        )
+        .hint("0.1 exports one logical request in ten (and every one that breaks an invariant)"));
+    }
+    Ok(())
 }
 
 /// How long the plan runs, and its load: the schedule's (`load:`, `duration:` or the
@@ -494,93 +507,6 @@ fn duration_and_load(spec: &PlanSpec) -> Result<(Duration, model::Load), Found> 
         .unwrap_or_default();
     let load = load::resolve(load_spec, profile, duration, protocol)?;
     Ok((duration, load))
-}
-
-/// The fault phases a relay tier injects (`tier:`) name a tier of the plan and answer
-/// with a status or a delay: the other kinds act on a TCP connection, which only the
-/// fault-server's own accept loop controls.
-fn tier_faults(script: &ScriptSpec, tiers: &[String]) -> Result<(), Found> {
-    use fault_server::FaultKind;
-    use locate::Seg::{Index, Key};
-    for (i, phase) in script.faults.iter().enumerate() {
-        let Some(tier) = &phase.tier else {
-            continue;
-        };
-        if !tiers.contains(tier) {
-            return Err(found(
-                vec![Key("faults"), Index(i), Key("tier")],
-                format!("fault phase `tier: {tier}` names no tier of the plan"),
-            )
-            .hint(if tiers.is_empty() {
-                "list the relay tiers at the top level: `tiers: [api, backend]`".to_owned()
-            } else {
-                format!("the plan's tiers: {}", tiers.join(", "))
-            }));
-        }
-        for entry in &phase.respond.0 {
-            let kind = entry.fault.unwrap_or(FaultKind::Status);
-            if !matches!(kind, FaultKind::Status | FaultKind::Delay)
-                || entry.processed == Some(true)
-            {
-                return Err(found(
-                    vec![Key("faults"), Index(i), Key("respond")],
-                    format!("relay tier `{tier}` cannot inject `{}`{}", kind.name(), if entry.processed == Some(true) { " with `processed: true`" } else { "" }),
-                )
-                .hint("a relay tier answers with a status or waits (`delay`); resets, closes, truncations and hangs act on a connection: script them at the fault-server (no `tier:`)"));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The most relay tiers a plan may have: the wire contract's [`wire::MAX_TIERS`], past
-/// which a tier takes a request for one going round a loop and answers 508.
-///
-/// [`wire::MAX_TIERS`]: fault_server::wire::MAX_TIERS
-pub const MAX_TIERS: usize = fault_server::wire::MAX_TIERS;
-
-/// The plan's relay tiers: names that can go into a report and a header, each once, at
-/// most [`MAX_TIERS`].
-fn tiers(names: Vec<String>) -> Result<Vec<String>, Found> {
-    use locate::Seg::{Index, Key};
-    if names.len() > MAX_TIERS {
-        return Err(found(
-            vec![Key("tiers"), Index(MAX_TIERS)],
-            format!(
-                "the plan has {} relay tiers, more than {MAX_TIERS}",
-                names.len()
-            ),
-        )
-        .hint(format!(
-            "a call chain has at most {MAX_TIERS} tiers: a request that has passed more is taken for one going round a loop (508)"
-        )));
-    }
-    for (i, name) in names.iter().enumerate() {
-        let ok = !name.is_empty()
-            && name.len() <= 32
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-        if !ok {
-            return Err(found(
-                vec![Key("tiers"), Index(i)],
-                format!("tier name `{name}` is not a short name"),
-            )
-            .hint("use letters, digits, `-` and `_` (at most 32): `tiers: [api, backend]`"));
-        }
-        if names[..i].contains(name) {
-            return Err(found(
-                vec![Key("tiers"), Index(i)],
-                format!("two tiers are named `{name}`"),
-            )
-            .hint("each relay tier needs its own name"));
-        }
-        if name == "client" || name == "leaf" {
-            return Err(found(vec![Key("tiers"), Index(i)], format!("`{name}` names a hop of every chain already"))
-                .hint("the load generator is `client` and the target is `leaf` in the report: name the relay tiers something else"));
-        }
-    }
-    Ok(names)
 }
 
 /// The longest plan name: a report directory's name, with room for its timestamp.

@@ -152,6 +152,11 @@ fn not_a_client_test(name: String) -> GateResult {
 /// The client section every renderer shows: facts in sentences, then the backoff table
 /// (its header first). Plain text: each renderer escapes it.
 pub(super) fn section(c: &ClientView) -> (Vec<String>, Vec<Vec<String>>) {
+    (facts(c), backoff_table(c))
+}
+
+/// What the ledger found of the client, in sentences.
+fn facts(c: &ClientView) -> Vec<String> {
     let grouped: Vec<String> = c
         .grouped_by
         .iter()
@@ -215,6 +220,11 @@ pub(super) fn section(c: &ClientView) -> (Vec<String>, Vec<Vec<String>>) {
             c.overlapping
         ));
     }
+    facts
+}
+
+/// The waits before each attempt number against the expected policy's, its header first.
+fn backoff_table(c: &ClientView) -> Vec<Vec<String>> {
     let mut table = vec![
         [
             "before attempt",
@@ -250,5 +260,5 @@ pub(super) fn section(c: &ClientView) -> (Vec<String>, Vec<Vec<String>>) {
             }),
         ]);
     }
-    (facts, table)
+    table
 }

@@ -232,34 +232,8 @@ impl LogicalTrace {
                 TraceState::default(),
             )
         };
+        let (root_attributes, status) = self.root_attributes(verdict);
         let about = &self.about;
-        let mut root_attributes = vec![
-            KeyValue::new("chaos.policy", about.policy.clone()),
-            KeyValue::new("chaos.request.kind", about.kind.clone()),
-            KeyValue::new("chaos.request_id", about.request_id.clone()),
-            KeyValue::new("http.request.method", about.method.clone()),
-            KeyValue::new("url.template", about.route.clone()),
-            KeyValue::new("chaos.attempts", self.attempts.len() as i64),
-        ];
-        let status = match verdict {
-            Some(Verdict::Succeeded { .. }) => {
-                root_attributes.push(KeyValue::new("chaos.verdict", "succeeded"));
-                Status::Unset
-            }
-            Some(Verdict::GaveUp { reason, .. }) => {
-                root_attributes.push(KeyValue::new("chaos.verdict", "gave_up"));
-                root_attributes.push(KeyValue::new("chaos.give_up", reason.name()));
-                Status::error(format!("gave up: {}", reason.name()))
-            }
-            None => {
-                root_attributes.push(KeyValue::new("chaos.verdict", "unfinished"));
-                Status::error("unfinished: the run ended first")
-            }
-        };
-        if let Some(why) = self.forced {
-            root_attributes.push(KeyValue::new("chaos.violation", why));
-        }
-        root_attributes.push(KeyValue::new("chaos.sampled", self.sampled));
         let mut spans = Vec::with_capacity(1 + self.attempts.len());
         spans.push(SpanData {
             span_context: context(self.root_id),
@@ -282,28 +256,7 @@ impl LogicalTrace {
             None => Cow::Owned(format!("{} {}", about.method, about.route)),
         };
         for a in self.attempts {
-            let mut attributes = match &about.rpc {
-                Some(rpc) => vec![
-                    KeyValue::new("rpc.system", "grpc"),
-                    KeyValue::new("rpc.service", rpc.service.clone()),
-                    KeyValue::new("rpc.method", rpc.method.clone()),
-                ],
-                None => vec![
-                    KeyValue::new("http.request.method", about.method.clone()),
-                    KeyValue::new("url.full", format!("{}{}", target.base_url, a.path)),
-                    KeyValue::new("url.template", about.route.clone()),
-                ],
-            };
-            attributes.extend([
-                KeyValue::new("server.address", target.host.clone()),
-                KeyValue::new("server.port", target.port),
-                KeyValue::new("chaos.attempt", i64::from(a.number)),
-                KeyValue::new("chaos.policy", about.policy.clone()),
-                KeyValue::new("chaos.request_id", about.request_id.clone()),
-            ]);
-            for v in &a.violations {
-                attributes.push(KeyValue::new("chaos.violation", v.name()));
-            }
+            let mut attributes = about.of_attempt(&a, target);
             let status = answered(a.number, a.outcome, &mut attributes);
             spans.push(client_span(
                 context(a.span_id),
@@ -316,6 +269,71 @@ impl LogicalTrace {
             ));
         }
         spans
+    }
+
+    /// The logical request's span's attributes, and its status: what it was, how many
+    /// attempts it made, its verdict (`None`: the run's end cut it short), and why it was
+    /// kept.
+    fn root_attributes(&self, verdict: Option<&Verdict>) -> (Vec<KeyValue>, Status) {
+        let about = &self.about;
+        let mut attributes = vec![
+            KeyValue::new("chaos.policy", about.policy.clone()),
+            KeyValue::new("chaos.request.kind", about.kind.clone()),
+            KeyValue::new("chaos.request_id", about.request_id.clone()),
+            KeyValue::new("http.request.method", about.method.clone()),
+            KeyValue::new("url.template", about.route.clone()),
+            KeyValue::new("chaos.attempts", self.attempts.len() as i64),
+        ];
+        let status = match verdict {
+            Some(Verdict::Succeeded { .. }) => {
+                attributes.push(KeyValue::new("chaos.verdict", "succeeded"));
+                Status::Unset
+            }
+            Some(Verdict::GaveUp { reason, .. }) => {
+                attributes.push(KeyValue::new("chaos.verdict", "gave_up"));
+                attributes.push(KeyValue::new("chaos.give_up", reason.name()));
+                Status::error(format!("gave up: {}", reason.name()))
+            }
+            None => {
+                attributes.push(KeyValue::new("chaos.verdict", "unfinished"));
+                Status::error("unfinished: the run ended first")
+            }
+        };
+        if let Some(why) = self.forced {
+            attributes.push(KeyValue::new("chaos.violation", why));
+        }
+        attributes.push(KeyValue::new("chaos.sampled", self.sampled));
+        (attributes, status)
+    }
+}
+
+impl Attributes {
+    /// An attempt's CLIENT span's attributes but for its answer: the call (RPC or HTTP,
+    /// by its conventions), the server, the attempt's number, and the invariants it broke.
+    fn of_attempt(&self, a: &AttemptSpan, target: &Target) -> Vec<KeyValue> {
+        let mut attributes = match &self.rpc {
+            Some(rpc) => vec![
+                KeyValue::new("rpc.system", "grpc"),
+                KeyValue::new("rpc.service", rpc.service.clone()),
+                KeyValue::new("rpc.method", rpc.method.clone()),
+            ],
+            None => vec![
+                KeyValue::new("http.request.method", self.method.clone()),
+                KeyValue::new("url.full", format!("{}{}", target.base_url, a.path)),
+                KeyValue::new("url.template", self.route.clone()),
+            ],
+        };
+        attributes.extend([
+            KeyValue::new("server.address", target.host.clone()),
+            KeyValue::new("server.port", target.port),
+            KeyValue::new("chaos.attempt", i64::from(a.number)),
+            KeyValue::new("chaos.policy", self.policy.clone()),
+            KeyValue::new("chaos.request_id", self.request_id.clone()),
+        ]);
+        for v in &a.violations {
+            attributes.push(KeyValue::new("chaos.violation", v.name()));
+        }
+        attributes
     }
 }
 

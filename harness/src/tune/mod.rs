@@ -127,17 +127,7 @@ pub fn simulate(
             names.join(", "),
         ));
     }
-    if request.vary.is_empty() {
-        return Err(TuneError::NothingVaried);
-    }
-    let mut vary: Vec<Vary> = Vec::new();
-    for spec in &request.vary {
-        let v = Vary::parse(spec, &request.policy)?;
-        if vary.iter().any(|w| w.key == v.key) {
-            return Err(VaryError::Twice(v.name()).into());
-        }
-        vary.push(v);
-    }
+    let vary = parse_vary(request)?;
     let context = Context {
         path: request.plan.clone(),
         text,
@@ -146,15 +136,8 @@ pub fn simulate(
     };
     let started = Instant::now();
     let (current, gate_lines) = context.simulated_with_lines(&[], Stage::Current, stop)?;
-    // Checked before any budget is spent: every key must make a plan at both ends.
-    for v in &vary {
-        for level in v.levels(2) {
-            context.plan_of(&[KeyValue {
-                key: v.name(),
-                value: level.text,
-            }])?;
-        }
-    }
+    // Checked before any budget is spent.
+    context.check_ends(&vary)?;
     let budget = request.budget;
     let mut ran = 0;
     let searched = search::search(&vary, budget, |levels, stage| {
@@ -220,7 +203,36 @@ pub fn simulate(
     Ok(tuned)
 }
 
+/// The `--vary` ranges asked for: at least one, and no key twice.
+fn parse_vary(request: &Request) -> Result<Vec<Vary>, TuneError> {
+    if request.vary.is_empty() {
+        return Err(TuneError::NothingVaried);
+    }
+    let mut vary: Vec<Vary> = Vec::new();
+    for spec in &request.vary {
+        let v = Vary::parse(spec, &request.policy)?;
+        if vary.iter().any(|w| w.key == v.key) {
+            return Err(VaryError::Twice(v.name()).into());
+        }
+        vary.push(v);
+    }
+    Ok(vary)
+}
+
 impl Context {
+    /// Every key of `vary` makes a plan at both ends of its range.
+    fn check_ends(&self, vary: &[Vary]) -> Result<(), TuneError> {
+        for v in vary {
+            for level in v.levels(2) {
+                self.plan_of(&[KeyValue {
+                    key: v.name(),
+                    value: level.text,
+                }])?;
+            }
+        }
+        Ok(())
+    }
+
     /// The plan with `settings` applied to the tuned policy, under the tune's seed, its
     /// `expect` dropped.
     fn plan_of(&self, settings: &[KeyValue]) -> Result<Plan, PlanError> {

@@ -17,7 +17,7 @@ use rand_core::Rng;
 use crate::breaker::{Breaker, BreakerState, Permit};
 use crate::budget::{Budget, Grant, RetryBudget, RunCounts};
 use crate::outcome::{Outcome, Violation};
-use crate::policy::{Policy, RetryAfter};
+use crate::policy::{Policy, PolicyConfig, RetryAfter};
 use crate::request::{Attempt, Request};
 
 mod action;
@@ -77,6 +77,21 @@ struct Allowance {
     pending: bool,
 }
 
+impl Allowance {
+    /// Takes in what an answer says the hops below left. They spent the difference, and
+    /// never give back more. An answer that does not say came from a hop that spends none
+    /// (the leaf); when no answer came at all (a timeout, a reset) they may have spent it
+    /// all, and the bound must hold whatever they did.
+    fn hear(&mut self, left_below: Option<u32>, outcome: Outcome) {
+        let answered = matches!(outcome, Outcome::Status(_) | Outcome::Grpc(_));
+        self.left = match (left_below, answered) {
+            (Some(left), _) => self.left.min(left),
+            (None, true) => self.left,
+            (None, false) => 0,
+        };
+    }
+}
+
 impl Session {
     /// The shared retry allowance the next attempt carries below, and the answer upward
     /// reports (`None`: the request does not share one).
@@ -87,6 +102,57 @@ impl Session {
     /// How the last wait was decided, once one was.
     pub fn last_wait(&self) -> Option<Wait> {
         self.wait
+    }
+
+    /// The attempts that count against `max_attempts`: those sent, but for a transparent
+    /// resend.
+    fn counted(&self) -> u32 {
+        self.attempt.get() - self.transparent
+    }
+
+    /// A6's transparent retry: the server never processed the stream, so it is sent
+    /// again at once, once, whatever the method; the budget and the breaker never hear
+    /// of it, and what paid for the attempt pays for its resend.
+    fn resend_transparently(&mut self, now: Duration, outcome: Outcome) -> Action {
+        self.transparent += 1;
+        self.last = Some(outcome);
+        self.pending = self.in_flight.take();
+        self.phase = Phase::Waiting { until: now };
+        Action::Wait { until: now }
+    }
+
+    /// How long to wait before the next retry: the policy's backoff (its jitter drawn
+    /// from `rng`) weighed against the `Retry-After` the answer asked for, if any. The
+    /// decision is kept for [`Session::last_wait`].
+    fn decide_wait<R: Rng + ?Sized>(
+        &mut self,
+        config: &PolicyConfig,
+        asked: Option<Duration>,
+        rng: &mut R,
+    ) -> Duration {
+        let retry = self.counted();
+        let range = config.backoff.range(retry, self.previous_delay);
+        let backoff = config.backoff.delay(retry, self.previous_delay, rng);
+        self.previous_delay = Some(backoff);
+        let (delay, used) = match (config.retry_after, asked) {
+            (_, None) => (backoff, RetryAfterUse::NotAsked),
+            (RetryAfter::Ignore, Some(_)) => (backoff, RetryAfterUse::Ignored),
+            (RetryAfter::Honor { max }, Some(asked)) if asked > max => (max, RetryAfterUse::Capped),
+            (RetryAfter::Honor { .. }, Some(asked)) => (asked, RetryAfterUse::Honored),
+            (RetryAfter::Clamp { max_extra }, Some(asked)) => (
+                asked.clamp(backoff, backoff + max_extra),
+                RetryAfterUse::Clamped,
+            ),
+        };
+        self.wait = Some(Wait {
+            retry,
+            range,
+            backoff,
+            asked,
+            retry_after: used,
+            delay,
+        });
+        delay
     }
 
     /// The invariants the attempt just sent breaks, if it is a retry: shells call this on
@@ -229,16 +295,7 @@ impl Client {
             allowance_left,
         } = reply;
         if let Some(shared) = &mut session.shared {
-            // The hops below spent the difference, and never give back more. An answer
-            // that does not say came from a hop that spends none (the leaf); when no
-            // answer came at all (a timeout, a reset) they may have spent it all, and the
-            // bound must hold whatever they did.
-            let answered = matches!(outcome, Outcome::Status(_) | Outcome::Grpc(_));
-            shared.left = match (allowance_left, answered) {
-                (Some(left), _) => shared.left.min(left),
-                (None, true) => shared.left,
-                (None, false) => 0,
-            };
+            shared.hear(allowance_left, outcome);
         }
         debug_assert_eq!(
             session.phase,
@@ -250,17 +307,31 @@ impl Client {
         }
         let now = self.tick(now);
         if outcome.is_unprocessed() && session.transparent == 0 {
-            // A6's transparent retry: the server never processed the stream, so it is sent
-            // again at once, once, whatever the method; the budget and the breaker never
-            // hear of it, and what paid for the attempt pays for its resend.
-            session.transparent += 1;
-            session.last = Some(outcome);
-            session.pending = session.in_flight.take();
-            session.phase = Phase::Waiting { until: now };
-            return Action::Wait { until: now };
+            return session.resend_transparently(now, outcome);
         }
-        let config = self.policy.config();
-        let retryable = config.retry_on.matches(outcome);
+        let retryable = self.record(session, now, outcome);
+        if outcome.is_success() {
+            return self.finish(session, now, None);
+        }
+        if let Some(reason) = self.refusal(session, outcome, retryable, no_retry, stop) {
+            return self.finish(session, now, Some(reason));
+        }
+        let delay = session.decide_wait(self.policy.config(), retry_after, rng);
+        let until = now + delay;
+        if session.deadline.is_some_and(|deadline| until >= deadline) {
+            return self.finish(session, now, Some(GiveUp::Deadline));
+        }
+        if let Some(reason) = self.pay_for_retry(session, now, outcome) {
+            return self.finish(session, now, Some(reason));
+        }
+        session.phase = Phase::Waiting { until };
+        Action::Wait { until }
+    }
+
+    /// Tells the budget and the breaker how the attempt in flight ended, and whether the
+    /// policy retries its outcome.
+    fn record(&mut self, session: &mut Session, now: Duration, outcome: Outcome) -> bool {
+        let retryable = self.policy.config().retry_on.matches(outcome);
         if let Some(budget) = &mut self.budget {
             budget.on_attempt(now, outcome, retryable, session.in_flight.take());
         }
@@ -268,71 +339,63 @@ impl Client {
             breaker.record(now, outcome, permit);
         }
         session.last = Some(outcome);
+        retryable
+    }
 
-        if outcome.is_success() {
-            return self.finish(session, now, None);
-        }
+    /// Why a failed attempt may not be retried, if the policy or the answer forbids it,
+    /// checked in the order the verdict names them.
+    fn refusal(
+        &self,
+        session: &Session,
+        outcome: Outcome,
+        retryable: bool,
+        no_retry: bool,
+        stop: bool,
+    ) -> Option<GiveUp> {
+        let config = self.policy.config();
         if !retryable {
-            return self.finish(session, now, Some(GiveUp::Permanent));
+            return Some(GiveUp::Permanent);
         }
         if no_retry && config.honor_no_retry {
-            return self.finish(session, now, Some(GiveUp::NoRetry));
+            return Some(GiveUp::NoRetry);
         }
         if stop && config.retry_after != RetryAfter::Ignore {
-            return self.finish(session, now, Some(GiveUp::NoRetry));
+            return Some(GiveUp::NoRetry);
         }
         if !session.request.is_idempotent()
             && !outcome.proves_unsent()
             && !config.retry_non_idempotent
         {
-            return self.finish(session, now, Some(GiveUp::NonIdempotent));
+            return Some(GiveUp::NonIdempotent);
         }
-        let counted = session.attempt.get() - session.transparent;
-        if counted >= config.max_attempts {
-            return self.finish(session, now, Some(GiveUp::MaxAttempts));
+        if session.counted() >= config.max_attempts {
+            return Some(GiveUp::MaxAttempts);
         }
+        None
+    }
 
-        let retry = counted;
-        let range = config.backoff.range(retry, session.previous_delay);
-        let backoff = config.backoff.delay(retry, session.previous_delay, rng);
-        session.previous_delay = Some(backoff);
-        let (delay, used) = match (config.retry_after, retry_after) {
-            (_, None) => (backoff, RetryAfterUse::NotAsked),
-            (RetryAfter::Ignore, Some(_)) => (backoff, RetryAfterUse::Ignored),
-            (RetryAfter::Honor { max }, Some(asked)) if asked > max => (max, RetryAfterUse::Capped),
-            (RetryAfter::Honor { .. }, Some(asked)) => (asked, RetryAfterUse::Honored),
-            (RetryAfter::Clamp { max_extra }, Some(asked)) => (
-                asked.clamp(backoff, backoff + max_extra),
-                RetryAfterUse::Clamped,
-            ),
-        };
-        session.wait = Some(Wait {
-            retry,
-            range,
-            backoff,
-            asked: retry_after,
-            retry_after: used,
-            delay,
-        });
-        let until = now + delay;
-        if session.deadline.is_some_and(|deadline| until >= deadline) {
-            return self.finish(session, now, Some(GiveUp::Deadline));
-        }
+    /// Pays for the retry decided: from the chain's shared allowance when the request
+    /// carries one (whichever hop retries, the one budget pays), else from this client's
+    /// budget; or why it cannot be paid for.
+    fn pay_for_retry(
+        &mut self,
+        session: &mut Session,
+        now: Duration,
+        outcome: Outcome,
+    ) -> Option<GiveUp> {
         if let Some(shared) = &mut session.shared {
-            // The chain's one budget pays, whichever hop retries.
             if shared.left == 0 {
-                return self.finish(session, now, Some(GiveUp::BudgetExhausted));
+                return Some(GiveUp::BudgetExhausted);
             }
             shared.left -= 1;
             shared.pending = true;
         } else if let Some(budget) = &mut self.budget {
             match budget.try_withdraw(now, outcome) {
                 Some(grant) => session.pending = Some(grant),
-                None => return self.finish(session, now, Some(GiveUp::BudgetExhausted)),
+                None => return Some(GiveUp::BudgetExhausted),
             }
         }
-        session.phase = Phase::Waiting { until };
-        Action::Wait { until }
+        None
     }
 
     /// The wait asked for has passed: send the retry, or give up if the deadline or the
