@@ -137,3 +137,10 @@ export plan *flags:
 # The simulator's speed (logical requests per second of wall time) and memory.
 bench-sim:
     bash bench/sim.sh
+
+# This build against another one (OLD=its target/release), rounds alternating: the
+# simulator's wall time, the harness's and the fault-server's CPU at a fixed rate;
+# medians and new/old ratios (bench/compare.sh).
+bench-compare:
+    cargo build --release --locked -p harness -p fault-server
+    bash bench/compare.sh
