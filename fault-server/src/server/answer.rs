@@ -76,16 +76,7 @@ fn digits(n: u64) -> usize {
 
 fn push_number(out: &mut String, n: u64) {
     let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    let mut n = n;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+    let at = crate::wire::decimal(&mut buf, n);
     out.extend(buf[at..].iter().map(|&d| char::from(d)));
 }
 

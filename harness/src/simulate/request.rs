@@ -114,21 +114,13 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
     )
 }
 
-pub(super) fn itoa_buf() -> [u8; 10] {
-    [0; 10]
+pub(super) fn itoa_buf() -> [u8; 20] {
+    [0; 20]
 }
 
-/// `n` in decimal, in `buf`.
-pub(super) fn format_u32(buf: &mut [u8; 10], mut n: u32) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
+/// `n` in decimal, in `buf` ([`wire::decimal`]).
+pub(super) fn format_u32(buf: &mut [u8; 20], n: u32) -> &str {
+    let i = wire::decimal(buf, u64::from(n));
     std::str::from_utf8(&buf[i..]).expect("ASCII digits")
 }
 
