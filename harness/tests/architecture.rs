@@ -11,6 +11,10 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
+mod source;
+
+use source::{code_only, is_ident};
+
 /// The modules that do IO (sockets, the real clock, the OS) or drive those that do: the
 /// simulator is pure and reaches none of them.
 const LIVE: [&str; 9] = [
@@ -144,101 +148,6 @@ fn child_dir(file: &Path) -> PathBuf {
         Some("mod" | "lib" | "main") | None => dir.to_owned(),
         Some(stem) => dir.join(stem),
     }
-}
-
-fn is_ident(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-/// The text with comments and the contents of string and character literals blanked
-/// (newlines kept), so only code is left to read.
-fn code_only(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = b.to_vec();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for c in &mut out[from..to] {
-            if *c != b'\n' {
-                *c = b' ';
-            }
-        }
-    };
-    let mut i = 0;
-    while i < b.len() {
-        let after_ident = i > 0 && is_ident(b[i - 1]);
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                let end = b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |n| i + n);
-                blank(&mut out, i, end);
-                i = end;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let (mut depth, mut j) = (0, i);
-                while j < b.len() {
-                    if b[j..].starts_with(b"/*") {
-                        depth += 1;
-                        j += 2;
-                    } else if b[j..].starts_with(b"*/") {
-                        depth -= 1;
-                        j += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        j += 1;
-                    }
-                }
-                blank(&mut out, i, j);
-                i = j;
-            }
-            b'"' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                blank(&mut out, i + 1, j.min(b.len()));
-                i = j + 1;
-            }
-            // A raw string, r"..." or r#"..."# (br too); not the end of an identifier.
-            b'r' if !after_ident || (b[i - 1] == b'b' && !(i > 1 && is_ident(b[i - 2]))) => {
-                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-                if b.get(i + 1 + hashes) != Some(&b'"') {
-                    i += 1;
-                    continue;
-                }
-                let start = i + 2 + hashes;
-                let mut close = vec![b'"'];
-                close.extend(std::iter::repeat_n(b'#', hashes));
-                let end = b[start..]
-                    .windows(close.len())
-                    .position(|w| w == close.as_slice())
-                    .map_or(b.len(), |n| start + n);
-                blank(&mut out, start, end);
-                i = end + close.len();
-            }
-            // A character literal ('x', '\n', '∞'), not a lifetime ('a).
-            b'\'' => {
-                let rest = &text[i + 1..];
-                let end = if rest.starts_with('\\') {
-                    rest[2..].find('\'').map(|n| i + 3 + n)
-                } else {
-                    let c = rest.chars().next().map_or(0, char::len_utf8);
-                    (rest.as_bytes().get(c) == Some(&b'\'')).then_some(i + 1 + c)
-                };
-                match end {
-                    Some(end) => {
-                        blank(&mut out, i + 1, end);
-                        i = end + 1;
-                    }
-                    None => i += 1,
-                }
-            }
-            _ => i += 1,
-        }
-    }
-    String::from_utf8(out).expect("only ASCII bytes were written over whole characters")
 }
 
 /// The code with every `#[cfg(test)]` item blanked, and the names of the `mod name;`
