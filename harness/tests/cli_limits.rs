@@ -348,38 +348,39 @@ fn a_plan_runs_at_most_64_policies() {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// The peak resident memory (the kernel's VmHWM, in MB) that `harness COMMAND` says on
+/// stderr once it ran a plan of `n` policies (`dir` keeps the plans and the reports).
+fn peak_memory(dir: &std::path::Path, command: &str, n: usize) -> f64 {
+    let policies: String = (0..n)
+        .map(|i| format!("  - {{ name: p{i}, max_attempts: 3 }}\n"))
+        .collect();
+    let plan = write_plan(
+        dir,
+        &format!("many-{n}.yaml"),
+        &format!("name: many-{n}\n{BASE}policies:\n{policies}"),
+    );
+    let out = harness()
+        .current_dir(dir)
+        .arg(command)
+        .arg(plan)
+        .output()
+        .expect("run harness");
+    assert_eq!(out.status.code(), Some(0), "{n}: {}", stderr(&out));
+    let said = stderr(&out);
+    said.split("peak memory ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|mb| mb.parse().ok())
+        .unwrap_or_else(|| panic!("no peak memory said: {said}"))
+}
+
 #[test]
 fn a_policy_that_has_run_holds_no_histograms_while_the_next_ones_run() {
     let dir = scratch("many-policies");
-    let plan = |n: usize| {
-        let policies: String = (0..n)
-            .map(|i| format!("  - {{ name: p{i}, max_attempts: 3 }}\n"))
-            .collect();
-        write_plan(
-            &dir,
-            &format!("many-{n}.yaml"),
-            &format!("name: many-{n}\n{BASE}policies:\n{policies}"),
-        )
-    };
-    // `simulate` says its peak resident memory (the kernel's VmHWM) on its last line.
-    let peak = |n: usize| {
-        let out = harness()
-            .current_dir(&dir)
-            .arg("simulate")
-            .arg(plan(n))
-            .output()
-            .expect("run harness");
-        assert_eq!(out.status.code(), Some(0), "{n}: {}", stderr(&out));
-        let said = stderr(&out);
-        let mb: f64 = said
-            .split("; peak memory ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|mb| mb.parse().ok())
-            .unwrap_or_else(|| panic!("no peak memory said: {said}"));
-        mb
-    };
-    let (one, many) = (peak(1), peak(64));
+    let (one, many) = (
+        peak_memory(&dir, "simulate", 1),
+        peak_memory(&dir, "simulate", 64),
+    );
     // Each policy's recorder holds four histograms of ~190 KB each: kept to the end, 64
     // policies took 52 MB more than one did (74.7 MB against 22.8 MB, debug build).
     assert!(
@@ -390,37 +391,12 @@ fn a_policy_that_has_run_holds_no_histograms_while_the_next_ones_run() {
 
 #[test]
 fn a_live_policy_that_has_run_holds_no_recorder_while_the_next_ones_run() {
-    let dir = scratch("many-live-policies");
     // A low rate: the recorders are the same size (~790 KB) whatever they count.
-    let plan = |n: usize| {
-        let policies: String = (0..n)
-            .map(|i| format!("  - {{ name: p{i}, max_attempts: 3 }}\n"))
-            .collect();
-        write_plan(
-            &dir,
-            &format!("many-{n}.yaml"),
-            &format!("name: many-{n}\n{BASE}policies:\n{policies}"),
-        )
-    };
-    // `chaos` says its peak resident memory (the kernel's VmHWM) once the run is over.
-    let peak = |n: usize| {
-        let out = harness()
-            .current_dir(&dir)
-            .arg("chaos")
-            .arg(plan(n))
-            .output()
-            .expect("run harness");
-        assert_eq!(out.status.code(), Some(0), "{n}: {}", stderr(&out));
-        let said = stderr(&out);
-        let mb: f64 = said
-            .split("peak memory ")
-            .nth(1)
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|mb| mb.parse().ok())
-            .unwrap_or_else(|| panic!("no peak memory said: {said}"));
-        mb
-    };
-    let (one, many) = (peak(1), peak(24));
+    let dir = scratch("many-live-policies");
+    let (one, many) = (
+        peak_memory(&dir, "chaos", 1),
+        peak_memory(&dir, "chaos", 24),
+    );
     // Each policy's recorder holds four histograms of ~190 KB each: kept to the end of the
     // run, 24 policies peaked at 73.3 MB against 51.3 MB for one (debug build).
     assert!(
