@@ -345,17 +345,9 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
         };
         let headers = &answering.head.headers;
         let status = answering.head.status.as_u16();
-        let retry_after = headers
-            .get(RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(wire::retry_after);
+        let http = status_reply(status, headers);
         let duplicated = headers.contains_key(DUPLICATE);
         duplicate.store(duplicated, Ordering::Relaxed);
-        let no_retry = headers.contains_key(NO_RETRY);
-        let allowance_left = headers
-            .get(RETRY_ALLOWANCE_LEFT)
-            .and_then(|v| v.to_str().ok())
-            .and_then(wire::parse_allowance);
         // A Trailers-Only answer's status is in its headers, and its trailers are none.
         let head_status = spec.kind.grpc.then(|| GrpcStatus::of(headers)).flatten();
         match answering.finish().await {
@@ -366,9 +358,8 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                         reply: Reply {
                             outcome: Outcome::Grpc(grpc.code),
                             retry_after: grpc.pushback.flatten(),
-                            no_retry,
                             stop: grpc.pushback == Some(None),
-                            allowance_left,
+                            ..http
                         },
                         duplicate: duplicated,
                     },
@@ -376,13 +367,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                     // reads by its status (gRPC's http-grpc-status-mapping), or a 200
                     // without one, UNKNOWN.
                     None if status != 200 => Answer {
-                        reply: Reply {
-                            outcome: Outcome::Status(status),
-                            retry_after,
-                            no_retry,
-                            stop: false,
-                            allowance_left,
-                        },
+                        reply: http,
                         duplicate: duplicated,
                     },
                     None => Answer {
@@ -392,13 +377,7 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
                 }
             }
             Ok(_) => Answer {
-                reply: Reply {
-                    outcome: Outcome::Status(status),
-                    retry_after,
-                    no_retry,
-                    stop: false,
-                    allowance_left,
-                },
+                reply: http,
                 duplicate: duplicated,
             },
             // The status line and headers came; the body did not, in full.
@@ -419,6 +398,20 @@ pub async fn send(pool: &Pool, spec: AttemptSpec<'_>) -> Answer {
         },
         // Still waiting for a connection: nothing of it was written.
         Err(_) => Answer::of(Outcome::ConnectTimeout),
+    }
+}
+
+/// What an HTTP answer's status line and headers tell the policy: its `Retry-After`, a
+/// tier's `x-chaos-no-retry`, and what a shared allowance has left
+/// (`x-chaos-retry-allowance-left`). The engine and the relay read answers by it.
+pub fn status_reply(status: u16, headers: &HeaderMap) -> Reply {
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    Reply {
+        outcome: Outcome::Status(status),
+        retry_after: text(&RETRY_AFTER).and_then(wire::retry_after),
+        no_retry: headers.contains_key(NO_RETRY),
+        stop: false,
+        allowance_left: text(&RETRY_ALLOWANCE_LEFT).and_then(wire::parse_allowance),
     }
 }
 

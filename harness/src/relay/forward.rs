@@ -5,17 +5,15 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use axum::http::header::RETRY_AFTER;
 use bytes::BytesMut;
 use chaos_policy::{Outcome, Reply};
 
 use fault_server::wire::{
-    self, ATTEMPT, DEADLINE_MS, NO_RETRY, RETRY_ALLOWANCE, RETRY_ALLOWANCE_LEFT, TRACEPARENT,
-    UPSTREAM_ATTEMPTS,
+    self, ATTEMPT, DEADLINE_MS, RETRY_ALLOWANCE, TRACEPARENT, UPSTREAM_ATTEMPTS,
 };
 
 use super::{MAX_ANSWER, Shared};
-use crate::attempt::classify;
+use crate::attempt::{classify, status_reply};
 
 /// What the next hop answered: what it tells the tier's policy, and the headers and body
 /// the tier passes upstream if it passes the answer on.
@@ -107,11 +105,7 @@ pub(super) async fn forward(
     }
     match request.send().await {
         Ok(response) => {
-            let status = response.status().as_u16();
-            let text = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok());
-            let retry_after = text(RETRY_AFTER.as_str()).and_then(wire::retry_after);
-            let no_retry = response.headers().contains_key(NO_RETRY);
-            let allowance_left = text(RETRY_ALLOWANCE_LEFT).and_then(wire::parse_allowance);
+            let reply = status_reply(response.status().as_u16(), response.headers());
             let mut headers = HeaderMap::new();
             for (name, value) in response.headers() {
                 if !hop_by_hop(name.as_str()) {
@@ -120,13 +114,7 @@ pub(super) async fn forward(
             }
             match read_capped(shared, response).await {
                 Ok(body) => Forwarded {
-                    reply: Reply {
-                        outcome: Outcome::Status(status),
-                        retry_after,
-                        no_retry,
-                        stop: false,
-                        allowance_left,
-                    },
+                    reply,
                     headers,
                     body,
                 },
