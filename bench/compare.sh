@@ -48,14 +48,7 @@ load:
 policies: [ { name: no-retry, max_attempts: 1 } ]
 PLAN
 
-wait_for_port() {
-    for _ in $(seq 1 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "nothing listens on 127.0.0.1:$1" >&2
-    return 1
-}
+. bench/lib.sh
 # CPU seconds (user + system) a process has used so far.
 cpu_of_pid() {
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"

@@ -77,14 +77,7 @@ cleanup() {
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
-wait_for_port() {
-    for _ in $(seq 1 200); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.05
-    done
-    echo "nothing listens on 127.0.0.1:$1" >&2
-    return 1
-}
+. bench/lib.sh
 "$TARGET_DIR/release/fault-server" --listen "127.0.0.1:$PORT" 2>/dev/null &
 SERVER_PID=$!
 PIDS+=("$SERVER_PID")

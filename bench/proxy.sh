@@ -104,15 +104,7 @@ EOF
     echo "$WORK/$name/nginx.conf"
 }
 
-wait_for_port() {
-    local port=$1
-    for _ in $(seq 1 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    echo "nothing listens on 127.0.0.1:$port" >&2
-    return 1
-}
+. bench/lib.sh
 
 UPSTREAM_CONF=$(nginx_conf upstream "listen 127.0.0.1:$UPSTREAM_PORT; location / { return 200 \"ok\\n\"; }")
 PROXY_CONF=$(nginx_conf proxy "listen 127.0.0.1:$NGINX_PORT;

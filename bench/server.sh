@@ -59,15 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for_port() {
-    local port=$1
-    for _ in $(seq 1 200); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-        sleep 0.05
-    done
-    echo "nothing listens on 127.0.0.1:$port" >&2
-    return 1
-}
+. bench/lib.sh
 
 "$TARGET_DIR/release/fault-server" --listen "127.0.0.1:$FAULT_PORT" 2>/dev/null &
 PIDS+=($!)
