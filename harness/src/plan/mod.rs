@@ -18,6 +18,7 @@ mod locate;
 mod merge;
 mod model;
 mod policy;
+pub mod proxy;
 mod recover;
 pub mod resolved;
 pub mod schema;
