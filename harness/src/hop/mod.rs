@@ -27,6 +27,7 @@ use rand_core::{Rng, SeedableRng};
 
 mod answer;
 mod counts;
+pub mod proxy;
 
 pub use answer::Upward;
 pub use counts::{HopCounts, HopViolations};

@@ -149,9 +149,11 @@ pub enum NextPeer {
     Another,
     /// HAProxy without `option redispatch`: the same server, every time.
     Same,
-    /// HAProxy `option redispatch N`: every `N`th retry goes to another server (the
-    /// balancer's next), the others stay (N = 1: every retry).
-    Redispatch { every: u32 },
+    /// HAProxy `option redispatch [interval]`: a positive interval P sends every Pth retry
+    /// to another server (the balancer's next, never the one just tried); a negative one
+    /// -N, the Nth retry before the last (the default, -1: the last retry only). The other
+    /// retries stay on the same server.
+    Redispatch { interval: i32 },
 }
 
 /// What a proxy tier does with a request: everything its config says about retries,
