@@ -397,6 +397,9 @@ pub struct TierPolicy {
     /// `same`, `none` or `own`: how the plan set it.
     pub kind: TierKind,
     pub policy: Policy,
+    /// A proxy tier (nginx, HAProxy): its imported model and the binary a live run
+    /// starts; its config, not `policy`, decides its retries.
+    pub proxy: Option<std::sync::Arc<super::proxy::ProxyTier>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -255,6 +255,7 @@ fn tier_policies(
             tier: tier.clone(),
             kind,
             policy,
+            proxy: None,
         });
     }
     Ok((out, warnings, sources))

@@ -26,6 +26,9 @@ pub struct PolicyOutcome<'a> {
     pub ledger: Option<LedgerSnapshot>,
     /// What each relay tier counted, outermost first (empty without tiers).
     pub tiers: Vec<HopCounts>,
+    /// What each proxy tier counted besides, in the same order (`None`: a relay tier, or
+    /// a real proxy, counted from the next hop's ledger alone).
+    pub proxies: Vec<Option<crate::hop::proxy::ProxyCounts>>,
 }
 
 pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
@@ -76,10 +79,17 @@ fn tier_reports(
             };
             TierReport {
                 name: set.map_or_else(|| format!("tier{i}"), |s| s.tier.clone()),
-                policy: set.map_or_else(String::new, |s| match s.kind {
-                    TierKind::None => "none (forward once)".to_owned(),
-                    TierKind::Same => format!("same: {}", describe_policy(&s.policy)),
-                    TierKind::Own => describe_policy(&s.policy),
+                policy: set.map_or_else(String::new, |s| match (&s.proxy, s.kind) {
+                    (Some(p), _) => format!(
+                        "{} ({}, {}, {} peers)",
+                        p.model.kind.name(),
+                        p.file.display(),
+                        p.block,
+                        p.model.peers.len()
+                    ),
+                    (None, TierKind::None) => "none (forward once)".to_owned(),
+                    (None, TierKind::Same) => format!("same: {}", describe_policy(&s.policy)),
+                    (None, TierKind::Own) => describe_policy(&s.policy),
                 }),
                 received: t.received,
                 logical: t.logical,
@@ -111,6 +121,7 @@ fn tier_reports(
                 .filter(|(_, ids)| !ids.is_empty())
                 .map(|(name, ids)| (name.to_owned(), ids.clone()))
                 .collect(),
+                proxy: None,
             }
         })
         .collect()
@@ -206,10 +217,16 @@ pub fn policy_report(plan: &Plan, mode: Mode, outcome: PolicyOutcome<'_>) -> Pol
         run,
         ledger,
         tiers,
+        proxies,
     } = outcome;
     let r: &Recorder = &run.recorder;
     let ledger = ledger.map(|l| own_share(l, &policy.name));
-    let tier_reports = tier_reports(policy, r, &tiers, ledger.as_ref().map(|l| l.attempts));
+    let mut tier_reports = tier_reports(policy, r, &tiers, ledger.as_ref().map(|l| l.attempts));
+    for ((report, set), counts) in tier_reports.iter_mut().zip(&policy.tiers).zip(&proxies) {
+        if let (Some(proxy), Some(counts)) = (&set.proxy, counts) {
+            report.proxy = Some(super::proxy::report(proxy, counts));
+        }
+    }
     let ledger_view = ledger
         .as_ref()
         .map(|l| ledger_view(l, r, &tiers, &tier_reports));

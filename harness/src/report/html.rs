@@ -258,6 +258,9 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seco
     };
     out.push_str("<p>Call chain, hop by hop (amplification: attempts per logical request of the client):</p>");
     out.push_str(&table.html());
+    for table in tables::proxies(p) {
+        out.push_str(&table.html());
+    }
     let palette = [
         "#111", "#2c7be5", "#e67e22", "#27ae60", "#8e44ad", "#c0392b",
     ];

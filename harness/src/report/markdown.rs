@@ -208,6 +208,9 @@ fn chain_table(out: &mut String, p: &PolicyReport) {
         "Call chain, hop by hop (amplification: attempts per logical request of the client):\n"
     );
     let _ = writeln!(out, "{}", table.markdown());
+    for table in tables::proxies(p) {
+        let _ = writeln!(out, "{}", table.markdown());
+    }
 }
 
 /// The client's counts, its amplification and its recovery.

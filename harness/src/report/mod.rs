@@ -11,6 +11,7 @@ mod html;
 mod junit;
 mod markdown;
 mod model;
+mod proxy;
 mod rank;
 mod sentences;
 pub(crate) mod table;

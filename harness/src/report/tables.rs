@@ -218,6 +218,15 @@ pub(super) fn chain(p: &PolicyReport) -> Option<Table> {
     Some(table)
 }
 
+/// Each proxy tier's peers and the causes of its retries.
+pub(super) fn proxies(p: &PolicyReport) -> impl Iterator<Item = Table> + '_ {
+    p.tiers.iter().filter_map(|t| {
+        t.proxy
+            .as_ref()
+            .map(|proxy| super::proxy::table(&t.name, proxy))
+    })
+}
+
 /// The client's counts, its amplification and its recovery.
 pub(super) fn counts(p: &PolicyReport) -> Table {
     let mut table = Table::new(["count", "value"]);

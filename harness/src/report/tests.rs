@@ -270,6 +270,7 @@ fn server_amplification_is_the_ledgers_own_ratio() {
         },
         ledger: Some(ledger),
         tiers: Vec::new(),
+        proxies: Vec::new(),
     };
     let report = build(
         &plan,

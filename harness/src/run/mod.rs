@@ -422,6 +422,7 @@ async fn run_policy<'a>(
             run,
             ledger,
             tiers,
+            proxies: Vec::new(),
         },
         error,
     })

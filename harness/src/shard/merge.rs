@@ -138,6 +138,7 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
                 run,
                 ledger,
                 tiers,
+                proxies: Vec::new(),
             },
         ));
     }

@@ -13,8 +13,10 @@
 //! requests in flight (and the ledger, bounded as live), not the run's length.
 
 mod bound;
+mod hops;
 mod lazy;
 mod network;
+mod proxy;
 mod queue;
 mod request;
 mod server;
@@ -146,6 +148,7 @@ pub fn simulate_draft(
             events,
             peak_pending,
             tiers,
+            proxies,
         } = run_arrivals(
             plan,
             policy,
@@ -167,6 +170,7 @@ pub fn simulate_draft(
                 run,
                 ledger: Some(ledger),
                 tiers,
+                proxies,
             },
         ));
         if aborted || error.is_some() {

@@ -41,6 +41,9 @@ pub(super) struct Sent {
     pub(super) deadline: Option<Duration>,
     /// `x-chaos-retry-allowance`: what the hops below may spend of a shared budget.
     pub(super) allowance: Option<u32>,
+    /// The peer of the next hop it goes to (1: the first; only a proxy spreads over
+    /// several).
+    pub(super) peer: u32,
     /// When the sender's attempt timeout fires, if the hop that receives it must schedule
     /// that (see [`Queue::answered_at`]).
     pub(super) expires: Option<Duration>,

@@ -205,6 +205,7 @@ impl<'a> Tier<'a> {
                         n: r.n,
                         attempt,
                         chain: Some(r.request.chain().into()),
+                        peer: 1,
                         deadline: timeout.map(fault_server::wire::deadline_sent),
                         allowance: r.request.allowance(),
                         expires,

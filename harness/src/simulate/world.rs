@@ -24,11 +24,11 @@ use fault_server::script::Script;
 use tokio_util::sync::CancellationToken;
 
 use super::bound::{Bound, Cut};
+use super::hops::Hop;
 use super::lazy::LazyRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::server::Server;
-use super::tier::Tier;
 use crate::logical::{ConnectionWait, LogicalRequest};
 use crate::plan::{NamedPolicy, Plan};
 use crate::schedule::{Arrival, Schedule, request_rng_seed};
@@ -59,6 +59,8 @@ pub struct Simulated {
     pub peak_pending: usize,
     /// What each relay tier counted, outermost first.
     pub tiers: Vec<crate::hop::HopCounts>,
+    /// What each proxy tier counted besides, in the same order (`None`: a relay tier).
+    pub proxies: Vec<Option<crate::hop::proxy::ProxyCounts>>,
 }
 
 struct World<'a> {
@@ -76,7 +78,7 @@ struct World<'a> {
     events: u64,
     id: String,
     /// The plan's relay tiers, outermost first.
-    tiers: Vec<Tier<'a>>,
+    tiers: Vec<Hop<'a>>,
     connections: Option<Connections>,
     bound: Bound<'a>,
     /// Why the run stopped before its end, if it did.
@@ -155,21 +157,7 @@ pub fn run_arrivals(
         next_sample: Duration::from_secs(1) - SAMPLE_EARLY,
         events: 0,
         id: String::new(),
-        tiers: policy
-            .tiers
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                Tier::new(
-                    u32::try_from(i).unwrap_or(u32::MAX),
-                    &t.policy,
-                    crate::plan::tier_script(plan, &t.tier),
-                    plan.seed,
-                    &policy.name,
-                    &plan.load.requests,
-                )
-            })
-            .collect(),
+        tiers: super::hops::of(plan, policy),
         connections: plan.load.connection_cap().map(|max| Connections {
             max,
             busy: 0,
@@ -211,6 +199,11 @@ pub fn run_arrivals(
         events: world.events,
         peak_pending,
         tiers: world.tiers.iter().map(|t| t.counts().clone()).collect(),
+        proxies: world
+            .tiers
+            .iter()
+            .map(|t| t.proxy_counts().cloned())
+            .collect(),
     }
 }
 
@@ -321,7 +314,7 @@ impl World<'_> {
                 let (reply, expires) = (sent.reply, sent.expires);
                 queue.clear_answered();
                 match self.tiers.get_mut(sent.to as usize) {
-                    Some(tier) => tier.receive(now, sent, queue, net),
+                    Some(tier) => tier.receive(now, sent, queue, net, &self.plan.load.requests),
                     None => self.server.receive(now, sent, queue, net),
                 }
                 // The sender's timeout matters only if no answer is on its way in time.
@@ -476,6 +469,7 @@ impl World<'_> {
                 n: arrival.n,
                 attempt,
                 chain: None,
+                peer: 1,
                 deadline,
                 allowance: self.running[step.slot as usize]
                     .as_ref()
@@ -591,7 +585,7 @@ pub(super) fn expiry(
 }
 
 /// The tier an event is for, if it is not for the load generator.
-fn tier_of<'t, 'a>(tiers: &'t mut [Tier<'a>], to: Step) -> Option<&'t mut Tier<'a>> {
+fn tier_of<'t, 'a>(tiers: &'t mut [Hop<'a>], to: Step) -> Option<&'t mut Hop<'a>> {
     let index = usize::try_from(to.hop.checked_sub(1)?).ok()?;
     tiers.get_mut(index)
 }
