@@ -221,15 +221,14 @@ impl Proxy {
             self.counts.hop.no_retry_received += 1;
         }
         let failure = failure_of(reply.outcome);
-        let counts_as_failed = failure.is_some_and(|f| self.fails(f));
+        let retry =
+            failure.filter(|f| self.model.retry_on.covers(*f) && self.may_retry(r, now, *f));
+        let counts_as_failed = failure.is_some_and(|f| self.fails(f, retry.is_some()));
         self.free(r.peer, now, counts_as_failed);
-        let Some(failure) = failure.filter(|f| self.model.retry_on.covers(*f)) else {
+        let Some(failure) = retry else {
             return self.answer(reply, failure);
         };
         r.failure = Some(failure);
-        if !self.may_retry(r, now, failure) {
-            return self.answer(reply, Some(failure));
-        }
         for violation in Violation::of_retry(r.request, reply.outcome) {
             self.counts.hop.violations.add(violation, id);
         }
@@ -247,7 +246,8 @@ impl Proxy {
         self.retry(r, now)
     }
 
-    /// The next try: to the same peer or the balancer's next, or 502 when none is left.
+    /// The next try: to the same peer or the balancer's next; 502 when every other peer
+    /// is out, whatever the last try ended with (nginx's "no live upstreams" mid-request).
     fn retry(&mut self, r: &mut ProxyRequest, now: Duration) -> ProxyStep {
         let peer = if self.stays(r) {
             Some(r.peer)
@@ -257,24 +257,23 @@ impl Proxy {
         };
         match peer {
             Some(peer) => self.send(r, now, peer),
-            None => self.no_live(),
+            None => {
+                self.counts.hop.gave_up += 1;
+                ProxyStep::Answer(Reply::bare(Outcome::Status(BAD_GATEWAY)))
+            }
         }
     }
 
-    /// Whether the retry about to go out stays on the peer just tried.
-    fn stays(&self, r: &ProxyRequest) -> bool {
-        let retry = r.tries; // the retry about to go out is retry number `tries`
+    /// Whether the retry about to go out stays on the peer just tried. HAProxy's
+    /// `option redispatch` under round robin with more than one server moves every retry,
+    /// whatever its interval (measured on 2.6.12: `stream_choose_redispatch`); the
+    /// interval counts only for other balancers, which the importer approximates as round
+    /// robin.
+    fn stays(&self, _r: &ProxyRequest) -> bool {
         match self.model.next_peer {
             NextPeer::Another => false,
             NextPeer::Same => true,
-            NextPeer::Redispatch { interval } if interval > 0 => {
-                !retry.is_multiple_of(interval.unsigned_abs())
-            }
-            NextPeer::Redispatch { interval } => {
-                let retries = self.model.tries.saturating_sub(1);
-                let at = i64::from(retries) + i64::from(interval) + 1;
-                i64::from(retry) != at
-            }
+            NextPeer::Redispatch { .. } => self.peers.len() <= 1,
         }
     }
 
@@ -299,15 +298,16 @@ impl Proxy {
     }
 
     /// Whether a failure counts against the peer's health: nginx counts connection
-    /// failures, lost responses and timeouts always, a status only when it is a retry
-    /// condition, and never a 403 or 404. HAProxy ejects nothing passively.
-    fn fails(&self, failure: Failure) -> bool {
+    /// failures, lost responses and timeouts always, a status only when it made a retry
+    /// (a listed status on the last try is passed on and counts as a success), and never a
+    /// 403 or 404. HAProxy ejects nothing without health checks.
+    fn fails(&self, failure: Failure, retried: bool) -> bool {
         match self.model.kind {
             ProxyKind::Haproxy => false,
             ProxyKind::Nginx => match failure {
                 Failure::Connect | Failure::Lost | Failure::Timeout => true,
                 Failure::Status(403 | 404) => false,
-                Failure::Status(_) => self.model.retry_on.covers(failure),
+                Failure::Status(_) => retried,
             },
         }
     }
@@ -657,13 +657,9 @@ mod tests {
     }
 
     #[test]
-    fn haproxy_redispatches_on_the_last_retry_by_default_and_on_every_one_with_1() {
+    fn haproxy_redispatches_every_retry_under_round_robin_whatever_the_interval() {
         let mut model = haproxy(3);
         model.next_peer = NextPeer::Redispatch { interval: -1 };
-        let mut p = Proxy::new(Arc::new(model.clone()));
-        let (peers, _, _) = drive(&mut p, ms(0), "GET", |_, _| Outcome::Closed);
-        assert_eq!(peers, [0, 0, 0, 1]);
-        model.next_peer = NextPeer::Redispatch { interval: 1 };
         let mut p = Proxy::new(Arc::new(model));
         let (peers, answer, _) = drive(&mut p, ms(0), "GET", |_, _| Outcome::Closed);
         assert_eq!((peers, answer), (vec![0, 1, 2, 1], Outcome::Status(502)));
@@ -681,5 +677,47 @@ mod tests {
             ms(3_004),
             "three turn-arounds of 1 s and four tries of 1 ms"
         );
+    }
+
+    /// The sequences measured on nginx 1.22.1 (docs/stacks.md), peer by peer: retries move
+    /// the same round robin as new requests.
+    #[test]
+    fn the_round_robin_follows_the_sequences_measured_on_nginx() {
+        let never_ejected = || {
+            let mut model = nginx(3);
+            for peer in &mut model.peers {
+                peer.max_fails = 0;
+            }
+            model
+        };
+        let names =
+            |tried: Vec<usize>| -> String { tried.iter().map(|p| ["A", "B", "C"][*p]).collect() };
+        let mut model = never_ejected();
+        model.retry_on.statuses = vec![503];
+        let mut p = Proxy::new(Arc::new(model));
+        let a_fails = |peer: usize, _| match peer {
+            0 => Outcome::Status(503),
+            _ => Outcome::Status(200),
+        };
+        let seen: Vec<String> = (0..7)
+            .map(|i| names(drive(&mut p, ms(i), "GET", a_fails).0))
+            .collect();
+        assert_eq!(seen, ["AB", "C", "B", "C", "AB", "C", "B"]);
+        let mut p = Proxy::new(Arc::new(never_ejected()));
+        let a_b_reset = |peer: usize, _| match peer {
+            2 => Outcome::Status(200),
+            _ => Outcome::Reset(chaos_policy::ResetPhase::AfterWrite),
+        };
+        let seen: Vec<String> = (0..6)
+            .map(|i| names(drive(&mut p, ms(i), "GET", a_b_reset).0))
+            .collect();
+        assert_eq!(seen, ["ABC", "C", "BC", "AC", "BC", "AC"]);
+        let mut model = never_ejected();
+        model.peers[0].weight = 3;
+        let mut p = Proxy::new(Arc::new(model));
+        let seen: String = (0..10)
+            .map(|i| names(drive(&mut p, ms(i), "GET", |_, _| Outcome::Status(200)).0))
+            .collect();
+        assert_eq!(seen, "ABACAABACA");
     }
 }
