@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use super::haproxy_syntax::{Line, Section, duration, sections};
 use super::nginx_syntax::Word;
 use super::{ConfigError, ImportedProxy};
 use crate::plan::proxy::{
@@ -26,25 +27,6 @@ const MAX_TURNAROUND: Duration = Duration::from_secs(1);
 const NO_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// The statuses HAProxy 2.6's `retry-on` accepts; any other code is a config error there.
 const STATUSES: [u16; 10] = [401, 403, 404, 408, 425, 500, 501, 502, 503, 504];
-/// The words a section starts with.
-const SECTIONS: &[&str] = &[
-    "global",
-    "defaults",
-    "frontend",
-    "backend",
-    "listen",
-    "peers",
-    "resolvers",
-    "userlist",
-    "mailers",
-    "program",
-    "http-errors",
-    "ring",
-    "cache",
-    "log-forward",
-    "crt-store",
-    "traces",
-];
 /// Server parameters that take a value, so the value is not read as a parameter.
 const SERVER_VALUES: &[&str] = &[
     "addr",
@@ -86,68 +68,6 @@ const SERVER_VALUES: &[&str] = &[
     "weight",
 ];
 
-/// One directive line: its words, the first at `line`.
-#[derive(Debug, Clone)]
-struct Line {
-    words: Vec<Word>,
-}
-
-impl Line {
-    fn word(&self, i: usize) -> Option<&str> {
-        self.words.get(i).map(|w| w.text.as_str())
-    }
-
-    fn line(&self) -> usize {
-        self.words.first().map_or(0, |w| w.line)
-    }
-
-    fn text(&self) -> String {
-        self.words
-            .iter()
-            .map(|w| w.text.as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    fn error(&self, message: impl Into<String>) -> ConfigError {
-        let (line, column) = self.words.first().map_or((1, 1), |w| (w.line, w.column));
-        ConfigError::at(line, column, message)
-    }
-
-    fn source(&self) -> Source {
-        Source::at(self.text(), self.line())
-    }
-
-    fn is(&self, words: &[&str]) -> bool {
-        words
-            .iter()
-            .enumerate()
-            .all(|(i, w)| self.word(i) == Some(w))
-    }
-}
-
-/// A section: its header line (`backend app`) and its directives.
-#[derive(Debug, Clone)]
-struct Section {
-    header: Line,
-    lines: Vec<Line>,
-}
-
-impl Section {
-    fn kind(&self) -> &str {
-        self.header.word(0).unwrap_or_default()
-    }
-
-    fn name(&self) -> Option<&str> {
-        self.header.word(1)
-    }
-
-    /// The last line that starts with `words`: HAProxy takes the last one said.
-    fn last(&self, words: &[&str]) -> Option<&Line> {
-        self.lines.iter().rev().find(|l| l.is(words))
-    }
-}
-
 /// The model of the backend named `backend`, or of the one backend with servers.
 pub(crate) fn import(text: &str, backend: Option<&str>) -> Result<ImportedProxy, ConfigError> {
     let sections = sections(text)?;
@@ -188,10 +108,13 @@ pub(crate) fn import(text: &str, backend: Option<&str>) -> Result<ImportedProxy,
         Some(l) => duration(value(l, 2)?)?.min(MAX_TURNAROUND),
         None => MAX_TURNAROUND,
     };
-    if let Some(l) = get(&["balance"]) {
-        if !matches!(l.word(1), Some("roundrobin" | "static-rr")) {
-            approximations.push(approximation(l, "servers are chosen by this algorithm: the model takes them in weighted round-robin"));
-        }
+    if let Some(l) = get(&["balance"])
+        && !matches!(l.word(1), Some("roundrobin" | "static-rr"))
+    {
+        approximations.push(approximation(
+            l,
+            "servers are chosen by this algorithm: the model takes them in weighted round-robin",
+        ));
     }
     approximations.extend(unmodelled(chosen, defaults));
     // One warning per reason (every server's `check` is one), at its first line.
@@ -221,75 +144,6 @@ pub(crate) fn import(text: &str, backend: Option<&str>) -> Result<ImportedProxy,
         },
         block: chosen.name().unwrap_or_default().to_owned(),
     })
-}
-
-/// The sections of a config, each line split into words.
-fn sections(text: &str) -> Result<Vec<Section>, ConfigError> {
-    let mut out: Vec<Section> = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = Line {
-            words: words(raw, i + 1)?,
-        };
-        let Some(first) = line.word(0) else { continue };
-        if SECTIONS.contains(&first) {
-            out.push(Section {
-                header: line,
-                lines: Vec::new(),
-            });
-        } else if let Some(section) = out.last_mut() {
-            section.lines.push(line);
-        } else {
-            return Err(line.error(format!("`{first}` is outside any section")).hint("a directive belongs to a section: `global`, `defaults`, `frontend`, `backend` or `listen`"));
-        }
-    }
-    Ok(out)
-}
-
-/// The words of one line: split on spaces, quotes and `\` escapes kept together, a `#`
-/// outside quotes ending the line.
-fn words(raw: &str, line: usize) -> Result<Vec<Word>, ConfigError> {
-    let mut out = Vec::new();
-    let mut chars = raw.chars().enumerate().peekable();
-    while let Some(&(i, c)) = chars.peek() {
-        if c.is_whitespace() {
-            chars.next();
-            continue;
-        }
-        if c == '#' {
-            break;
-        }
-        let mut text = String::new();
-        let mut quote: Option<(char, usize)> = None;
-        while let Some(&(j, c)) = chars.peek() {
-            match (quote, c) {
-                (None, c) if c.is_whitespace() || c == '#' => break,
-                (None, '"' | '\'') => quote = Some((c, j)),
-                (Some((q, _)), c) if c == q => quote = None,
-                (_, '\\') => {
-                    chars.next();
-                    if let Some((_, next)) = chars.peek().copied() {
-                        text.push(next);
-                    }
-                }
-                (_, c) => text.push(c),
-            }
-            chars.next();
-        }
-        if let Some((q, at)) = quote {
-            return Err(ConfigError::at(
-                line,
-                at + 1,
-                format!("the quote {q} opened here is not closed on its line"),
-            )
-            .hint(format!("close it with {q}")));
-        }
-        out.push(Word {
-            text,
-            line,
-            column: i + 1,
-        });
-    }
-    Ok(out)
 }
 
 fn is_backend(s: &Section) -> bool {
@@ -653,36 +507,6 @@ fn number(l: &Line, i: usize) -> Result<u32, ConfigError> {
         )
         .hint("e.g. `retries 3`")
     })
-}
-
-/// An HAProxy time: a whole number and a unit (`us`, `ms`, `s`, `m`, `h`, `d`), or a plain
-/// number of milliseconds; at most a year.
-fn duration(w: &Word) -> Result<Duration, ConfigError> {
-    let bad = || {
-        ConfigError::at(
-            w.line,
-            w.column,
-            format!("`{}` is not an HAProxy time", w.text),
-        )
-        .hint("a whole number and a unit: 500ms, 30s, 2m (a plain number is milliseconds)")
-    };
-    let digits = w
-        .text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(w.text.len());
-    let n: u32 = w.text[..digits].parse().map_err(|_| bad())?;
-    let unit = match &w.text[digits..] {
-        "us" => Duration::from_micros(1),
-        "" | "ms" => Duration::from_millis(1),
-        "s" => Duration::from_secs(1),
-        "m" => Duration::from_secs(60),
-        "h" => Duration::from_secs(3600),
-        "d" => Duration::from_secs(86_400),
-        _ => return Err(bad()),
-    };
-    unit.checked_mul(n)
-        .filter(|d| *d <= fault_server::duration::MAX)
-        .ok_or_else(bad)
 }
 
 #[cfg(test)]

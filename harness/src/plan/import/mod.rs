@@ -11,6 +11,7 @@
 pub(crate) mod envoy;
 pub(crate) mod grpc;
 pub(crate) mod haproxy;
+mod haproxy_syntax;
 pub(crate) mod nginx;
 mod nginx_syntax;
 mod route_config;

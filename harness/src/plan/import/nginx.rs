@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::nginx_syntax::{Directive, Word, parse};
+use super::nginx_syntax::{Directive, Word, duration, parse};
 use super::{ConfigError, ImportedProxy};
 use crate::plan::proxy::{
     Approximation, Methods, NextPeer, Peer, ProxyKind, ProxyModel, RetryOn, Source,
@@ -583,7 +583,7 @@ fn unmodelled(chain: &[&Directive]) -> Vec<Approximation> {
             let d = lookup(chain, name)?;
             let applies = match value {
                 Some(v) => d.args.first().is_some_and(|a| a.text == *v),
-                None => !d.args.first().is_some_and(|a| a.text == "off"),
+                None => d.args.first().is_none_or(|a| a.text != "off"),
             };
             applies.then(|| approximation(d, why))
         })
@@ -596,59 +596,6 @@ fn approximation(d: &Directive, why: &str) -> Approximation {
         directive: d.text(),
         why: why.to_owned(),
     }
-}
-
-/// An nginx time: a number and a unit (`ms`, `s`, `m`, `h`, `d`, `w`), several summed
-/// (`1m30s`), or a plain number of seconds; at most a year.
-fn duration(word: &Word) -> Result<Duration, ConfigError> {
-    let bad = || {
-        ConfigError::at(
-            word.line,
-            word.column,
-            format!("`{}` is not an nginx time", word.text),
-        )
-        .hint("a number and a unit: 500ms, 30s, 2m, 1h (a plain number is seconds)")
-    };
-    let text = word.text.as_str();
-    if text.is_empty() {
-        return Err(bad());
-    }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .ok()
-            .filter(|&s| s <= fault_server::duration::MAX.as_secs())
-            .map(Duration::from_secs)
-            .ok_or_else(bad);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let (unit, len) = match rest.as_bytes() {
-            [b'm', b's', ..] => (Duration::from_millis(1), 2),
-            [b's', ..] => (Duration::from_secs(1), 1),
-            [b'm', ..] => (Duration::from_secs(60), 1),
-            [b'h', ..] => (Duration::from_secs(3600), 1),
-            [b'd', ..] => (Duration::from_secs(86_400), 1),
-            [b'w', ..] => (Duration::from_secs(7 * 86_400), 1),
-            _ => return Err(bad()),
-        };
-        rest = &rest[len..];
-        let part = u32::try_from(n)
-            .ok()
-            .and_then(|n| unit.checked_mul(n))
-            .ok_or_else(bad)?;
-        total = total.checked_add(part).ok_or_else(bad)?;
-    }
-    if total > fault_server::duration::MAX {
-        return Err(bad().hint("at most a year (8760h); check the config for a typo"));
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
