@@ -80,6 +80,14 @@ fn tier_reports(
                     TierKind::None => "none (forward once)".to_owned(),
                     TierKind::Same => format!("same: {}", describe_policy(&s.policy)),
                     TierKind::Own => describe_policy(&s.policy),
+                    TierKind::Proxy => s.proxy.as_ref().map_or_else(String::new, |p| {
+                        format!(
+                            "{} ({}, {})",
+                            p.model.kind.name(),
+                            p.file.display(),
+                            p.block
+                        )
+                    }),
                 }),
                 received: t.received,
                 logical: t.logical,
