@@ -78,6 +78,10 @@ const SNIPPETS: &[&str] = &[
     "\n    tiers: { api: same, nope: none }\n",
     "\n    tiers: { api: { max_attempts: 4294967295, backoff: none } }\n",
     "tiers: []",
+    // Proxy tiers: the shipped nginx config, one missing, one named by a policy.
+    "\ntiers: [ { name: edge, nginx: { config: stacks/nginx.conf } }, api ]\n",
+    "\ntiers: [ { name: lb, haproxy: { config: stacks/nope.cfg, backend: x } } ]\n",
+    "\n    tiers: { edge: same }\n",
     // Imports: a missing file, a directory, a FIFO-like path, both sources at once.
     "\n    import: { grpc_service_config: production/nope.json, service: s }\n",
     "\n    import: { grpc_service_config: production, service: s }\n",

@@ -24,6 +24,7 @@ pub(super) fn validate(paths: &[PathBuf], explain: bool) -> u8 {
                     if p.gates.len() == 1 { "" } else { "s" },
                 );
                 if explain {
+                    print!("{}", resolved::proxy_tiers(&p));
                     print!("{}", explained(&p));
                 }
                 for warning in &p.warnings {

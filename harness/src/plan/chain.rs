@@ -23,8 +23,14 @@ pub const ABSURD_LEAF_AMPLIFICATION: u128 = 1_000;
 /// fails every attempt and nothing else stops a retry.
 pub fn worst_leaf_amplification(policy: &NamedPolicy) -> u128 {
     std::iter::once(&policy.policy)
-        .chain(policy.tiers.iter().map(|t| &t.policy))
-        .map(|p| u128::from(p.config().max_attempts))
+        .map(|p| p.config().max_attempts)
+        .chain(
+            policy
+                .tiers
+                .iter()
+                .map(super::model::TierPolicy::max_attempts),
+        )
+        .map(u128::from)
         .fold(1, u128::saturating_mul)
 }
 
@@ -50,11 +56,7 @@ pub(super) fn warnings(plan: &Plan, text: &str) -> Vec<Warning> {
 
 fn message(p: &NamedPolicy, worst: u128) -> String {
     let client = p.policy.config().max_attempts;
-    let hops = if p
-        .tiers
-        .iter()
-        .all(|t| t.policy.config().max_attempts == client)
-    {
+    let hops = if p.tiers.iter().all(|t| t.max_attempts() == client) {
         format!(
             "{client} at the client and at each of its {} tiers",
             p.tiers.len()
@@ -64,7 +66,7 @@ fn message(p: &NamedPolicy, worst: u128) -> String {
             .chain(
                 p.tiers
                     .iter()
-                    .map(|t| format!("{} {}", t.tier, t.policy.config().max_attempts)),
+                    .map(|t| format!("{} {}", t.tier, t.max_attempts())),
             )
             .collect::<Vec<_>>()
             .join(" × ")

@@ -195,7 +195,8 @@ fn check_depth(path: &Path, text: &str) -> Result<(), PlanError> {
 pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
     check_depth(path, text)?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
-    let (mut plan, sources) = resolve(path, spec).map_err(|f| located(path, text, f))?;
+    let proxies = tiers::import(path, text, &spec.tiers)?;
+    let (mut plan, sources) = resolve(path, spec, proxies).map_err(|f| located(path, text, f))?;
     let chains = chain::warnings(&plan, text);
     plan.warnings.extend(chains);
     // The imported files are part of the experiment: a changed config, a changed digest.
@@ -235,8 +236,11 @@ pub fn parse_with(path: &Path, text: &str, settings: &[Setting<'_>]) -> Result<P
     // Lines and columns would point into the changed text, not the file.
     let mut plan = parse(path, &changed).map_err(|mut e| {
         e.message = format!("with `{shown}`: {}", e.message);
-        e.line = None;
-        e.column = None;
+        // An error in a file the plan imports keeps its place there.
+        if e.file == path {
+            e.line = None;
+            e.column = None;
+        }
         e
     })?;
     for warning in &mut plan.warnings {
@@ -334,8 +338,13 @@ pub fn load_policy(path: &Path) -> Result<chaos_policy::Policy, PlanError> {
 const DEFAULT_SEED: u64 = 1;
 const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
-/// The plan, and the text of the files its policies imported.
-fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
+/// The plan, and the text of the files its tiers and policies imported; `proxies` are
+/// its proxy tiers, imported already.
+fn resolve(
+    path: &Path,
+    spec: PlanSpec,
+    proxies: tiers::Proxies,
+) -> Result<(Plan, Vec<String>), Found> {
     if spec.client.is_some() {
         client::refuse_load_keys(&spec)?;
     }
@@ -350,7 +359,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     };
     check_script(&script, &target)?;
     let fault_window = fault_window(&script, duration);
-    let tiers = tiers::resolve(spec.tiers, &load, &script)?;
+    let tiers = tiers::resolve(&spec.tiers, &load, &script, &proxies.tiers)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     let (policies, warnings, sources, client) = match (spec.client, spec.policies) {
         (Some(c), _) => {
@@ -359,7 +368,7 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         }
         (None, Some(specs)) => {
             let grpc_calls = load.protocol == Protocol::Grpc;
-            let r = policy::resolve(specs, &tiers, dir, grpc_calls)?;
+            let r = policy::resolve(specs, &tiers, &proxies.tiers, dir, grpc_calls)?;
             (r.policies, r.warnings, r.sources, None)
         }
         (None, None) => {
@@ -372,6 +381,8 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
     client::check_gates(&gates, client.as_ref(), &target)?;
     let mut warnings = warnings;
     warnings.extend(gate::unjudgeable(&gates, fault_window.is_some()));
+    let mut sources = sources;
+    sources.splice(0..0, proxies.sources);
     let baseline = spec.baseline.map(|b| b.tolerance).unwrap_or_default();
     check_tolerance(&baseline)?;
     let sampling_ratio = spec.telemetry.and_then(|t| t.sampling_ratio);
@@ -389,10 +400,15 @@ fn resolve(path: &Path, spec: PlanSpec) -> Result<(Plan, Vec<String>), Found> {
         fault_window,
         policies,
         tiers,
+        tier_proxies: proxies.tiers,
         gates,
         baseline,
         sampling_ratio,
-        warnings: warnings.into_iter().map(Warning::from).collect(),
+        warnings: proxies
+            .warnings
+            .into_iter()
+            .chain(warnings.into_iter().map(Warning::from))
+            .collect(),
         network_latency: spec.network.and_then(|n| n.latency).map_or(
             fault_server::Distribution::Fixed(model::DEFAULT_NETWORK_LATENCY),
             Into::into,

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chaos_policy::{Action, Client, Method, Policy, Preset, Request, Session, Share, Start};
@@ -32,8 +33,10 @@ pub struct Plan {
     /// When the first fault phase starts and the last one ends, for `recovery_s`.
     pub fault_window: Option<(Duration, Duration)>,
     pub policies: Vec<NamedPolicy>,
-    /// Relay tiers between the load generator and the target, outermost first.
+    /// Tiers between the load generator and the target, outermost first: their names.
     pub tiers: Vec<String>,
+    /// Aligned with `tiers`: each proxy tier's config and model (`None`: a relay tier).
+    pub tier_proxies: Vec<Option<Arc<super::proxy::ProxyTier>>>,
     pub gates: Vec<Gate>,
     /// How much worse than a baseline each figure may get.
     pub baseline: super::Tolerance,
@@ -390,16 +393,27 @@ impl Expect {
     }
 }
 
-/// What one relay tier does with the requests of a policy variant.
+/// What one tier does with the requests of a policy variant.
 #[derive(Debug, Clone)]
 pub struct TierPolicy {
     pub tier: String,
-    /// `same`, `none` or `own`: how the plan set it.
+    /// `same`, `none` or `own`: how the plan set it; `proxy` for a proxy tier.
     pub kind: TierKind,
+    /// The relay's policy; a proxy tier's is [`super::forward_once`] (its config, in
+    /// `proxy`, decides its retries).
     pub policy: Policy,
-    /// A proxy tier (nginx, HAProxy): its imported model and the binary a live run
-    /// starts; its config, not `policy`, decides its retries.
-    pub proxy: Option<std::sync::Arc<super::proxy::ProxyTier>>,
+    /// A proxy tier's config and model, the same in every variant.
+    pub proxy: Option<Arc<super::proxy::ProxyTier>>,
+}
+
+impl TierPolicy {
+    /// The most attempts the tier makes for one request it receives.
+    pub fn max_attempts(&self) -> u32 {
+        match &self.proxy {
+            Some(proxy) => proxy.model.tries,
+            None => self.policy.config().max_attempts,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -410,6 +424,8 @@ pub enum TierKind {
     None,
     /// A policy of its own.
     Own,
+    /// A proxy tier: its config decides (`TierPolicy::proxy`).
+    Proxy,
 }
 
 impl TierKind {
@@ -418,6 +434,7 @@ impl TierKind {
             TierKind::Same => "same",
             TierKind::None => "none",
             TierKind::Own => "own",
+            TierKind::Proxy => "proxy",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! takes what the plan says on top; `chaos_policy` then validates the result.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chaos_policy::{
@@ -13,6 +14,7 @@ use super::import;
 use super::locate::Seg;
 use super::merge;
 use super::model::{NamedPolicy, TierKind, TierPolicy};
+use super::proxy::ProxyTier;
 use super::spec::{Condition, DurationOrNone, PolicySpec, TierSpec, Toggle};
 
 const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(30);
@@ -36,6 +38,7 @@ pub(super) const MAX_POLICIES: usize = 64;
 pub(super) fn resolve(
     specs: Vec<PolicySpec>,
     tiers: &[String],
+    proxies: &[Option<Arc<ProxyTier>>],
     dir: &Path,
     grpc_calls: bool,
 ) -> Result<Resolved, Found> {
@@ -82,7 +85,7 @@ pub(super) fn resolve(
         let (mut policy, imported) = policy(&base, p, dir, grpc_calls)?;
         note_import(&name, imported, &mut warnings, &mut sources);
         let (tier_policies, tier_warnings, tier_sources) =
-            tier_policies(&base, &policy, tier_specs, tiers, dir)?;
+            tier_policies(&base, &policy, tier_specs, (tiers, proxies), dir)?;
         warnings.extend(tier_warnings);
         sources.extend(tier_sources);
         policy.tiers = tier_policies;
@@ -188,7 +191,7 @@ fn tier_policies(
     base: &[Seg],
     variant: &NamedPolicy,
     mut specs: std::collections::BTreeMap<String, TierSpec>,
-    tiers: &[String],
+    (tiers, proxies): (&[String], &[Option<Arc<ProxyTier>>]),
     dir: &Path,
 ) -> Result<TiersResolved, Found> {
     let at = |tier: &str| {
@@ -210,7 +213,23 @@ fn tier_policies(
         .hint(format!("{known}; list the relay tiers at the top level, outermost first: `tiers: [api, backend]`")));
     }
     let (mut out, mut warnings, mut sources) = (Vec::new(), Vec::new(), Vec::new());
-    for tier in tiers {
+    for (tier, proxy) in tiers
+        .iter()
+        .zip(proxies.iter().chain(std::iter::repeat(&None)))
+    {
+        if let Some(proxy) = proxy {
+            if specs.contains_key(tier) {
+                return Err(found(at(tier), format!("`{tier}` is an {} tier: its config decides its retries", proxy.model.kind.name()))
+                    .hint(format!("remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}", proxy.file.display())));
+            }
+            out.push(TierPolicy {
+                tier: tier.clone(),
+                kind: TierKind::Proxy,
+                policy: forward_once(),
+                proxy: Some(Arc::clone(proxy)),
+            });
+            continue;
+        }
         let (kind, policy) = match specs.remove(tier) {
             None => (TierKind::None, forward_once()),
             Some(TierSpec::Word(word)) => match word.as_str() {

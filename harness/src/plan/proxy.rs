@@ -38,8 +38,10 @@ pub struct ProxyTier {
     /// The block the model was read from: an nginx `location` (its prefix) or an HAProxy
     /// `backend` (its name).
     pub block: String,
-    /// The binary a live run starts (`binary:`, or the kind's name on `PATH`).
-    pub binary: PathBuf,
+    /// The binary a live run starts, as the plan's `binary:` names it; `None`: the
+    /// kind's name found on `PATH` or in `/usr/sbin`, looked for when the run starts (a
+    /// plan validated on a laptop without nginx is still a valid plan).
+    pub binary: Option<PathBuf>,
 }
 
 /// Where a setting came from: the directive and its line in the config, or the default.

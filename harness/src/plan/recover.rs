@@ -50,7 +50,12 @@ pub(super) fn check(path: &Path, text: &str) -> Result<Plan, Vec<PlanError>> {
             Ok(_) => break,
             Err(e) => e,
         };
-        let next = error.line.and_then(|line| set_aside(&current, line));
+        // An error in a file the plan imports (a proxy tier's config) has no entry of the
+        // plan's to set aside.
+        let next = error
+            .line
+            .filter(|_| error.file == path)
+            .and_then(|line| set_aside(&current, line));
         errors.push(error);
         match next {
             Some(text) => current = text,

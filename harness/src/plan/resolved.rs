@@ -166,20 +166,20 @@ pub fn policy(c: &PolicyConfig) -> Value {
     Value::Map(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
-/// A plan's policy: its fields, and each relay tier's policy when the plan has tiers.
+/// A plan's policy: its fields, and each relay tier's policy when the plan has relay
+/// tiers. A proxy tier is not the policy's to set (its config is): [`proxy_tiers`] says it.
 pub fn named(p: &NamedPolicy) -> Value {
     let mut value = policy(p.policy.config());
-    if !p.tiers.is_empty()
+    let relays = p.tiers.iter().filter(|t| t.kind != TierKind::Proxy);
+    if relays.clone().next().is_some()
         && let Value::Map(fields) = &mut value
     {
-        let tiers = p
-            .tiers
-            .iter()
+        let tiers = relays
             .map(|t| {
                 let v = match t.kind {
                     TierKind::Same => Value::text("same"),
                     TierKind::None => Value::text("none"),
-                    TierKind::Own => policy(t.policy.config()),
+                    TierKind::Own | TierKind::Proxy => policy(t.policy.config()),
                 };
                 (t.tier.clone(), v)
             })
@@ -187,6 +187,158 @@ pub fn named(p: &NamedPolicy) -> Value {
         fields.push(("tiers".to_owned(), Value::Map(tiers)));
     }
     value
+}
+
+/// A plan's tiers as `harness validate --explain` writes them: each proxy tier as its
+/// config makes it behave, every setting with the directive (and line) that set it or the
+/// default it is; a relay tier by name (each policy's `tiers:` says what it does). Empty
+/// without proxy tiers.
+pub fn proxy_tiers(plan: &super::Plan) -> String {
+    if plan.tier_proxies.iter().all(Option::is_none) {
+        return String::new();
+    }
+    let mut out =
+        "tiers:   # as resolved: each proxy tier as its config makes it behave\n".to_owned();
+    for (name, proxy) in plan.tiers.iter().zip(&plan.tier_proxies) {
+        match proxy {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  - {}   # a relay tier: each policy's `tiers:` sets it",
+                    scalar(name)
+                );
+            }
+            Some(p) => {
+                let _ = writeln!(out, "  - name: {}", scalar(name));
+                out.push_str(&proxy_tier(p));
+            }
+        }
+    }
+    out
+}
+
+/// One proxy tier's resolved model, as YAML at four spaces, each setting's source after
+/// a `#`.
+fn proxy_tier(p: &super::proxy::ProxyTier) -> String {
+    use super::proxy::{Methods, NextPeer, ProxyKind};
+    let m = &p.model;
+    let mut out = String::new();
+    let (block_key, default_binary) = match m.kind {
+        ProxyKind::Nginx => ("location", "nginx on PATH, or /usr/sbin/nginx"),
+        ProxyKind::Haproxy => ("backend", "haproxy on PATH, or /usr/sbin/haproxy"),
+    };
+    let file = p.file.display().to_string();
+    let binary = p
+        .binary
+        .as_ref()
+        .map_or(default_binary.to_owned(), |b| b.display().to_string());
+    entry(
+        &mut out,
+        m.kind.name(),
+        format!(
+            "{{ config: {}, {block_key}: {} }}",
+            scalar(&file),
+            scalar(&p.block)
+        ),
+        format!("runs {binary}"),
+    );
+    out.push_str(&peers(&m.peers));
+    entry(
+        &mut out,
+        "retry_on",
+        conditions(&m.retry_on),
+        m.retry_on.source.to_string(),
+    );
+    let methods = match m.methods {
+        Methods::Idempotent => (
+            "idempotent",
+            "never resends a POST, LOCK or PATCH once sent",
+        ),
+        Methods::Any => ("any", "any method, once sent too"),
+    };
+    entry(
+        &mut out,
+        "methods",
+        methods.0.to_owned(),
+        format!("{}; {}", methods.1, m.methods_source),
+    );
+    entry(
+        &mut out,
+        "tries",
+        m.tries.to_string(),
+        format!("the first attempt included; {}", m.tries_source),
+    );
+    entry(
+        &mut out,
+        "try_timeout",
+        format_duration(m.try_timeout),
+        m.try_timeout_source.to_string(),
+    );
+    let overall = m.overall.map_or_else(|| "none".to_owned(), format_duration);
+    entry(&mut out, "overall", overall, match m.kind {
+        ProxyKind::Nginx => "how long a request may go on being retried (`proxy_next_upstream_timeout`; none: no cap)".to_owned(),
+        ProxyKind::Haproxy => "HAProxy caps retries by their number alone".to_owned(),
+    });
+    let next = match m.next_peer {
+        NextPeer::Another => "another".to_owned(),
+        NextPeer::Same => "same".to_owned(),
+        NextPeer::Redispatch { interval: -1 } => "redispatch".to_owned(),
+        NextPeer::Redispatch { interval } => format!("{{ redispatch: {interval} }}"),
+    };
+    entry(&mut out, "next_peer", next, m.next_peer_source.to_string());
+    entry(
+        &mut out,
+        "turnaround",
+        format_duration(m.turnaround),
+        match m.kind {
+            ProxyKind::Nginx => "nginx tries the next peer at once".to_owned(),
+            ProxyKind::Haproxy => {
+                "the wait before a retry after a connection failure: min(timeout connect, 1s)"
+                    .to_owned()
+            }
+        },
+    );
+    out
+}
+
+/// A proxy tier's peers, one flow map a line, each with its line in the config.
+fn peers(peers: &[super::proxy::Peer]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "    peers:");
+    for peer in peers {
+        let _ = writeln!(
+            out,
+            "      - {{ name: {}, weight: {}, max_fails: {}, fail_timeout: {}, backup: {} }}   # line {}",
+            scalar(&peer.name),
+            peer.weight,
+            peer.max_fails,
+            format_duration(peer.fail_timeout),
+            peer.backup,
+            peer.line
+        );
+    }
+    out
+}
+
+/// A proxy's retry conditions as a flow list: `[connect-failure, lost, timeout, 503]`.
+fn conditions(on: &super::proxy::RetryOn) -> String {
+    let words = [
+        (on.connect, "connect-failure"),
+        (on.lost, "lost"),
+        (on.timeout, "timeout"),
+    ];
+    let mut conditions: Vec<String> = words
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, w)| (*w).to_owned())
+        .collect();
+    conditions.extend(on.statuses.iter().map(u16::to_string));
+    format!("[{}]", conditions.join(", "))
+}
+
+/// One `key: value   # note` line of a proxy tier.
+fn entry(out: &mut String, key: &str, value: String, note: String) {
+    let _ = writeln!(out, "    {key}: {value}   # {note}");
 }
 
 /// A `retry_on` entry as a plan writes it; a status code as a number.

@@ -14,7 +14,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use super::model::{Check, Metric};
 use super::spec::{
     BackoffSpec, Condition, DurationOrNone, ExpectSpec, GateSpec, JitterSpec, MaxConnectionsSpec,
-    PlanSpec, PolicySpec, Rate, TargetSpec, TierSpec, Toggle,
+    PlanSpec, PolicySpec, ProxyTierSpec, Rate, TargetSpec, TierEntrySpec, TierSpec, Toggle,
 };
 use fault_server::duration::DurationSpec;
 use fault_server::script::spec::OneOrMany;
@@ -145,6 +145,14 @@ schema!(TargetSpec, "Target", |g| {
     json_schema!({
         "description": "`embedded` (a fault-server in-process), `{ url }` (a running server), or `{ upstream }` (the embedded fault-server in front of your service)",
         "anyOf": [ { "type": "string", "enum": ["embedded"] }, map ]
+    })
+});
+
+schema!(TierEntrySpec, "Tier", |g| {
+    let proxy = g.subschema_for::<ProxyTierSpec>();
+    json_schema!({
+        "description": "A relay tier's name, or a proxy tier: `{ name, nginx: { config, location, binary } }` or `{ name, haproxy: { config, backend, binary } }`",
+        "anyOf": [ { "type": "string" }, proxy ]
     })
 });
 

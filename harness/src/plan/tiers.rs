@@ -1,45 +1,160 @@
-//! A plan's relay tiers (`tiers:`): their names, and what they can be asked to do. A tier
-//! is a relay of the harness's own between the client and the target: it speaks
-//! HTTP/1.1, and the faults it injects are those a relay can answer with.
+//! A plan's tiers (`tiers:`): their names, and what they can be asked to do. A relay tier
+//! is the harness's own relay between the client and the target: it speaks HTTP/1.1, and
+//! the faults it injects are those a relay can answer with. A proxy tier is the user's
+//! nginx or HAProxy, run from their config: what it does is that config's
+//! ([`import`] reads it), so no policy sets it and no fault phase is scripted at it.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use fault_server::script::ScriptSpec;
 
 use super::error::{Found, found};
-use super::locate::Seg;
-use super::model::Load;
+use super::import::{self, ConfigError};
+use super::locate::{Seg, locate};
+use super::model::{Load, Warning};
+use super::proxy::{ProxyKind, ProxyTier};
+use super::spec::TierEntrySpec;
+use super::{PlanError, located};
 
-/// The plan's relay tiers, checked against its load (the protocol they relay) and its
-/// script (the faults scripted at a tier).
+/// The plan's proxy tiers, aligned with `tiers:` (`None`: a relay tier), what their models
+/// approximate, and their configs' text (which the plan's digest covers).
+pub(super) struct Proxies {
+    pub(super) tiers: Vec<Option<Arc<ProxyTier>>>,
+    pub(super) warnings: Vec<Warning>,
+    pub(super) sources: Vec<String>,
+}
+
+/// Reads and imports each proxy tier's config, relative to the plan at `path` (whose
+/// `text` places what is wrong with an entry). An error inside a config is placed in the
+/// config, at its line and column.
+pub(super) fn import(
+    path: &Path,
+    text: &str,
+    entries: &[TierEntrySpec],
+) -> Result<Proxies, PlanError> {
+    use Seg::{Index, Key};
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let mut out = Proxies {
+        tiers: Vec::new(),
+        warnings: Vec::new(),
+        sources: Vec::new(),
+    };
+    for (i, entry) in entries.iter().enumerate() {
+        let TierEntrySpec::Proxy(spec) = entry else {
+            out.tiers.push(None);
+            continue;
+        };
+        let (kind, config, block, binary) = match (&spec.nginx, &spec.haproxy) {
+            (Some(n), _) => (ProxyKind::Nginx, &n.config, &n.location, &n.binary),
+            (None, Some(h)) => (ProxyKind::Haproxy, &h.config, &h.backend, &h.binary),
+            // The spec's deserialiser refuses a tier without a proxy.
+            (None, None) => continue,
+        };
+        let at = vec![Key("tiers"), Index(i)];
+        let config_text = import::read_file(
+            dir,
+            config,
+            "a proxy tier names the proxy's config file, e.g. `stacks/nginx.conf`",
+            "a proxy tier's `config:` is relative to the plan file",
+        )
+        .map_err(|p| {
+            let mut f = found(at.clone(), p.message);
+            f.hint = p.hint;
+            located(path, text, f)
+        })?;
+        let imported = match kind {
+            ProxyKind::Nginx => import::nginx::import(&config_text, block.as_deref()),
+            ProxyKind::Haproxy => import::haproxy::import(&config_text, block.as_deref()),
+        }
+        .map_err(|e| config_error(&dir.join(config), e))?;
+        let shown = config.display();
+        out.warnings
+            .extend(imported.model.approximations.iter().map(|a| Warning {
+                at: locate(text, &at),
+                message: format!(
+                    "{} tier `{}`: {shown}:{}: `{}`: {}",
+                    kind.name(),
+                    spec.name,
+                    a.line,
+                    a.directive,
+                    a.why
+                ),
+            }));
+        out.tiers.push(Some(Arc::new(ProxyTier {
+            model: imported.model,
+            file: config.clone(),
+            text: config_text.clone(),
+            block: imported.block,
+            binary: binary.clone(),
+        })));
+        out.sources.push(config_text);
+    }
+    Ok(out)
+}
+
+/// An importer's error, placed in the config file.
+fn config_error(file: &Path, e: ConfigError) -> PlanError {
+    PlanError {
+        file: file.to_owned(),
+        line: Some(e.line),
+        column: Some(e.column),
+        message: e.message,
+        hint: e.hint,
+    }
+}
+
+/// The plan's tiers' names, checked against its load (the protocol they carry) and its
+/// script (the faults scripted at a tier); `proxies` says which are proxy tiers.
 pub(super) fn resolve(
-    names: Vec<String>,
+    entries: &[TierEntrySpec],
     load: &Load,
     script: &ScriptSpec,
+    proxies: &[Option<Arc<ProxyTier>>],
 ) -> Result<Vec<String>, Found> {
-    let tiers = self::names(names)?;
+    let tiers = self::names(entries.iter().map(|e| e.name().to_owned()).collect())?;
     if !tiers.is_empty() && load.protocol.is_http2() {
         return Err(found(
             vec![Seg::Key("tiers")],
             format!(
-                "relay tiers speak HTTP/1.1, and the target's protocol is {}",
+                "relay and proxy tiers speak HTTP/1.1, and the target's protocol is {}",
                 load.protocol.name()
             ),
         )
         .hint("remove `tiers:`, or `protocol:` under `target:`"));
     }
-    tier_faults(script, &tiers)?;
+    tier_faults(script, &tiers, proxies)?;
     Ok(tiers)
 }
 
 /// The fault phases a relay tier injects (`tier:`) name a tier of the plan and answer
 /// with a status or a delay: the other kinds act on a TCP connection, which only the
 /// fault-server's own accept loop controls.
-fn tier_faults(script: &ScriptSpec, tiers: &[String]) -> Result<(), Found> {
+fn tier_faults(
+    script: &ScriptSpec,
+    tiers: &[String],
+    proxies: &[Option<Arc<ProxyTier>>],
+) -> Result<(), Found> {
     use Seg::{Index, Key};
     use fault_server::FaultKind;
     for (i, phase) in script.faults.iter().enumerate() {
         let Some(tier) = &phase.tier else {
             continue;
         };
+        let proxy = tiers
+            .iter()
+            .position(|t| t == tier)
+            .and_then(|at| proxies.get(at).cloned().flatten());
+        if let Some(proxy) = proxy {
+            return Err(found(
+                vec![Key("faults"), Index(i), Key("tier")],
+                format!(
+                    "`{tier}` is an {} tier: it runs the proxy itself, which injects no faults",
+                    proxy.model.kind.name()
+                ),
+            )
+            .hint("script the fault at the fault-server (no `tier:`) or at a relay tier; the proxy then meets it as it would in production"));
+        }
         if !tiers.contains(tier) {
             return Err(found(
                 vec![Key("faults"), Index(i), Key("tier")],

@@ -89,7 +89,7 @@ fn tier_reports(
                     ),
                     (None, TierKind::None) => "none (forward once)".to_owned(),
                     (None, TierKind::Same) => format!("same: {}", describe_policy(&s.policy)),
-                    (None, TierKind::Own) => describe_policy(&s.policy),
+                    (None, TierKind::Own | TierKind::Proxy) => describe_policy(&s.policy),
                 }),
                 received: t.received,
                 logical: t.logical,

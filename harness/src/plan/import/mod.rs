@@ -10,6 +10,10 @@
 
 pub(crate) mod envoy;
 pub(crate) mod grpc;
+pub(crate) mod haproxy;
+mod haproxy_syntax;
+pub(crate) mod nginx;
+mod nginx_syntax;
 mod route_config;
 
 use std::path::{Path, PathBuf};
@@ -47,34 +51,52 @@ impl Problem {
     }
 }
 
+/// An error in a proxy's config file, at its line and column (1-based): what is wrong, and
+/// what to do about it. The plan places it in the config file, not in the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ConfigError {
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) message: String,
+    pub(crate) hint: Option<String>,
+}
+
+impl ConfigError {
+    pub(crate) fn at(line: usize, column: usize, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            line,
+            column,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> ConfigError {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// A proxy tier's model as its config makes it, and the block it was read from (an nginx
+/// `location`'s prefix, an HAProxy `backend`'s name).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ImportedProxy {
+    pub(crate) model: crate::plan::proxy::ProxyModel,
+    pub(crate) block: String,
+}
+
 /// Reads the files an `import:` names, relative to `dir` (the plan's directory), and
 /// imports them. Also returns the files' text, which the plan's digest covers.
 pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<String>), Problem> {
     let read = |file: &PathBuf| -> Result<String, Problem> {
-        let path = dir.join(file);
-        let shown = file.display();
-        // A file a plan names, unlike the plan itself (`<(generate)` is a pipe worth
-        // reading), must be a regular one: a FIFO's open waits for a writer that may
-        // never come, and a device never ends.
-        if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
-            return Err(problem(format!(
-                "`{shown}` ({}) is not a regular file (a pipe, a device or a directory)",
-                path.display()
-            ))
-            .hint(
-                "`import:` names the config files production runs, e.g. `production/grpc.json`",
-            ));
-        }
-        let bytes = fault_server::yaml_guard::read_bounded(&path, super::MAX_PLAN_BYTES)
-            .map_err(|e| {
-                problem(format!("cannot read `{shown}` ({}): {e}", path.display()))
-                    .hint("paths in `import:` are relative to the plan file")
-            })?
-            .ok_or_else(|| problem(format!("`{shown}` is larger than a plan may be")))?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| problem(format!("`{shown}` is not UTF-8 text")))?;
+        let text = read_file(
+            dir,
+            file,
+            "`import:` names the config files production runs, e.g. `production/grpc.json`",
+            "paths in `import:` are relative to the plan file",
+        )?;
         fault_server::yaml_guard::check_depth(&text, fault_server::yaml_guard::MAX_DEPTH)
-            .map_err(|deep| problem(format!("`{shown}`: {deep}")))?;
+            .map_err(|deep| problem(format!("`{}`: {deep}", file.display())))?;
         Ok(text)
     };
     let at = |file: &PathBuf| {
@@ -118,6 +140,36 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
         _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `route` and `envoy_cluster`)")
             .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
     }
+}
+
+/// The text of a config file a plan names, `file` relative to `dir` (the plan's
+/// directory): a regular file, no larger than a plan may be, UTF-8. `what_hint` says what
+/// the file should be, `path_hint` where it is looked for. Every file a plan imports (an
+/// `import:`, a proxy tier's `config:`) is read by this one function.
+pub(crate) fn read_file(
+    dir: &Path,
+    file: &Path,
+    what_hint: &str,
+    path_hint: &str,
+) -> Result<String, Problem> {
+    let path = dir.join(file);
+    let shown = file.display();
+    // A file a plan names, unlike the plan itself (`<(generate)` is a pipe worth
+    // reading), must be a regular one: a FIFO's open waits for a writer that may
+    // never come, and a device never ends.
+    if std::fs::metadata(&path).is_ok_and(|m| !m.is_file()) {
+        return Err(problem(format!(
+            "`{shown}` ({}) is not a regular file (a pipe, a device or a directory)",
+            path.display()
+        ))
+        .hint(what_hint));
+    }
+    let bytes = fault_server::yaml_guard::read_bounded(&path, super::MAX_PLAN_BYTES)
+        .map_err(|e| {
+            problem(format!("cannot read `{shown}` ({}): {e}", path.display())).hint(path_hint)
+        })?
+        .ok_or_else(|| problem(format!("`{shown}` is larger than a plan may be")))?;
+    String::from_utf8(bytes).map_err(|_| problem(format!("`{shown}` is not UTF-8 text")))
 }
 
 /// Adds `new` to `conditions`, each once.

@@ -40,10 +40,11 @@ pub struct PlanSpec {
     pub drain: Option<DurationSpec>,
     #[serde(default)]
     pub target: Option<TargetSpec>,
-    /// Relay tiers between the load generator and the target, outermost first: each one
-    /// an HTTP service that forwards through its own retry policy (`tiers:` of a policy).
+    /// Tiers between the load generator and the target, outermost first: a name is a
+    /// relay tier (the harness's own, forwarding through each policy's `tiers:`); a map
+    /// is a proxy tier whose behaviour is the user's nginx or HAProxy config.
     #[serde(default)]
-    pub tiers: Vec<String>,
+    pub tiers: Vec<TierEntrySpec>,
     /// Allows a target outside loopback. Load and faults are for machines you own.
     #[serde(default)]
     pub allow_remote: bool,
@@ -72,6 +73,94 @@ pub struct PlanSpec {
     /// The network `harness simulate` models (a live run has a real one).
     #[serde(default)]
     pub network: Option<NetworkSpec>,
+}
+
+/// One entry of `tiers:`: a relay tier's name (`api`), or a proxy tier
+/// (`{ name: edge, nginx: { config: stacks/nginx.conf, location: /api } }`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TierEntrySpec {
+    Relay(String),
+    Proxy(ProxyTierSpec),
+}
+
+impl TierEntrySpec {
+    /// The tier's name, as reports, fault phases and policies' `tiers:` name it.
+    pub fn name(&self) -> &str {
+        match self {
+            TierEntrySpec::Relay(name) => name,
+            TierEntrySpec::Proxy(spec) => &spec.name,
+        }
+    }
+}
+
+/// A proxy tier: its name and the one proxy whose config it runs.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyTierSpec {
+    pub name: String,
+    #[serde(default)]
+    pub nginx: Option<NginxSpec>,
+    #[serde(default)]
+    pub haproxy: Option<HaproxySpec>,
+}
+
+/// `nginx: { config, location, binary }`: paths relative to the plan file.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NginxSpec {
+    /// The nginx config, as one file (`nginx -T` prints a config with its includes).
+    pub config: std::path::PathBuf,
+    /// The `location` whose proxying the tier does (its URI, or modifier and URI: `= /x`);
+    /// needed when more than one location proxies to an `upstream`.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// The nginx binary a live run starts (default: `nginx` on `PATH`, or /usr/sbin/nginx).
+    #[serde(default)]
+    pub binary: Option<std::path::PathBuf>,
+}
+
+/// `haproxy: { config, backend, binary }`: paths relative to the plan file.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HaproxySpec {
+    pub config: std::path::PathBuf,
+    /// The `backend` (or `listen`) section; needed when more than one has servers.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// The HAProxy binary a live run starts (default: `haproxy` on `PATH`, or
+    /// /usr/sbin/haproxy).
+    #[serde(default)]
+    pub binary: Option<std::path::PathBuf>,
+}
+
+impl<'de> Deserialize<'de> for TierEntrySpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = TierEntrySpec;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a relay tier's name like `api`, or a proxy tier like `{ name: edge, nginx: { config: stacks/nginx.conf } }`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TierEntrySpec, E> {
+                Ok(TierEntrySpec::Relay(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TierEntrySpec, A::Error> {
+                let spec = ProxyTierSpec::deserialize(MapAccessDeserializer::new(map))?;
+                match (&spec.nginx, &spec.haproxy) {
+                    (Some(_), None) | (None, Some(_)) => Ok(TierEntrySpec::Proxy(spec)),
+                    (None, None) => Err(de::Error::custom(format!(
+                        "proxy tier `{}` names no proxy: add `nginx: {{ config: FILE }}` or `haproxy: {{ config: FILE }}`",
+                        spec.name
+                    ))),
+                    (Some(_), Some(_)) => Err(de::Error::custom(format!(
+                        "proxy tier `{}` names both nginx and HAProxy: a tier is one proxy; list each as a tier of its own",
+                        spec.name
+                    ))),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// `client:`: the program `harness client-test` judges.
