@@ -104,8 +104,8 @@ pub struct ProxyRequest {
     tries: u32,
     /// The peer of the try in flight.
     peer: usize,
-    /// The failure that ended the last try, if it failed.
-    failure: Option<Failure>,
+    /// The failure that ended the last try and how it ended, when it is retried.
+    failure: Option<(Failure, Outcome)>,
 }
 
 impl ProxyRequest {
@@ -228,27 +228,23 @@ impl Proxy {
         let Some(failure) = retry else {
             return self.answer(reply, failure);
         };
-        r.failure = Some(failure);
-        for violation in Violation::of_retry(r.request, reply.outcome) {
-            self.counts.hop.violations.add(violation, id);
-        }
-        self.counts.retried_on(failure);
+        r.failure = Some((failure, reply.outcome));
         if failure == Failure::Connect && !self.model.turnaround.is_zero() && self.stays(r) {
             return ProxyStep::Wait {
                 until: now + self.model.turnaround,
             };
         }
-        self.retry(r, now)
+        self.retry(r, now, id)
     }
 
     /// A turn-around of `r` is over at `now`.
-    pub fn on_timer(&mut self, r: &mut ProxyRequest, now: Duration) -> ProxyStep {
-        self.retry(r, now)
+    pub fn on_timer(&mut self, r: &mut ProxyRequest, now: Duration, id: &str) -> ProxyStep {
+        self.retry(r, now, id)
     }
 
     /// The next try: to the same peer or the balancer's next; 502 when every other peer
     /// is out, whatever the last try ended with (nginx's "no live upstreams" mid-request).
-    fn retry(&mut self, r: &mut ProxyRequest, now: Duration) -> ProxyStep {
+    fn retry(&mut self, r: &mut ProxyRequest, now: Duration, id: &str) -> ProxyStep {
         let peer = if self.stays(r) {
             Some(r.peer)
         } else {
@@ -256,7 +252,15 @@ impl Proxy {
             self.choose(r, now, Some(avoid))
         };
         match peer {
-            Some(peer) => self.send(r, now, peer),
+            Some(peer) => {
+                if let Some((failure, outcome)) = r.failure {
+                    for violation in Violation::of_retry(r.request, outcome) {
+                        self.counts.hop.violations.add(violation, id);
+                    }
+                    self.counts.retried_on(failure);
+                }
+                self.send(r, now, peer)
+            }
             None => {
                 self.counts.hop.gave_up += 1;
                 ProxyStep::Answer(Reply::bare(Outcome::Status(BAD_GATEWAY)))
@@ -542,7 +546,7 @@ mod tests {
                 }
                 ProxyStep::Wait { until } => {
                     now = until;
-                    p.on_timer(&mut r, now)
+                    p.on_timer(&mut r, now, "id")
                 }
                 ProxyStep::Answer(reply) => return (peers, reply.outcome, now),
             };

@@ -161,7 +161,8 @@ impl<'a> ProxyTier<'a> {
         else {
             return;
         };
-        let next = self.core.on_timer(&mut r.request, now);
+        fault_server::wire::write_request_id(&mut self.id, self.policy, r.sent.index);
+        let next = self.core.on_timer(&mut r.request, now, &self.id);
         self.act(to.slot, now, next, queue, net);
     }
 }
