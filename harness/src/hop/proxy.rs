@@ -90,6 +90,56 @@ impl ProxyCounts {
     }
 }
 
+/// What is known of a real proxy's hop from outside it: what the hop above sent it, and
+/// what the next hop saw of it. Request ids pass through a proxy, so the next hop tells a
+/// resend (the same stated attempt again) from a new request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outside {
+    /// Attempts the hop above sent it that reached it, and of those first attempts.
+    pub received: u64,
+    pub logical: u64,
+    /// What the next hop received from it, and of that, resends.
+    pub next_received: u64,
+    pub next_repeats: u64,
+    /// Resends of a non-idempotent request (POST, PATCH), and resends after a 4xx.
+    pub repeated_non_idempotent: u64,
+    pub repeated_after_4xx: u64,
+    /// What each of its peers received (in the order of its config's servers).
+    pub per_peer: Vec<u64>,
+}
+
+impl ProxyCounts {
+    /// A real proxy's counts, from outside: its resends are its retries, and what it
+    /// received but never sent (a first attempt the next hop never saw) it answered on
+    /// its own (every peer ejected).
+    pub fn from_outside(o: &Outside) -> ProxyCounts {
+        let first_sends = o.next_received.saturating_sub(o.next_repeats);
+        let mut hop = HopCounts {
+            received: o.received,
+            logical: o.logical,
+            sent: o.next_received,
+            retries: o.next_repeats,
+            faulted: o.received.saturating_sub(first_sends),
+            ..HopCounts::default()
+        };
+        hop.violations.retried_non_idempotent.count = o.repeated_non_idempotent;
+        hop.violations.retried_permanent.count = o.repeated_after_4xx;
+        ProxyCounts {
+            peers: o
+                .per_peer
+                .iter()
+                .map(|sent| PeerCounts {
+                    sent: *sent,
+                    ..PeerCounts::default()
+                })
+                .collect(),
+            no_live_peers: hop.faulted,
+            hop,
+            ..ProxyCounts::default()
+        }
+    }
+}
+
 /// One request at the proxy, from its arrival to its answer.
 #[derive(Debug, Clone)]
 pub struct ProxyRequest {

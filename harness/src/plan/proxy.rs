@@ -44,6 +44,35 @@ pub struct ProxyTier {
     pub binary: Option<PathBuf>,
 }
 
+/// What a live run puts into a proxy tier's config: where it listens, the next hop's
+/// peers (in the order of the config's servers), and its private directory.
+#[derive(Debug, Clone, Copy)]
+pub struct Rewrite<'a> {
+    pub listen: std::net::SocketAddr,
+    pub peers: &'a [std::net::SocketAddr],
+    pub dir: &'a std::path::Path,
+}
+
+impl ProxyTier {
+    /// The user's config as a live run gives it to the real binary (see
+    /// `plan/import/rewrite.rs`), or why it cannot be, at its line.
+    pub fn rewrite(&self, r: &Rewrite<'_>) -> Result<String, String> {
+        let rewritten = match self.model.kind {
+            ProxyKind::Nginx => super::import::rewrite::nginx(self, r),
+            ProxyKind::Haproxy => super::import::rewrite::haproxy(self, r),
+        };
+        rewritten.map_err(|e| {
+            format!(
+                "{}:{}:{}: {}",
+                self.file.display(),
+                e.line,
+                e.column,
+                e.message
+            )
+        })
+    }
+}
+
 /// Where a setting came from: the directive and its line in the config, or the default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Source {

@@ -14,6 +14,7 @@ pub(crate) mod haproxy;
 mod haproxy_syntax;
 pub(crate) mod nginx;
 mod nginx_syntax;
+pub(crate) mod rewrite;
 mod route_config;
 
 use std::path::{Path, PathBuf};

@@ -90,6 +90,45 @@ pub(crate) fn import(text: &str, location: Option<&str>) -> Result<ImportedProxy
     })
 }
 
+/// Where a live run rewrites the config of the tier whose location is `block`: the line
+/// of the `server` block holding it, of the `upstream` its `proxy_pass` names (none for a
+/// literal address), and of that `proxy_pass`.
+pub(super) fn anchors(
+    tree: &[Directive],
+    block: &str,
+) -> Result<(usize, Option<usize>, usize), ConfigError> {
+    let http: Vec<&Directive> = tree.iter().filter(|d| d.name() == "http").collect();
+    let upstreams = upstreams(&http)?;
+    let mut found = Vec::new();
+    for h in &http {
+        for server in h.children().iter().filter(|d| d.name() == "server") {
+            locations(server, &mut vec![server, *h], &mut found);
+        }
+    }
+    for (loc, chain) in &found {
+        let Some(pass) = loc.children().iter().find(|d| d.name() == "proxy_pass") else {
+            continue;
+        };
+        if block_name(loc) != block {
+            continue;
+        }
+        let server = chain
+            .iter()
+            .find(|d| d.name() == "server")
+            .map_or(0, |d| d.line());
+        let upstream = match target(pass, &upstreams)? {
+            Target::Upstream(up) => Some(up.line()),
+            Target::Address(_) => None,
+        };
+        return Ok((server, upstream, pass.line()));
+    }
+    Err(ConfigError::at(
+        1,
+        1,
+        format!("no `location {block}` with `proxy_pass`"),
+    ))
+}
+
 /// `location`'s modifier and URI as written: `/api`, `= /exact`.
 fn block_name(loc: &Directive) -> String {
     loc.args
