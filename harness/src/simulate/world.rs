@@ -320,9 +320,11 @@ impl World<'_> {
             Event::Receive(sent) => {
                 let (reply, expires) = (sent.reply, sent.expires);
                 queue.clear_answered();
+                // Every hop sends to peer 1 for now: only a proxy tier spreads over peers.
+                let peer = 1;
                 match self.tiers.get_mut(sent.to as usize) {
-                    Some(tier) => tier.receive(now, sent, queue, net),
-                    None => self.server.receive(now, sent, queue, net),
+                    Some(tier) => tier.receive(now, sent, peer, queue, net),
+                    None => self.server.receive(now, sent, peer, queue, net),
                 }
                 // The sender's timeout matters only if no answer is on its way in time.
                 if let Some(expires) = expires
