@@ -105,6 +105,13 @@ struct Args {
     #[arg(long, value_name = "N", default_value_t = fault_server::DEFAULT_MAX_CONCURRENT_STREAMS,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_concurrent_streams: u32,
+    /// Listen as N peers of one service (1 to 16): on N consecutive ports from --listen's
+    /// (N free ports when it is 0), one ledger and one script for all; a fault phase's
+    /// `peer: 2` faults only what arrives at the second. For a proxy in front with N
+    /// `server` lines, in the order printed.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=fault_server::wire::MAX_PEERS as i64))]
+    peers: u32,
 }
 
 /// A failure with the exit code it maps to.
@@ -202,6 +209,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         }),
         upstream,
         max_concurrent_streams: args.max_concurrent_streams,
+        peers: args.peers,
         ..ServerConfig::default()
     };
     let server = start(config).await.map_err(start_failure)?;
@@ -209,6 +217,12 @@ async fn run(args: Args) -> Result<(), Failure> {
         "fault-server listening on {} (seed {seed}; {describe})",
         server.url()
     ));
+    // The first line stays what scripts read the address from; the peers follow it.
+    if args.peers > 1 {
+        for (peer, url) in (1..).zip(server.peer_urls()) {
+            say(&format!("fault-server peer {peer} listening on {url}"));
+        }
+    }
     wait_for_signal().await;
     say("fault-server: shutting down");
     server.shutdown().await;
@@ -268,15 +282,17 @@ fn read_script(path: &Path) -> Result<Script, Failure> {
 /// change, 3 for an address that cannot be had.
 fn start_failure(error: StartError) -> Failure {
     match &error {
-        StartError::OpenControl { .. } | StartError::Token(_) => Failure {
-            code: 2,
-            message: error.to_string(),
-        },
+        StartError::OpenControl { .. } | StartError::Token(_) | StartError::Peers { .. } => {
+            Failure {
+                code: 2,
+                message: error.to_string(),
+            }
+        }
         StartError::AddrInUse { .. } => Failure {
             code: 3,
             message: format!("{error}; pick another with --listen"),
         },
-        StartError::Bind { .. } => Failure {
+        StartError::Bind { .. } | StartError::PeerPorts { .. } => Failure {
             code: 3,
             message: error.to_string(),
         },

@@ -549,6 +549,7 @@ async fn relay(name: &str, next: String, policy: harness::policy::Policy) -> har
         listen: "127.0.0.1:0".parse().expect("an address"),
         script: None,
         tracing: None,
+        peers: 1,
     })
     .await
     .expect("a relay")
@@ -692,6 +693,7 @@ async fn two_tiers_forwarding_to_each_other_answer_508_after_a_bounded_number_of
         listen: "127.0.0.1:0".parse().expect("an address"),
         script: None,
         tracing: None,
+        peers: 1,
     };
     // B's address first, so that A can forward to it before B starts.
     let b_listener = tokio::net::TcpListener::bind("127.0.0.1:0")

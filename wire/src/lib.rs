@@ -251,6 +251,42 @@ impl DrawSeeds {
     }
 }
 
+/// How one arrival of a request stands among the others of its stated attempt at a hop:
+/// the peer (listening socket, numbered from 1 as a proxy's `server` lines are) it came
+/// in at, and how many times the hop had already seen the same stated attempt (the same
+/// id, [`ATTEMPT`] and [`UPSTREAM_ATTEMPTS`] chain): a proxy resends a request unchanged
+/// to another peer, or the same one, and each resend must draw its faults anew.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// The peer it arrived at; `None` at a hop with one peer.
+    pub peer: Option<u32>,
+    /// 0 for the first arrival of its stated attempt, 1 for the first resend, ….
+    pub repeat: u32,
+}
+
+impl DrawSeeds {
+    /// These seeds for the attempt's `arrival`. A first arrival at a hop with one peer
+    /// keeps them as they are, so a run without peers or resends draws what it always
+    /// drew; any other arrival gets an attempt stream of its own. The sticky stream stays:
+    /// it is the logical request's, wherever and however often it arrives.
+    pub fn at(self, arrival: Arrival) -> DrawSeeds {
+        if arrival == Arrival::default() {
+            return self;
+        }
+        let peer = arrival.peer.unwrap_or(0).to_le_bytes();
+        let repeat = arrival.repeat.to_le_bytes();
+        DrawSeeds {
+            attempt: self.attempt ^ splitmix64(fnv1a([&b"arrival"[..], &peer, &repeat])),
+            sticky: self.sticky,
+        }
+    }
+}
+
+/// The most peers a hop listens as (the fault-server's `--peers`, a relay tier's): what
+/// a ledger counts per peer is an array of this many, and a peer number above it is
+/// refused where it is given.
+pub const MAX_PEERS: usize = 16;
+
 /// AWS SDKs: `amz-sdk-request: attempt=2; max=3` states the attempt number.
 pub const AWS_REQUEST: &str = "amz-sdk-request";
 /// Envoy: the attempt number of a request it routes (`x-envoy-attempt-count: 2`).
@@ -578,5 +614,23 @@ mod tests {
         let anonymous = DrawSeeds::new(42, None, Some(2), None, || 7);
         assert_eq!(anonymous.attempt, anonymous_seed(42, 7));
         assert_eq!(anonymous.sticky, None);
+    }
+
+    #[test]
+    fn an_arrival_at_another_peer_or_a_resend_draws_anew_and_a_first_one_does_not() {
+        let seeds = DrawSeeds::new(42, Some("p-0000001"), Some(2), None, || 0);
+        assert_eq!(seeds.at(Arrival::default()), seeds);
+        let peer = |peer, repeat| seeds.at(Arrival { peer, repeat });
+        let all = [
+            peer(Some(1), 0),
+            peer(Some(2), 0),
+            peer(None, 1),
+            peer(Some(1), 1),
+        ];
+        for (i, a) in all.iter().enumerate() {
+            assert_ne!(a.attempt, seeds.attempt);
+            assert_eq!(a.sticky, seeds.sticky, "the logical request's stream stays");
+            assert!(all[..i].iter().all(|b| b.attempt != a.attempt));
+        }
     }
 }

@@ -85,6 +85,20 @@ const GRPC_CODES: usize = crate::wire::grpc::NAMES.len();
 const CODES: std::ops::RangeInclusive<u16> = 100..=599;
 
 impl Disposition {
+    /// Whether the client was answered with a 4xx status: what a resend after it is
+    /// counted by ([`super::RepeatLedger::after_4xx`]).
+    pub fn is_4xx(self) -> bool {
+        match self {
+            Disposition::Status(code) | Disposition::Upstream(code) => (400..500).contains(&code),
+            Disposition::KeyInFlight
+            | Disposition::KeyMismatch
+            | Disposition::BadHeader
+            | Disposition::BadRequest => true,
+            // The reject status is the script's (503 by default): not known here.
+            _ => false,
+        }
+    }
+
     /// The label used in the ledger and in metrics: `served`, `status_503`, `reset`,
     /// `upstream_200`, `upstream_unreachable`, …
     pub fn label(self) -> String {

@@ -40,7 +40,9 @@ mod counters;
 pub mod group;
 mod ids;
 mod keys;
+mod peers;
 mod pending;
+pub mod resends;
 pub mod retries;
 mod snapshot;
 mod table;
@@ -57,7 +59,10 @@ use counters::{Counts, OutcomeCounters};
 pub use ids::Execution;
 use keys::KeyEntry;
 pub use keys::{KeyCheck, KeyClaim, StoredResponse};
+use peers::Books;
+pub use peers::{PeerArrival, RepeatLedger};
 use pending::Pending;
+pub use resends::{Resends, Resent, Stated};
 use retries::Retries;
 pub use retries::{Arriving, Grouped, Judged, Judging, Seen};
 pub use snapshot::{LedgerSnapshot, PolicyLedger};
@@ -204,6 +209,8 @@ pub struct Ledger {
     /// ([`Ledger::judging`]).
     /// How it judges (read on every judged request, so outside the lock) and the judge.
     retries: Option<(Judging, Mutex<Retries>)>,
+    /// Attempts per peer and method, and resends of stated attempts ([`peers`]).
+    books: Books,
 }
 
 impl Default for Ledger {
@@ -226,6 +233,7 @@ impl Ledger {
             pending: Pending::default(),
             id_keys: RandomState::new(),
             retries: None,
+            books: Books::new(&limits),
         }
     }
 
@@ -363,6 +371,7 @@ impl Ledger {
         if let Some(mut retries) = self.retries() {
             retries.reset();
         }
+        self.books.reset(epoch);
         self.epoch.store(epoch, Ordering::Release);
     }
 }

@@ -86,6 +86,18 @@ pub struct LedgerSnapshot {
     /// neither ledger: not their arrival, which was the last one's, nor anything they did
     /// after the reset (fault, side effect, key, outcome).
     pub stragglers: u64,
+    /// Requests per peer (numbered from 1) and method, at a server that listens as
+    /// several peers (`--peers`); empty with one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_peer: BTreeMap<u32, BTreeMap<String, u64>>,
+    /// Requests that resent a stated attempt already seen (the same `x-request-id`,
+    /// attempt number and upstream chain): a proxy's retries to another peer, or the
+    /// same one, as this server saw them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub repeats: u64,
+    /// `repeats` by method, each with those whose previous arrival was answered 4xx.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub repeats_by_method: BTreeMap<String, super::RepeatLedger>,
     /// The judgement of the client's retries, when the server judges (`client-test`, a
     /// proxy in front of a service).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,6 +132,7 @@ impl Ledger {
             .saturating_sub(then.requests);
         let stragglers = self.stragglers.load().since(&then.stragglers);
         let counts = self.counters.load().since(&then.counts).since(&stragglers);
+        let books = self.books.totals();
         drop(queues);
         LedgerSnapshot {
             requests,
@@ -147,7 +160,14 @@ impl Ledger {
             tracked_keys: inner.keys.len() as u64,
             evicted_keys: inner.evicted_keys,
             stragglers: stragglers.outcomes().map(|(_, n)| n).sum(),
+            by_peer: books.by_peer,
+            repeats: books.repeats,
+            repeats_by_method: books.repeats_by_method,
             judged: self.retries().map(|r| r.snapshot()),
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

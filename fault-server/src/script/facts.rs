@@ -55,6 +55,9 @@ pub struct RequestFacts<'a> {
     pub attempt: Option<u32>,
     /// The request's headers.
     pub headers: &'a dyn HeaderLookup,
+    /// The peer (listening socket, numbered from 1) it arrived at; `None` at a server
+    /// with one peer.
+    pub peer: Option<u32>,
     /// A seed that is the same for every attempt of this logical request (the live server
     /// uses [`crate::seed::IdSeed`]`::new(seed, x-request-id).attempt(0)`); `sticky` phases draw from it. Without
     /// one, they draw from the per-attempt RNG like any other phase.
@@ -67,6 +70,7 @@ impl std::fmt::Debug for RequestFacts<'_> {
             .field("method", &self.method)
             .field("path", &self.path)
             .field("attempt", &self.attempt)
+            .field("peer", &self.peer)
             .finish_non_exhaustive()
     }
 }

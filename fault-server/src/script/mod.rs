@@ -41,8 +41,8 @@ pub use fault::{Decision, Fault, FaultAction, FaultKind, FaultResponse, GrpcStat
 use resolve::Phase;
 pub use spec::{
     AttemptNumber, CapacitySpec, GrpcCodeSpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany,
-    PathSpec, PhaseSpec, Probability, PushbackSpec, RespondSpec, ScriptSpec, StatusCodeSpec,
-    Weight,
+    PathSpec, PeerNumber, PhaseSpec, Probability, PushbackSpec, RespondSpec, ScriptSpec,
+    StatusCodeSpec, Weight,
 };
 
 /// The largest script accepted, in bytes: the harness's limit on a plan file

@@ -41,6 +41,8 @@ pub(super) struct Phase {
     pub(super) matcher: Matcher,
     pub(super) probability: f64,
     pub(super) attempts: Option<Vec<u32>>,
+    /// The peers it faults at; `None`: any, and a server with one peer too.
+    pub(super) peers: Option<Vec<u32>>,
     pub(super) sticky: bool,
     pub(super) entries: Vec<Entry>,
     pub(super) total_weight: f64,
@@ -104,6 +106,17 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
         }
         Some(list) => Some(list.iter().map(|a| a.get()).collect()),
     };
+    let peers = match &spec.peer {
+        None => None,
+        Some(list) if list.0.is_empty() => {
+            return Err(ScriptError::invalid(
+                &label,
+                "peer",
+                "is an empty list: the phase would never fire (omit it to fault at every peer)",
+            ));
+        }
+        Some(list) => Some(list.0.iter().map(|p| p.get()).collect()),
+    };
     let (entries, total_weight) = entries(&label, spec)?;
     Ok(Phase {
         label: spec
@@ -115,6 +128,7 @@ fn resolve_phase(index: usize, spec: &PhaseSpec) -> Result<Phase, ScriptError> {
         matcher,
         probability: spec.probability.unwrap_or(Probability::ONE).get(),
         attempts,
+        peers,
         sticky: spec.sticky.unwrap_or(false),
         entries,
         total_weight,

@@ -8,8 +8,8 @@ use std::borrow::Cow;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use super::spec::{
-    AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, Probability,
-    PushbackSpec, StatusCodeSpec, Weight,
+    AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, PeerNumber,
+    Probability, PushbackSpec, StatusCodeSpec, Weight,
 };
 use crate::dist::DistributionSpec;
 use crate::duration::DurationSpec;
@@ -59,6 +59,11 @@ fixed_schema!(Probability, "Probability", {
 fixed_schema!(Weight, "Weight", {
     "description": "A relative weight (>= 0)",
     "type": "number", "minimum": 0
+});
+
+fixed_schema!(PeerNumber, "PeerNumber", {
+    "description": "A peer number: 1 for the first listening socket (the proxy's first `server` line)",
+    "type": "integer", "minimum": 1, "maximum": crate::wire::MAX_PEERS
 });
 
 fixed_schema!(AttemptNumber, "AttemptNumber", {

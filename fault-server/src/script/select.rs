@@ -33,6 +33,11 @@ impl Script {
             {
                 continue;
             }
+            if let Some(peers) = &phase.peers
+                && !request.peer.is_some_and(|n| peers.contains(&n))
+            {
+                continue;
+            }
             // A sticky phase draws from a stream of its own for the logical request, so
             // every attempt of the request gets the same answer from it.
             let mut sticky_rng = phase

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::fault::FaultKind;
 pub use super::values::{
-    AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, Probability,
-    PushbackSpec, StatusCodeSpec, Weight,
+    AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, PeerNumber,
+    Probability, PushbackSpec, StatusCodeSpec, Weight,
 };
 use crate::dist::DistributionSpec;
 use crate::duration::DurationSpec;
@@ -87,6 +87,12 @@ pub struct PhaseSpec {
     /// request without the header does not match.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<AttemptNumber>>,
+    /// Only requests arriving at this peer, or these (`2` or `[1, 3]`), are faulted: one
+    /// bad instance among the peers a server listens as (`fault-server --peers`),
+    /// numbered from 1 in the order of the proxy's `server` lines. A server with one peer
+    /// matches none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<OneOrMany<PeerNumber>>,
     /// Decide once per logical request (`x-request-id`) instead of per attempt: every
     /// attempt of a request that this phase faults gets the same fault. A permanent error
     /// stays permanent however often it is retried, as a real 400 does.

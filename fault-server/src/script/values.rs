@@ -105,6 +105,41 @@ impl From<AttemptNumber> for u32 {
     }
 }
 
+/// A peer number: which of the listening sockets of one service (numbered from 1, in the
+/// order of a proxy's `server` lines) a request arrived at; at most
+/// [`crate::wire::MAX_PEERS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "u32")]
+pub struct PeerNumber(u32);
+
+impl PeerNumber {
+    /// The number, in `1..=MAX_PEERS`.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl TryFrom<u32> for PeerNumber {
+    type Error = String;
+
+    fn try_from(value: u32) -> Result<Self, String> {
+        let max = crate::wire::MAX_PEERS;
+        if value >= 1 && usize::try_from(value).is_ok_and(|v| v <= max) {
+            Ok(PeerNumber(value))
+        } else {
+            Err(format!(
+                "peers are numbered from 1 (the first `server` line of the proxy in front) to {max}, got {value}"
+            ))
+        }
+    }
+}
+
+impl From<PeerNumber> for u32 {
+    fn from(p: PeerNumber) -> u32 {
+        p.0
+    }
+}
+
 /// An HTTP status code a fault may answer with: 200 to 599 (a 1xx is not a final
 /// response).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -494,6 +529,11 @@ deserialize_with!(
     AttemptNumber,
     deserialize_u32,
     IntVisitor::<AttemptNumber, u32>("an attempt number (1, 2, …)", PhantomData)
+);
+deserialize_with!(
+    PeerNumber,
+    deserialize_u32,
+    IntVisitor::<PeerNumber, u32>("a peer number (1, 2, …)", PhantomData)
 );
 deserialize_with!(
     StatusCodeSpec,

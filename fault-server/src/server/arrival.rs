@@ -11,20 +11,28 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use tokio::time::Instant;
 
+use super::conn::Peer;
 use super::flight::InFlight;
 use super::handler::text;
 use super::kept::Kept;
 use super::state::{Active, Shared};
-use crate::ledger::RequestIdentity;
+use crate::ledger::{PeerArrival, RequestIdentity, Stated};
 use crate::script::{Decision, RequestFacts, Script};
-use crate::wire::{DrawSeeds, UPSTREAM_ATTEMPTS};
+use crate::wire::{Arrival, DrawSeeds, UPSTREAM_ATTEMPTS};
 
 // Made once: a lookup by `&str` parses and checks the name each time.
 const UPSTREAM_ATTEMPTS_NAME: axum::http::HeaderName =
     axum::http::HeaderName::from_static(UPSTREAM_ATTEMPTS);
 
-/// Counts a request's arrival in the ledger and names it on its span.
-pub(super) fn record_arrival(shared: &Shared, flight: &mut InFlight, kept: &Kept, at: Instant) {
+/// Counts a request's arrival in the ledger (and at its peer, with how many times its
+/// stated attempt arrived before) and names it on its span.
+pub(super) fn record_arrival(
+    shared: &Shared,
+    flight: &mut InFlight,
+    kept: &Kept,
+    parts: &Parts,
+    at: Instant,
+) {
     flight.span(|span| {
         if let Some(id) = &kept.request_id {
             span.set("chaos.request_id", id.to_string());
@@ -36,23 +44,38 @@ pub(super) fn record_arrival(shared: &Shared, flight: &mut InFlight, kept: &Kept
             span.set("chaos.policy", policy.to_string());
         }
     });
-    flight.arrived(shared.ledger.record_request(
+    let now = shared.ledger_time(at);
+    let epoch = shared.ledger.record_request(
         RequestIdentity {
             request_id: kept.request_id.as_deref(),
             policy: kept.policy.as_deref(),
         },
-        shared.ledger_time(at),
-    ));
+        now,
+    );
+    flight.arrived(epoch);
+    let peer = parts.extensions.get::<Peer>().map(|p| p.0);
+    let stated = kept.request_id.as_deref().map(|id| Stated {
+        request_id: id,
+        attempt: kept.attempt,
+        upstream: text(&parts.headers, &UPSTREAM_ATTEMPTS_NAME),
+    });
+    let arrival = PeerArrival {
+        peer,
+        method: parts.method.as_str(),
+        stated,
+    };
+    flight.at_peer(peer, shared.ledger.arrive_at(epoch, arrival, now));
 }
 
 /// The script's decision for a request, and the RNG its service time draws from: seeded
 /// from (seed, request id, attempt, the chain above), or from the seed and a counter for a
-/// request without an id.
+/// request without an id; mixed with where and how often it arrived (`arrival`).
 pub(super) fn decide(
     active: &Active,
     shared: &Shared,
     parts: &Parts,
     kept: &Kept,
+    arrival: Arrival,
     now: Duration,
 ) -> (Option<ChaCha8Rng>, Decision) {
     let headers = &parts.headers;
@@ -66,6 +89,7 @@ pub(super) fn decide(
             text(headers, &UPSTREAM_ATTEMPTS_NAME),
             || shared.anonymous.fetch_add(1, Ordering::Relaxed),
         )
+        .at(arrival)
     });
     let mut rng = seeds.map(|s| ChaCha8Rng::seed_from_u64(s.attempt));
     let decision = match rng.as_mut() {
@@ -76,6 +100,7 @@ pub(super) fn decide(
                 attempt: kept.attempt,
                 headers,
                 sticky_seed: seeds.and_then(|s| s.sticky),
+                peer: arrival.peer,
             },
             now,
             rng,

@@ -127,6 +127,11 @@ pub struct ServerConfig {
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` an HTTP/2 connection advertises: streams past it
     /// wait at the client (hyper's default, 200).
     pub max_concurrent_streams: u32,
+    /// How many peers the server listens as (1..=[`crate::wire::MAX_PEERS`]): one
+    /// service on that many sockets, with one ledger and one script, whose requests know
+    /// the peer they came in at (a phase's `peer:`). The first listens on `listen`, the
+    /// others on the ports after it (each on a free port of its own when `listen`'s is 0).
+    pub peers: u32,
 }
 
 /// hyper's own default for an HTTP/2 server.
@@ -161,6 +166,7 @@ impl Default for ServerConfig {
             judging: None,
             upstream: None,
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            peers: 1,
         }
     }
 }
@@ -195,6 +201,7 @@ impl fmt::Debug for ServerConfig {
             .field("judging", &self.judging)
             .field("upstream", &self.upstream)
             .field("max_concurrent_streams", &self.max_concurrent_streams)
+            .field("peers", &self.peers)
             .finish()
     }
 }

@@ -191,14 +191,43 @@ pub(crate) struct Stop {
     pub(crate) force: CancellationToken,
 }
 
+/// The peer a request arrived at, numbered from 1, as a request extension: the listening
+/// socket its connection was accepted on, when the server listens as several peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peer(pub(crate) u32);
+
 /// A connection accepted and not yet admitted.
 struct Newcomer {
     stream: TcpStream,
     id: u64,
     open: Arc<Open>,
+    peer: Option<Peer>,
+}
+
+/// The next connection on any of `listeners`, with the index of the one it came in on.
+/// The listener first looked at turns with every call, so a busy peer cannot keep the
+/// others' connections waiting.
+async fn accept_any(
+    listeners: &[TcpListener],
+    turn: &mut usize,
+) -> (usize, io::Result<(TcpStream, SocketAddr)>) {
+    let start = *turn;
+    *turn = turn.wrapping_add(1);
+    std::future::poll_fn(|cx| {
+        for k in 0..listeners.len() {
+            let i = (start + k) % listeners.len();
+            if let Poll::Ready(accepted) = listeners[i].poll_accept(cx) {
+                return Poll::Ready((i, accepted));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 /// Accepts until shutdown; each connection runs on its own task, tracked for shutdown.
+/// With several `listeners` (peers), each connection's requests carry its [`Peer`], the
+/// listener's place in the list plus one; with one, none do.
 ///
 /// While a newcomer waits for room ([`Admission::Wait`]) nothing else is accepted: the
 /// clients behind it wait in the listen backlog, in the order they came, rather than be
@@ -206,7 +235,7 @@ struct Newcomer {
 /// closed its descriptors, or at the next sweep, which may have closed some, or found
 /// a busy connection idle again.
 pub(crate) async fn accept_loop(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     service: impl Serve,
     stop: Stop,
     tracker: TaskTracker,
@@ -227,6 +256,8 @@ pub(crate) async fn accept_loop(
     let mut sweep = tokio::time::interval_at(Instant::now() + HEADER_SWEEP, HEADER_SWEEP);
     sweep.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut waiting: Option<Newcomer> = None;
+    let mut turn = 0;
+    let peers = listeners.len() > 1;
     loop {
         tokio::select! {
             biased;
@@ -235,8 +266,8 @@ pub(crate) async fn accept_loop(
                 budget.close_stalled(HEADER_READ_TIMEOUT);
             }
             () = budget.left.notified(), if waiting.is_some() => {}
-            accepted = listener.accept(), if waiting.is_none() => match accepted {
-                Ok((stream, _peer)) => {
+            (index, accepted) = accept_any(&listeners, &mut turn), if waiting.is_none() => match accepted {
+                Ok((stream, _address)) => {
                     let open = Arc::new(Open {
                         busy: AtomicUsize::new(0),
                         last_active: AtomicU64::new(Open::now(budget.epoch)),
@@ -244,7 +275,8 @@ pub(crate) async fn accept_loop(
                         kill: stop.force.child_token(),
                     });
                     let id = budget.next_id.fetch_add(1, Ordering::Relaxed);
-                    waiting = Some(Newcomer { stream, id, open });
+                    let peer = peers.then(|| Peer(u32::try_from(index + 1).unwrap_or(u32::MAX)));
+                    waiting = Some(Newcomer { stream, id, open, peer });
                 }
                 Err(error) if is_per_connection(&error) => {}
                 Err(_) => {
@@ -273,6 +305,7 @@ pub(crate) async fn accept_loop(
             // must stay reachable.
             only: (!within).then_some(limits.always_serve),
             body_timeout: limits.body_timeout,
+            peer: newcomer.peer,
         };
         tracker.spawn(serve_connection(
             newcomer.stream,
@@ -379,6 +412,7 @@ struct Connection {
     /// Served over budget: only requests whose path passes this.
     only: Option<fn(&str) -> bool>,
     body_timeout: Duration,
+    peer: Option<Peer>,
 }
 
 impl Drop for Connection {
@@ -474,15 +508,19 @@ async fn serve_until_closed(
         // Could not duplicate the descriptor (out of descriptors): drop the connection.
         return;
     };
-    let (open, only, body_timeout) = (
+    let (open, only, body_timeout, peer) = (
         Arc::clone(&connection.open),
         connection.only,
         connection.body_timeout,
+        connection.peer,
     );
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let busy = Busy::new(&open);
         let refused = only.is_some_and(|serve| !serve(request.uri().path()));
-        let request = request.map(|body| DeadlineBody::new(body, body_timeout));
+        let mut request = request.map(|body| DeadlineBody::new(body, body_timeout));
+        if let Some(peer) = peer {
+            request.extensions_mut().insert(peer);
+        }
         let response = socket::scope(control.clone(), service.serve(request));
         async move {
             let _busy = busy;
@@ -586,7 +624,7 @@ mod tests {
         let stop = Stop::default();
         let tracker = TaskTracker::new();
         let accept = tokio::spawn(accept_loop(
-            listener,
+            vec![listener],
             router,
             stop.clone(),
             tracker.clone(),

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::state::View;
-use crate::ledger::{Disposition, Epoch};
+use crate::ledger::{Disposition, Epoch, Resent};
 use crate::otel::ServerSpan;
+use crate::wire::Arrival;
 
 /// Counts a request in flight and makes sure every request ends with exactly one
 /// recorded outcome (`abandoned` when its future is dropped before one). With tracing on,
@@ -17,6 +18,10 @@ pub(super) struct InFlight {
     done: bool,
     /// The ledger's generation the request arrived in ([`InFlight::arrived`]).
     epoch: Epoch,
+    /// The peer it arrived at and its place among the arrivals of its stated attempt
+    /// ([`InFlight::at_peer`]).
+    peer: Option<u32>,
+    resent: Resent,
     /// Boxed: the request's future carries an `InFlight`, and hyper moves that future
     /// into place for every request, traced or not.
     pub(super) span: Option<Box<ServerSpan>>,
@@ -32,6 +37,8 @@ impl InFlight {
             view: Arc::clone(view),
             done: false,
             epoch: view.shared.ledger.epoch(),
+            peer: None,
+            resent: Resent::default(),
             span: None,
         }
     }
@@ -42,6 +49,20 @@ impl InFlight {
         self.epoch = epoch;
     }
 
+    /// It arrived at `peer`, as the ledger's `resent` arrival of its stated attempt.
+    pub(super) fn at_peer(&mut self, peer: Option<u32>, resent: Resent) {
+        self.peer = peer;
+        self.resent = resent;
+    }
+
+    /// What its fault draws mix in ([`crate::wire::DrawSeeds::at`]).
+    pub(super) fn arrival(&self) -> Arrival {
+        Arrival {
+            peer: self.peer,
+            repeat: self.resent.repeat,
+        }
+    }
+
     pub(super) fn epoch(&self) -> Epoch {
         self.epoch
     }
@@ -49,10 +70,9 @@ impl InFlight {
     pub(super) fn outcome(&mut self, outcome: Disposition) {
         if !self.done {
             self.done = true;
-            self.view
-                .shared
-                .ledger
-                .record_outcome_in(self.epoch, outcome);
+            let ledger = &self.view.shared.ledger;
+            ledger.record_outcome_in(self.epoch, outcome);
+            ledger.resend_answered(self.epoch, &self.resent, outcome);
             if let Some(span) = &mut self.span {
                 annotate(span, outcome);
             }

@@ -133,8 +133,8 @@ fn handle_http(view: Arc<View>, request: Request) -> Handled {
         )));
     }
     let now = arrived.saturating_duration_since(active.epoch);
-    record_arrival(shared, &mut flight, &kept, arrived);
-    let (rng, decision) = decide(active, shared, &parts, &kept, now);
+    record_arrival(shared, &mut flight, &kept, &parts, arrived);
+    let (rng, decision) = decide(active, shared, &parts, &kept, flight.arrival(), now);
 
     let at_once = matches!(decision, Decision::Serve) && !waits(active, Duration::ZERO);
     if at_once

@@ -38,7 +38,7 @@ pub(super) async fn handle(
     let body = match read_body(body, shared.max_body).await {
         Ok(body) => body,
         Err(error) => {
-            record_arrival(shared, &mut flight, &kept, arrived);
+            record_arrival(shared, &mut flight, &kept, &parts, arrived);
             return bad_body(&mut flight, &error);
         }
     };
@@ -69,9 +69,10 @@ pub(super) async fn handle(
             asked: None,
         });
     }
-    record_arrival(shared, &mut flight, &kept, arrived);
+    record_arrival(shared, &mut flight, &kept, &parts, arrived);
     let now = arrived.saturating_duration_since(view.active.epoch);
-    let (rng, decision) = decide(&view.active, shared, &parts, &kept, now);
+    let arrival = flight.arrival();
+    let (rng, decision) = decide(&view.active, shared, &parts, &kept, arrival, now);
     if let (Some(answer), Decision::Fault { fault, .. }) = (&mut answer, &decision) {
         // These never produce a response: the guard sees them end with their connection.
         match fault.action {

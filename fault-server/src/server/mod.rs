@@ -78,6 +78,20 @@ pub enum StartError {
     /// non-loopback rule, which an empty token would otherwise satisfy.
     #[error("refusing to start: {0}")]
     Token(#[from] TokenError),
+    /// A peer count out of `1..=MAX_PEERS`.
+    #[error("cannot listen as {peers} peers: a server listens as 1 to {max} peers", max = crate::wire::MAX_PEERS)]
+    Peers {
+        /// The count asked for.
+        peers: u32,
+    },
+    /// The ports after `listen` run past 65535.
+    #[error("cannot listen as {peers} peers from {addr}: the ports after it run past 65535")]
+    PeerPorts {
+        /// The first address.
+        addr: SocketAddr,
+        /// The count asked for.
+        peers: u32,
+    },
     /// Any other bind failure (permission denied, address not available …).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -100,23 +114,18 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             addr: config.listen,
         });
     }
-    let listener = conn::listen(config.listen).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::AddrInUse {
-            StartError::AddrInUse {
-                addr: config.listen,
-                source,
-            }
-        } else {
-            StartError::Bind {
-                addr: config.listen,
-                source,
-            }
-        }
-    })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: config.listen,
-        source,
-    })?;
+    let addrs = peer_addrs(config.listen, config.peers)?;
+    let mut listeners = Vec::with_capacity(addrs.len());
+    let mut bound = Vec::with_capacity(addrs.len());
+    for addr in addrs {
+        let listener = conn::listen(addr).map_err(|source| bind_error(addr, source))?;
+        bound.push(
+            listener
+                .local_addr()
+                .map_err(|source| StartError::Bind { addr, source })?,
+        );
+        listeners.push(listener);
+    }
     let shutdown_grace = config.shutdown_grace;
     let limits = conn::Limits {
         max_connections: config.max_connections.unwrap_or_else(|| {
@@ -133,7 +142,7 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     let shared = Arc::new(Shared::new(config));
     let tracker = TaskTracker::new();
     let accept = tokio::spawn(conn::accept_loop(
-        listener,
+        listeners,
         control::Dispatch::new(Arc::clone(&shared)),
         shared.stop.clone(),
         tracker.clone(),
@@ -141,13 +150,45 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     ));
     Ok(ServerHandle {
         inner: Arc::new(HandleInner {
-            addr,
+            addrs: bound,
             shared,
             accept: Mutex::new(Some(accept)),
             tracker,
             shutdown_grace,
         }),
     })
+}
+
+/// The addresses the `peers` of a server listening at `listen` bind: `listen`, then the
+/// ports after it; each port 0 (a free port of its own) when `listen`'s is.
+fn peer_addrs(listen: SocketAddr, peers: u32) -> Result<Vec<SocketAddr>, StartError> {
+    if peers == 0 || usize::try_from(peers).map_or(true, |p| p > crate::wire::MAX_PEERS) {
+        return Err(StartError::Peers { peers });
+    }
+    (0..peers)
+        .map(|i| {
+            let port = if listen.port() == 0 {
+                Some(0)
+            } else {
+                u16::try_from(i)
+                    .ok()
+                    .and_then(|i| listen.port().checked_add(i))
+            };
+            port.map(|port| SocketAddr::new(listen.ip(), port))
+                .ok_or(StartError::PeerPorts {
+                    addr: listen,
+                    peers,
+                })
+        })
+        .collect()
+}
+
+fn bind_error(addr: SocketAddr, source: std::io::Error) -> StartError {
+    if source.kind() == std::io::ErrorKind::AddrInUse {
+        StartError::AddrInUse { addr, source }
+    } else {
+        StartError::Bind { addr, source }
+    }
 }
 
 /// A running server. Cheap to clone; the server stops when [`ServerHandle::shutdown`] is
@@ -159,7 +200,8 @@ pub struct ServerHandle {
 
 #[derive(Debug)]
 struct HandleInner {
-    addr: SocketAddr,
+    /// Every peer's address, in order: at least one.
+    addrs: Vec<SocketAddr>,
     shared: Arc<Shared>,
     accept: Mutex<Option<JoinHandle<()>>>,
     tracker: TaskTracker,
@@ -174,14 +216,30 @@ impl Drop for HandleInner {
 }
 
 impl ServerHandle {
-    /// The address the server listens on (the real port when asked for port 0).
+    /// The address the server listens on (the real port when asked for port 0); with
+    /// several peers, the first's.
     pub fn addr(&self) -> SocketAddr {
-        self.inner.addr
+        self.inner.addrs[0]
     }
 
-    /// `http://IP:PORT`, without a trailing slash.
+    /// `http://IP:PORT`, without a trailing slash; with several peers, the first's.
     pub fn url(&self) -> String {
-        format!("http://{}", self.inner.addr)
+        format!("http://{}", self.addr())
+    }
+
+    /// Every peer's address, peer 1 first (one for a server with one peer).
+    pub fn peer_addrs(&self) -> &[SocketAddr] {
+        &self.inner.addrs
+    }
+
+    /// Every peer's `http://IP:PORT`, peer 1 first: the `server` lines of a proxy in
+    /// front, in this order, so that its peer numbers are the script's.
+    pub fn peer_urls(&self) -> Vec<String> {
+        self.inner
+            .addrs
+            .iter()
+            .map(|a| format!("http://{a}"))
+            .collect()
     }
 
     /// Replaces the script and restarts the run clock (the ledger is kept; call

@@ -104,6 +104,7 @@ pub(super) fn relay(args: RelayArgs) -> u8 {
             listen: args.listen,
             script: None,
             tracing: None,
+            peers: 1,
         })
         .await
         {

@@ -126,6 +126,8 @@ fn ledger_view(tested: &Tested) -> LedgerView {
         // The program's counts are the ledger's: nothing to disagree with.
         reconciled: true,
         by_outcome: l.by_outcome.clone(),
+        by_peer: l.by_peer.clone(),
+        repeats_by_method: crate::report::repeats(l),
     }
 }
 

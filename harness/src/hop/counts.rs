@@ -35,6 +35,18 @@ pub struct HopCounts {
     pub violations: HopViolations,
     /// Attempts sent in each second since the tier started.
     pub sent_per_second: Vec<u64>,
+    /// Requests received at each peer, peer 1 first, at a tier that listens as several
+    /// (at most [`fault_server::wire::MAX_PEERS`]); empty with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub received_by_peer: Vec<u64>,
+    /// Requests received that resent a stated attempt already seen (the same id, attempt
+    /// and chain): a proxy's retries to another peer or the same one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A hop's retries that broke an invariant ([`Violation::of_retry`]), with a few request
@@ -72,6 +84,7 @@ impl HopCounts {
             (&mut self.no_retry_received, other.no_retry_received),
             (&mut self.faulted, other.faulted),
             (&mut self.unsent, other.unsent),
+            (&mut self.repeats, other.repeats),
         ] {
             *mine += theirs;
         }
@@ -81,12 +94,34 @@ impl HopCounts {
         self.violations
             .retried_non_idempotent
             .absorb(&mut other.violations.retried_non_idempotent);
+        if self.received_by_peer.len() < other.received_by_peer.len() {
+            self.received_by_peer
+                .resize(other.received_by_peer.len(), 0);
+        }
+        for (mine, theirs) in self.received_by_peer.iter_mut().zip(other.received_by_peer) {
+            *mine += theirs;
+        }
         if self.sent_per_second.len() < other.sent_per_second.len() {
             self.sent_per_second.resize(other.sent_per_second.len(), 0);
         }
         for (mine, theirs) in self.sent_per_second.iter_mut().zip(other.sent_per_second) {
             *mine += theirs;
         }
+    }
+
+    /// A request received at `peer` (numbered from 1; beyond the most a tier listens as,
+    /// uncounted).
+    pub(super) fn received_at(&mut self, peer: u32) {
+        let Some(index) = usize::try_from(peer).ok().and_then(|p| p.checked_sub(1)) else {
+            return;
+        };
+        if index >= fault_server::wire::MAX_PEERS {
+            return;
+        }
+        if self.received_by_peer.len() <= index {
+            self.received_by_peer.resize(index + 1, 0);
+        }
+        self.received_by_peer[index] += 1;
     }
 
     /// An attempt sent at `at` (the tier's clock).

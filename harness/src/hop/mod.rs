@@ -20,6 +20,7 @@ use chaos_policy::{
     Action, Attempt, Client, Method, Policy, Request, Session, Share, Start, Violation,
 };
 use fault_server::Script;
+use fault_server::ledger::{LedgerLimits, Resends, Stated};
 use fault_server::script::{Decision, FaultAction, FaultResponse, HeaderLookup, RequestFacts};
 use fault_server::wire;
 use rand_chacha::ChaCha8Rng;
@@ -58,6 +59,9 @@ pub struct Incoming<'a> {
     pub idempotency_key: bool,
     /// Every header, as the tier's fault phases match them.
     pub headers: &'a dyn HeaderLookup,
+    /// The peer (listening socket, numbered from 1) it arrived at; `None` at a tier that
+    /// listens as one.
+    pub peer: Option<u32>,
 }
 
 impl std::fmt::Debug for Incoming<'_> {
@@ -69,6 +73,7 @@ impl std::fmt::Debug for Incoming<'_> {
             .field("attempt", &self.attempt)
             .field("upstream", &self.upstream)
             .field("deadline", &self.deadline)
+            .field("peer", &self.peer)
             .finish_non_exhaustive()
     }
 }
@@ -206,6 +211,8 @@ pub struct Tier {
     /// Requests without an id seen so far: each gets draws of its own.
     anonymous: u64,
     counts: HopCounts,
+    /// The stated attempts received lately: how often each came ([`Resends`]).
+    resends: Resends,
 }
 
 impl Tier {
@@ -217,6 +224,11 @@ impl Tier {
             seed,
             anonymous: 0,
             counts: HopCounts::default(),
+            // As long and as many as the fault-server's ledger remembers ids.
+            resends: Resends::new(
+                LedgerLimits::default().id_ttl,
+                LedgerLimits::default().max_ids,
+            ),
         }
     }
 
@@ -231,6 +243,26 @@ impl Tier {
         if incoming.attempt.is_none_or(|a| a <= 1) {
             self.counts.logical += 1;
         }
+        if let Some(peer) = incoming.peer {
+            self.counts.received_at(peer);
+        }
+        let repeat = if incoming.id.is_empty() {
+            0
+        } else {
+            let stated = Stated {
+                request_id: incoming.id,
+                attempt: incoming.attempt,
+                upstream: incoming.upstream,
+            };
+            self.resends.arrive(stated, now).repeat
+        };
+        if repeat > 0 {
+            self.counts.repeats += 1;
+        }
+        let arrival = wire::Arrival {
+            peer: incoming.peer,
+            repeat,
+        };
         let chain: Box<str> = wire::chain_below(incoming.upstream, incoming.attempt).into();
         let anonymous = if incoming.id.is_empty() {
             self.anonymous += 1;
@@ -241,7 +273,7 @@ impl Tier {
         let admission = if wire::loops(incoming.upstream) {
             Admission::Loop
         } else {
-            self.admit(now, incoming, anonymous)
+            self.admit(now, incoming, anonymous, arrival)
         };
         if matches!(
             admission,
@@ -271,8 +303,14 @@ impl Tier {
     }
 
     /// The tier's own fault phases, drawn as the fault-server draws them
-    /// ([`wire::attempt_seed`]), sticky per logical request.
-    fn admit(&self, now: Duration, incoming: &Incoming<'_>, anonymous: u64) -> Admission {
+    /// ([`wire::attempt_seed`], mixed with the `arrival`), sticky per logical request.
+    fn admit(
+        &self,
+        now: Duration,
+        incoming: &Incoming<'_>,
+        anonymous: u64,
+        arrival: wire::Arrival,
+    ) -> Admission {
         let Some(script) = &self.script else {
             return Admission::Forward;
         };
@@ -282,13 +320,15 @@ impl Tier {
             incoming.attempt,
             incoming.upstream,
             || anonymous,
-        );
+        )
+        .at(arrival);
         let facts = RequestFacts {
             method: incoming.method,
             path: incoming.path,
             attempt: incoming.attempt,
             headers: incoming.headers,
             sticky_seed: seeds.sticky,
+            peer: incoming.peer,
         };
         match script.select(&facts, now, &mut ChaCha8Rng::seed_from_u64(seeds.attempt)) {
             Decision::Serve => Admission::Forward,
@@ -441,6 +481,7 @@ mod tests {
             allowance: None,
             idempotency_key: false,
             headers: &NoHeaders,
+            peer: None,
         }
     }
 
@@ -576,6 +617,7 @@ mod tests {
                 attempt: Some(2),
                 headers: &NoHeaders,
                 sticky_seed: Some(IdSeed::new(7, &id).attempt(0)),
+                peer: None,
             };
             let seed = wire::attempt_seed(IdSeed::new(7, &id), 2, Some("1"));
             let expected = reference.select(&facts, ms(5), &mut ChaCha8Rng::seed_from_u64(seed));

@@ -370,6 +370,20 @@ pub fn start_request(
     client.start(request, now, start)
 }
 
+impl NamedPolicy {
+    /// How many peers hop `hop` of the chain listens as (0: the first tier; the number of
+    /// tiers: the leaf): the servers of the proxy tier above it, or one. Live, each is a
+    /// listener of its own; simulated, a number an attempt arrives at.
+    pub fn peers_of(&self, hop: usize) -> u32 {
+        hop.checked_sub(1)
+            .and_then(|above| self.tiers.get(above))
+            .and_then(|t| t.proxy.as_ref())
+            .map_or(1, |p| {
+                u32::try_from(p.model.peers.len()).unwrap_or(u32::MAX)
+            })
+    }
+}
+
 /// A counterexample's expectation: the plan passes only if its gates catch it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expect {

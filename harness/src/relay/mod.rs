@@ -81,7 +81,16 @@ pub struct RelayConfig {
     pub script: Option<Script>,
     /// Where its spans go, when the run is traced.
     pub tracing: Option<Arc<TierTracing>>,
+    /// How many peers it listens as (1 to [`wire::MAX_PEERS`]): one tier (one core, one
+    /// count) on that many sockets, `listen` and the ports after it (each a free port
+    /// when `listen`'s is 0), for a proxy in front with as many `server` lines. Each
+    /// request knows the peer it came in at ([`Incoming::peer`]).
+    pub peers: u32,
 }
+
+/// The peer a request came in at, as a request extension, at a tier with several.
+#[derive(Debug, Clone, Copy)]
+struct Peer(u32);
 
 struct Shared {
     name: String,
@@ -124,11 +133,18 @@ pub enum RelayError {
     },
     #[error("tier `{name}`: cannot build its HTTP client: {0}", name = .1)]
     Client(String, String),
+    #[error("tier `{name}`: cannot listen as {peers} peers from {listen}: a tier listens as 1 to {max} peers, on ports up to 65535", max = wire::MAX_PEERS)]
+    Peers {
+        name: String,
+        listen: SocketAddr,
+        peers: u32,
+    },
 }
 
 /// A running tier.
 pub struct Relay {
-    url: String,
+    /// Every peer's URL, peer 1 first.
+    urls: Vec<String>,
     shared: Arc<Shared>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -138,13 +154,13 @@ impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relay")
             .field("name", &self.shared.name)
-            .field("url", &self.url)
+            .field("urls", &self.urls)
             .finish_non_exhaustive()
     }
 }
 
 impl Relay {
-    /// Starts a tier listening on `config.listen`.
+    /// Starts a tier listening on `config.listen` (and as many peers as it says).
     pub async fn start(config: RelayConfig) -> Result<Relay, RelayError> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -158,16 +174,30 @@ impl Relay {
 
     /// Starts a tier on a listener already bound (`config.listen` is then only its name
     /// in errors): its address is known before the tier starts, so another tier can
-    /// forward to it first.
+    /// forward to it first. Its other peers, if it has more than one, listen on the ports
+    /// after it (free ports when it is on port 0).
     pub async fn start_on(
         listener: tokio::net::TcpListener,
         config: RelayConfig,
     ) -> Result<Relay, RelayError> {
-        let addr = listener.local_addr().map_err(|source| RelayError::Bind {
+        let bind_error = |listen, source| RelayError::Bind {
             name: config.name.clone(),
-            listen: config.listen,
+            listen,
             source,
-        })?;
+        };
+        let addr = listener
+            .local_addr()
+            .map_err(|source| bind_error(config.listen, source))?;
+        let mut listeners = vec![(addr, listener)];
+        for listen in more_peers(&config, addr)? {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .map_err(|source| bind_error(listen, source))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|source| bind_error(listen, source))?;
+            listeners.push((addr, listener));
+        }
         let http = crate::attempt::http_client(256)
             .map_err(|e| RelayError::Client(e.to_string(), config.name.clone()))?;
         let shared = Arc::new(Shared {
@@ -180,28 +210,55 @@ impl Relay {
             in_flight: AtomicU64::new(0),
             largest_answer: AtomicU64::new(0),
         });
-        let app = axum::Router::new()
-            .fallback(relay)
-            .with_state(Arc::clone(&shared));
         let stop = CancellationToken::new();
-        let task = {
-            let stop = stop.clone();
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
-                    .await;
+        let several = listeners.len() > 1;
+        let urls = listeners
+            .iter()
+            .map(|(addr, _)| format!("http://{addr}"))
+            .collect();
+        let serving: Vec<_> = (1..)
+            .zip(listeners)
+            .map(|(peer, (_, listener))| {
+                let mut app = axum::Router::new().fallback(relay);
+                if several {
+                    app = app.layer(axum::Extension(Peer(peer)));
+                }
+                let app = app.with_state(Arc::clone(&shared));
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async move { stop.cancelled().await })
+                        .await;
+                })
             })
-        };
+            .collect();
+        let task = tokio::spawn(async move {
+            // Aborted with this task: a shutdown that times out ends every peer.
+            let _guards: Vec<_> = serving
+                .iter()
+                .map(|serve| AbortOnDrop(serve.abort_handle()))
+                .collect();
+            for serve in serving {
+                let _ = serve.await;
+            }
+        });
         Ok(Relay {
-            url: format!("http://{addr}"),
+            urls,
             shared,
             stop,
             task,
         })
     }
 
+    /// The tier's URL; with several peers, peer 1's.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.urls[0]
+    }
+
+    /// Every peer's URL, peer 1 first (one at a tier with one peer): the `server` lines of
+    /// a proxy in front, in this order.
+    pub fn peer_urls(&self) -> &[String] {
+        &self.urls
     }
 
     pub fn name(&self) -> &str {
@@ -243,6 +300,41 @@ impl Relay {
         {
             abort.abort();
         }
+    }
+}
+
+/// The addresses of a tier's peers after the first (at `first`): the ports after it, or
+/// free ports when it was asked for port 0.
+fn more_peers(config: &RelayConfig, first: SocketAddr) -> Result<Vec<SocketAddr>, RelayError> {
+    let too_many = || RelayError::Peers {
+        name: config.name.clone(),
+        listen: config.listen,
+        peers: config.peers,
+    };
+    if config.peers == 0 || usize::try_from(config.peers).map_or(true, |p| p > wire::MAX_PEERS) {
+        return Err(too_many());
+    }
+    (1..config.peers)
+        .map(|i| {
+            let port = if config.listen.port() == 0 {
+                Some(0)
+            } else {
+                u16::try_from(i)
+                    .ok()
+                    .and_then(|i| first.port().checked_add(i))
+            };
+            port.map(|port| SocketAddr::new(first.ip(), port))
+                .ok_or_else(too_many)
+        })
+        .collect()
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -348,6 +440,7 @@ async fn admit(
             allowance: text(wire::RETRY_ALLOWANCE).and_then(wire::parse_allowance),
             idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
             headers,
+            peer: parts.extensions.get::<Peer>().map(|p| p.0),
         },
     );
     // An answer of the tier's own spent nothing of a shared allowance: all of it goes back.

@@ -345,7 +345,23 @@ fn ledger_view(
         client_reached: r.reached.0,
         reconciled,
         by_outcome: l.by_outcome.clone(),
+        by_peer: l.by_peer.clone(),
+        repeats_by_method: repeats(l),
     }
+}
+
+/// The ledger's resends by method, in the report's terms.
+pub fn repeats(l: &LedgerSnapshot) -> BTreeMap<String, super::model::Repeats> {
+    l.repeats_by_method
+        .iter()
+        .map(|(method, r)| {
+            let split = super::model::Repeats {
+                repeats: r.repeats,
+                after_4xx: r.after_4xx,
+            };
+            (method.clone(), split)
+        })
+        .collect()
 }
 
 /// The ids of a few requests that broke each invariant: the client's sampled retries,

@@ -328,6 +328,10 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         }
     }
     chain_html(out, p, window, seconds);
+    if let Some(table) = tables::peers(p) {
+        out.push_str("<p>Attempts the server received, peer by peer:</p>");
+        out.push_str(&table.html());
+    }
     let s = &p.series;
     out.push_str(&chart(
         &format!(

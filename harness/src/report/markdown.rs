@@ -154,6 +154,7 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
         client_section(out, c);
     }
     chain_table(out, p);
+    peers_table(out, p);
     counts_table(out, p);
     let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
     let _ = writeln!(out, "Attempt outcomes: {}.\n", p.outcomes_text());
@@ -211,6 +212,15 @@ fn chain_table(out: &mut String, p: &PolicyReport) {
     for table in tables::proxies(p) {
         let _ = writeln!(out, "{}", table.markdown());
     }
+}
+
+/// The server's peers, method by method; nothing with one peer.
+fn peers_table(out: &mut String, p: &PolicyReport) {
+    let Some(table) = tables::peers(p) else {
+        return;
+    };
+    let _ = writeln!(out, "Attempts the server received, peer by peer:\n");
+    let _ = writeln!(out, "{}", table.markdown());
 }
 
 /// The client's counts, its amplification and its recovery.

@@ -22,7 +22,7 @@ mod write;
 
 pub use build::{
     PolicyOutcome, Reconciliation, describe_policy, judged, offered_quantile_ms, peak_1s,
-    policy_report, reconciliation, recovery_s,
+    policy_report, reconciliation, recovery_s, repeats,
 };
 pub use context::{
     DROPPED_WARNING, Draft, Ending, FaultsInForce, Mode, Relayed, RunContext, build,

@@ -517,6 +517,22 @@ pub struct LedgerView {
     /// requests as reached it.
     pub reconciled: bool,
     pub by_outcome: BTreeMap<String, u64>,
+    /// Attempts per peer (numbered from 1) and method, when the server listened as more
+    /// than one peer; empty (and left out) otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_peer: BTreeMap<u32, BTreeMap<String, u64>>,
+    /// Attempts that resent a stated attempt the server had seen (a proxy's retries to
+    /// another peer or the same one), by method; empty (and left out) without any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repeats_by_method: BTreeMap<String, Repeats>,
+}
+
+/// Resends of one method, as the server's ledger counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeats {
+    pub repeats: u64,
+    /// Of which the previous arrival of the same attempt was answered with a 4xx.
+    pub after_4xx: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -227,6 +227,54 @@ pub(super) fn proxies(p: &PolicyReport) -> impl Iterator<Item = Table> + '_ {
     })
 }
 
+/// The server's attempts per peer and method, and its resends; `None` unless it
+/// listened as more than one peer.
+pub(super) fn peers(p: &PolicyReport) -> Option<Table> {
+    let ledger = p.ledger.as_ref().filter(|l| l.by_peer.len() > 1)?;
+    let mut methods: Vec<&str> = ledger
+        .by_peer
+        .values()
+        .flat_map(|m| m.keys())
+        .chain(ledger.repeats_by_method.keys())
+        .map(String::as_str)
+        .collect();
+    methods.sort_unstable();
+    methods.dedup();
+    // Method names come from the server's ledger, which may be another's: quoted.
+    let mut header = vec![Cell::new("peer")];
+    header.extend(methods.iter().map(|m| Cell::quoted(*m)));
+    header.push(Cell::new("total"));
+    let mut table = Table::new(header);
+    for (peer, counts) in &ledger.by_peer {
+        let mut row = vec![peer.to_string()];
+        row.extend(
+            methods
+                .iter()
+                .map(|m| counts.get(*m).copied().unwrap_or(0).to_string()),
+        );
+        row.push(counts.values().sum::<u64>().to_string());
+        table.row(row);
+    }
+    if !ledger.repeats_by_method.is_empty() {
+        // A resend is counted at the peer it arrived at too: this row is of those rows.
+        let mut row = vec!["of which resends (after a 4xx)".to_owned()];
+        let mut total = super::model::Repeats::default();
+        for m in &methods {
+            let r = ledger
+                .repeats_by_method
+                .get(*m)
+                .copied()
+                .unwrap_or_default();
+            total.repeats += r.repeats;
+            total.after_4xx += r.after_4xx;
+            row.push(format!("{} ({})", r.repeats, r.after_4xx));
+        }
+        row.push(format!("{} ({})", total.repeats, total.after_4xx));
+        table.row(row);
+    }
+    Some(table)
+}
+
 /// The client's counts, its amplification and its recovery.
 pub(super) fn counts(p: &PolicyReport) -> Table {
     let mut table = Table::new(["count", "value"]);

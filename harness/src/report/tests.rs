@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::float_cmp)] // Tests: a panic is the failure report.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -300,4 +301,55 @@ fn server_amplification_is_the_ledgers_own_ratio() {
         RunContext::default(),
     );
     assert!(!report.policies[0].gates[0].pass);
+}
+
+#[test]
+fn the_peer_table_shows_only_when_the_server_listened_as_several_peers() {
+    let plan = crate::plan::parse(
+        Path::new("t.yaml"),
+        "name: t\nduration: 1s\nload: { rate: 10, requests: [ { name: r, path: / } ] }\npolicies: [ { name: a } ]\n",
+    )
+    .unwrap();
+    let get = |n| BTreeMap::from([("GET".to_string(), n)]);
+    let report_of = |by_peer: BTreeMap<u32, BTreeMap<String, u64>>| {
+        let ledger = LedgerSnapshot {
+            by_peer,
+            repeats: 2,
+            repeats_by_method: BTreeMap::from([(
+                "GET".to_string(),
+                fault_server::ledger::RepeatLedger {
+                    repeats: 2,
+                    after_4xx: 1,
+                },
+            )]),
+            ..LedgerSnapshot::default()
+        };
+        let outcome = PolicyOutcome {
+            policy: &plan.policies[0],
+            run: PolicyRun {
+                recorder: Recorder::default(),
+                budget_bound: None,
+                breaker_trips: 0,
+                elapsed: Duration::from_secs(1),
+                aborted: false,
+                gone: None,
+            },
+            ledger: Some(ledger),
+            tiers: Vec::new(),
+            proxies: Vec::new(),
+        };
+        build(
+            &plan,
+            vec![policy_report(&plan, Mode::Live, outcome)],
+            RunContext::default(),
+        )
+    };
+    let three = report_of(BTreeMap::from([(1, get(3)), (2, get(5)), (3, get(3))]));
+    let md = crate::report::markdown(&three);
+    assert!(md.contains("peer by peer"), "{md}");
+    assert!(md.contains("| 2 | 5 | 5 |"), "{md}");
+    assert!(md.contains("2 (1)"), "{md}");
+    assert!(crate::report::html(&three).contains("peer by peer"));
+    let one = report_of(BTreeMap::new());
+    assert!(!crate::report::markdown(&one).contains("peer by peer"));
 }

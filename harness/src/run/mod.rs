@@ -96,6 +96,16 @@ impl Server {
             Server::Remote { url, .. } | Server::BlackBox { url } => url.clone(),
         }
     }
+
+    /// Every peer's URL, peer 1 first: the embedded server's peers, or the one URL of a
+    /// server started elsewhere. Hops that are not proxies send to the first.
+    #[expect(dead_code, reason = "a plan's proxy tier (issue 47) spreads over them")]
+    fn peer_urls(&self) -> Vec<String> {
+        match self {
+            Server::Embedded(h) => h.peer_urls(),
+            Server::Remote { .. } | Server::BlackBox { .. } => vec![self.url()],
+        }
+    }
 }
 
 /// Every selected policy of a plan, measured and each kept as `T` (what the caller needs of
@@ -268,6 +278,27 @@ impl Setup {
     }
 }
 
+/// Starts the embedded fault-server as `peers` peers of one service (one ledger, one
+/// script): their URLs, peer 1 first, are [`Server::peer_urls`].
+async fn start_embedded(
+    plan: &Plan,
+    options: &RunOptions,
+    script: &Script,
+    peers: u32,
+) -> Result<ServerHandle, RunError> {
+    let config = ServerConfig {
+        script: script.clone(),
+        seed: plan.seed,
+        tracing: options.telemetry.as_ref().map(|t| t.server_tracing()),
+        upstream: plan.target.upstream().cloned(),
+        peers,
+        ..ServerConfig::default()
+    };
+    fault_server::start(config)
+        .await
+        .map_err(|e| RunError::Embedded(e.to_string()))
+}
+
 /// Starts the embedded fault-server, or makes sure the remote one or the black box is
 /// there.
 async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
@@ -287,18 +318,8 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
                 // A service that is not there fails the run now, not as 502s in it.
                 connect(&upstream.to_string()).await?;
             }
-            let config = ServerConfig {
-                script: script.clone(),
-                seed: plan.seed,
-                tracing: options.telemetry.as_ref().map(|t| t.server_tracing()),
-                upstream: plan.target.upstream().cloned(),
-                ..ServerConfig::default()
-            };
-            Server::Embedded(
-                fault_server::start(config)
-                    .await
-                    .map_err(|e| RunError::Embedded(e.to_string()))?,
-            )
+            // One peer until a plan's proxy tier asks for more.
+            Server::Embedded(start_embedded(plan, options, &script, 1).await?)
         }
         Target::FaultServer { url, token, script } => {
             let remote = control::Remote {
@@ -448,6 +469,7 @@ async fn start_tiers(
             listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             script: tier_script(plan, &tier.tier),
             tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
+            peers: 1,
         })
         .await
         {

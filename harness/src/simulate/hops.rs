@@ -31,14 +31,17 @@ pub(super) fn of<'a>(plan: &'a Plan, policy: &'a NamedPolicy) -> Vec<Hop<'a>> {
                 std::sync::Arc::new(proxy.model.clone()),
                 &policy.name,
             )),
-            None => Hop::Relay(Tier::new(
-                index(i),
-                &t.policy,
-                crate::plan::tier_script(plan, &t.tier),
-                plan.seed,
-                &policy.name,
-                &plan.load.requests,
-            )),
+            None => Hop::Relay(
+                Tier::new(
+                    index(i),
+                    &t.policy,
+                    crate::plan::tier_script(plan, &t.tier),
+                    plan.seed,
+                    &policy.name,
+                    &plan.load.requests,
+                )
+                .with_peers(policy.peers_of(i)),
+            ),
         })
         .collect()
 }
@@ -62,12 +65,13 @@ impl Hop<'_> {
         &mut self,
         now: Duration,
         sent: Sent,
+        peer: u32,
         queue: &mut Queue,
         net: &mut Network,
         kinds: &[RequestKind],
     ) {
         match self {
-            Hop::Relay(t) => t.receive(now, sent, queue, net),
+            Hop::Relay(t) => t.receive(now, sent, peer, queue, net),
             Hop::Proxy(p) => p.receive(now, sent, queue, net, kinds),
         }
     }

@@ -90,6 +90,7 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
     policy: &str,
     sent: &Sent,
     sticky_seed: Option<u64>,
+    peer: Option<u32>,
     now: Duration,
     rng: &mut R,
 ) -> Decision {
@@ -108,6 +109,7 @@ pub(super) fn decide<R: rand_core::Rng + ?Sized>(
             attempt: Some(sent.attempt.get()),
             headers: &headers,
             sticky_seed,
+            peer,
         },
         now,
         rng,

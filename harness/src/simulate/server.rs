@@ -20,6 +20,7 @@ use fault_server::capacity::{Admission, CapacityLimits, CapacityModel, Ticket};
 use fault_server::effect::{Effect, Ending, effect, key_answer};
 use fault_server::ledger::{Disposition, StoredResponse};
 use fault_server::ledger::{KeyCheck, KeyClaim, Ledger, LedgerSnapshot, RequestIdentity};
+use fault_server::ledger::{PeerArrival, Resent, Stated};
 use fault_server::script::{Decision, Fault, Pushback, Script};
 
 use super::lazy::LazyRng;
@@ -27,7 +28,7 @@ use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::request::{Kind, decide};
 use crate::plan::RequestKind;
-use fault_server::wire::{DrawSeeds, write_request_id};
+use fault_server::wire::{Arrival, DrawSeeds, write_request_id};
 
 /// A request being served (or waiting for a slot).
 struct Job {
@@ -39,6 +40,8 @@ struct Job {
     rng: Option<LazyRng>,
     ticket: Option<Ticket>,
     claim: Option<KeyClaim>,
+    /// Its place among the arrivals of its stated attempt, told how it was answered.
+    resent: Resent,
 }
 
 /// What a fault does to an attempt.
@@ -74,6 +77,8 @@ pub(super) struct Server<'a> {
     http2: bool,
     id: String,
     path: String,
+    /// How many peers it listens as: with one, an attempt's peer is `None`, as live.
+    peers: u32,
 }
 
 impl<'a> Server<'a> {
@@ -106,7 +111,22 @@ impl<'a> Server<'a> {
             http2: protocol.is_http2(),
             id: String::new(),
             path: String::new(),
+            peers: 1,
         }
+    }
+
+    /// This server listening as `peers` peers (`fault-server --peers`).
+    pub(super) fn with_peers(mut self, peers: u32) -> Self {
+        self.peers = peers;
+        self
+    }
+
+    /// An attempt ended with `outcome`: the ledger counts it, and a resend of it will be
+    /// counted after it (live, the request's `InFlight` does both).
+    fn ended(&self, resent: &Resent, outcome: Disposition) {
+        self.ledger.record_outcome(outcome);
+        self.ledger
+            .resend_answered(self.ledger.epoch(), resent, outcome);
     }
 
     pub(super) fn ledger(&self) -> LedgerSnapshot {
@@ -158,19 +178,35 @@ impl<'a> Server<'a> {
         }
     }
 
-    /// An attempt arrives at `now`.
+    /// An attempt arrives at `now`, at `peer` (numbered from 1).
     pub(super) fn receive(
         &mut self,
         now: Duration,
         sent: Sent,
+        peer: u32,
         queue: &mut Queue,
         net: &mut Network,
     ) {
         self.write_id(sent.index);
         let who = self.who();
-        self.ledger.record_request(who, now);
+        let epoch = self.ledger.record_request(who, now);
         let kind = sent.kind as usize;
-        let (decision, rng) = self.select(now, &sent);
+        let peer = (self.peers > 1).then_some(peer);
+        let arrival = PeerArrival {
+            peer,
+            method: &self.kinds[kind].method,
+            stated: Some(Stated {
+                request_id: &self.id,
+                attempt: Some(sent.attempt.get()),
+                upstream: sent.chain.as_deref(),
+            }),
+        };
+        let resent = self.ledger.arrive_at(epoch, arrival, now);
+        let arrival = Arrival {
+            peer,
+            repeat: resent.repeat,
+        };
+        let (decision, rng) = self.select(now, &sent, arrival);
         let mut delay = Duration::ZERO;
         if let Decision::Fault { phase, fault } = decision {
             match self.fault(phase, fault, kind, sent.n, now) {
@@ -180,7 +216,7 @@ impl<'a> Server<'a> {
                     outcome,
                     after,
                 } => {
-                    self.ledger.record_outcome(outcome);
+                    self.ended(&resent, outcome);
                     let arrives = now + after + net.hop();
                     // A hang's end that reaches its sender after the sender's own timeout
                     // falls on a step that is over: it would only wait in the queue, as
@@ -200,7 +236,7 @@ impl<'a> Server<'a> {
             }
         }
         if self.serves_at_once(kind, delay) {
-            self.serve_now(kind, now, sent.reply, queue, net);
+            self.serve_now(kind, now, sent.reply, &resent, queue, net);
             return;
         }
         let job = Job {
@@ -212,6 +248,7 @@ impl<'a> Server<'a> {
             rng,
             ticket: None,
             claim: None,
+            resent,
         };
         self.admit(job, now, queue, net);
     }
@@ -219,7 +256,12 @@ impl<'a> Server<'a> {
     /// What the script decides for the attempt whose id is in `self.id`, and the
     /// attempt's own stream (the service time draws from it too): seeded as live, by
     /// [`DrawSeeds`], only when something may draw from it.
-    fn select(&mut self, now: Duration, sent: &Sent) -> (Decision, Option<LazyRng>) {
+    fn select(
+        &mut self,
+        now: Duration,
+        sent: &Sent,
+        arrival: Arrival,
+    ) -> (Decision, Option<LazyRng>) {
         let kind = sent.kind as usize;
         let seeds = self.needs_rng.then(|| {
             DrawSeeds::new(
@@ -229,6 +271,7 @@ impl<'a> Server<'a> {
                 sent.chain.as_deref(),
                 || 0,
             )
+            .at(arrival)
         });
         let mut rng = seeds.map(|s| LazyRng::new(s.attempt));
         let decision = match rng.as_mut() {
@@ -242,6 +285,7 @@ impl<'a> Server<'a> {
                     self.policy,
                     sent,
                     seeds.and_then(|s| s.sticky),
+                    arrival.peer,
                     now,
                     rng,
                 )
@@ -331,6 +375,7 @@ impl<'a> Server<'a> {
         kind: usize,
         now: Duration,
         to: Step,
+        resent: &Resent,
         queue: &mut Queue,
         net: &mut Network,
     ) {
@@ -338,7 +383,7 @@ impl<'a> Server<'a> {
             let who = self.who();
             self.ledger.execute(who, now);
         }
-        self.ledger.record_outcome(Disposition::Served);
+        self.ended(resent, Disposition::Served);
         self.answer(queue, net, now, to, Reply::bare(Outcome::Status(200)));
     }
 
@@ -366,7 +411,7 @@ impl<'a> Server<'a> {
             }
             Admission::Rejected => {
                 let status = self.limits.map_or(503, |l| l.reject_status);
-                self.ledger.record_outcome(Disposition::Rejected);
+                self.ended(&job.resent, Disposition::Rejected);
                 self.answer(
                     queue,
                     net,
@@ -428,7 +473,8 @@ impl<'a> Server<'a> {
                 job.claim = Some(claim);
             }
             if let Some((served, status)) = early {
-                self.ledger.record_outcome(served);
+                let resent = self.jobs[slot as usize].as_ref().map(|j| j.resent);
+                self.ended(&resent.unwrap_or_default(), served);
                 return self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(status)));
             }
         }
@@ -449,10 +495,11 @@ impl<'a> Server<'a> {
         net: &mut Network,
     ) -> Option<u32> {
         let job = self.jobs[slot as usize].as_mut()?;
-        let (index, claim, side_effect) = (
+        let (index, claim, side_effect, resent) = (
             job.index,
             job.claim.take(),
             self.kinds[job.kind as usize].side_effect,
+            job.resent,
         );
         if side_effect {
             self.write_id(index);
@@ -462,7 +509,7 @@ impl<'a> Server<'a> {
         if let Some(claim) = claim {
             self.complete(claim);
         }
-        self.ledger.record_outcome(Disposition::Served);
+        self.ended(&resent, Disposition::Served);
         self.leave(slot, now, queue, net, Reply::bare(Outcome::Status(200)))
     }
 
@@ -523,5 +570,75 @@ impl<'a> Server<'a> {
         self.write_path(kind, n);
         let k = &self.kinds[kind];
         fault_server::wire::fingerprint(&k.method, &self.path, k.body.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chaos_policy::Attempt;
+    use fault_server::Distribution;
+
+    use super::*;
+    use crate::plan::{Numbers, Protocol};
+
+    /// Drives `fault-server/tests/peers.rs`'s `the_scripted_case_the_simulator_agrees_with`
+    /// through the simulated server: ids `p-…`, seed 7, peer `i % 3 + 1`, then each resent
+    /// to peer 2. The live server counted, and faulted, exactly this.
+    #[test]
+    fn the_simulated_server_counts_peers_and_draws_as_the_live_one() {
+        let yaml = "faults: [ { peer: 2, probability: 0.5, respond: { status: 503 } } ]";
+        let script = Script::from_yaml_str(yaml).expect("a script");
+        let kinds = [RequestKind {
+            name: "get".into(),
+            rpc: None,
+            method: "GET".into(),
+            path: "/".into(),
+            n: Numbers::default(),
+            weight: 1.0,
+            body: None,
+            headers: BTreeMap::new(),
+            idempotency_key: false,
+        }];
+        let ledger = Ledger::default();
+        let mut server =
+            Server::new(&script, 7, "p", &kinds, &ledger, Protocol::Http1).with_peers(3);
+        let (mut queue, mut net) = (Queue::default(), Network::new(Distribution::ZERO, 7));
+        let arrivals = (0..30)
+            .map(|i| (i, i % 3 + 1))
+            .chain((0..30).map(|i| (i, 2)));
+        for (step, (index, peer)) in (0..).zip(arrivals) {
+            let sent = Sent {
+                to: 0,
+                reply: Step {
+                    hop: 0,
+                    slot: 0,
+                    step,
+                },
+                index,
+                kind: 0,
+                n: 0,
+                attempt: Attempt::FIRST,
+                chain: None,
+                peer: u32::try_from(peer).expect("a small peer number"),
+                deadline: None,
+                allowance: None,
+                expires: None,
+            };
+            let peer = sent.peer;
+            server.receive(Duration::ZERO, sent, peer, &mut queue, &mut net);
+        }
+        let snapshot = server.ledger();
+        let get = |n| BTreeMap::from([("GET".to_string(), n)]);
+        let by_peer = BTreeMap::from([(1, get(10)), (2, get(40)), (3, get(10))]);
+        assert_eq!(snapshot.by_peer, by_peer);
+        assert_eq!(snapshot.repeats, 30);
+        // `SCRIPTED_503` of the live test.
+        assert_eq!(
+            snapshot.by_outcome.get("status_503"),
+            Some(&21),
+            "{snapshot:?}"
+        );
     }
 }

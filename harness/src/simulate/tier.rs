@@ -41,6 +41,8 @@ pub(super) struct Tier<'a> {
     free: Vec<u32>,
     id: String,
     path: String,
+    /// How many peers it listens as.
+    peers: u32,
 }
 
 impl<'a> Tier<'a> {
@@ -62,18 +64,27 @@ impl<'a> Tier<'a> {
             free: Vec::new(),
             id: String::new(),
             path: String::new(),
+            peers: 1,
         }
+    }
+
+    /// This tier listening as `peers` peers (below a proxy tier with as many servers).
+    pub(super) fn with_peers(mut self, peers: u32) -> Self {
+        self.peers = peers;
+        self
     }
 
     pub(super) fn counts(&self) -> &HopCounts {
         self.core.counts()
     }
 
-    /// An attempt of the hop above arrives.
+    /// An attempt of the hop above arrives, at `peer` (numbered from 1; a tier listens as
+    /// one peer, so its requests know none, as live).
     pub(super) fn receive(
         &mut self,
         now: Duration,
         sent: Sent,
+        peer: u32,
         queue: &mut Queue,
         net: &mut Network,
     ) {
@@ -101,6 +112,7 @@ impl<'a> Tier<'a> {
             allowance: sent.allowance,
             idempotency_key: kind.keyed,
             headers: &headers,
+            peer: (self.peers > 1).then_some(peer),
         };
         let (request, admission) = self.core.receive(now, &incoming);
         // A fault of the tier's own (or a loop, which no plan's chain is long enough for)

@@ -148,7 +148,8 @@ pub fn run_arrivals(
             &plan.load.requests,
             &scratch.ledger,
             plan.load.protocol,
-        ),
+        )
+        .with_peers(policy.peers_of(policy.tiers.len())),
         queue: std::mem::take(&mut scratch.queue),
         net: Network::new(plan.network_latency, plan.seed),
         running,
@@ -313,9 +314,13 @@ impl World<'_> {
             Event::Receive(sent) => {
                 let (reply, expires) = (sent.reply, sent.expires);
                 queue.clear_answered();
+                // Only a proxy tier spreads over peers: every other hop sends to peer 1.
+                let peer = sent.peer;
                 match self.tiers.get_mut(sent.to as usize) {
-                    Some(tier) => tier.receive(now, sent, queue, net, &self.plan.load.requests),
-                    None => self.server.receive(now, sent, queue, net),
+                    Some(tier) => {
+                        tier.receive(now, sent, peer, queue, net, &self.plan.load.requests)
+                    }
+                    None => self.server.receive(now, sent, peer, queue, net),
                 }
                 // The sender's timeout matters only if no answer is on its way in time.
                 if let Some(expires) = expires

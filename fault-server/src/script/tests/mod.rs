@@ -49,6 +49,7 @@ fn facts<'a>(
         sticky_seed: headers
             .header(wire::REQUEST_ID)
             .map(|id| request_seed(7, id, 0)),
+        peer: None,
     }
 }
 
