@@ -164,12 +164,12 @@ fn validate_explain_shows_each_proxy_tier_as_resolved() {
     for line in [
         "tiers:   # as resolved: each proxy tier as its config makes it behave\n  - name: edge\n",
         "    nginx: { config: stacks/nginx.conf, location: /api }   # runs nginx on PATH, or /usr/sbin/nginx\n",
-        "      - { name: \"127.0.0.1:8081\", weight: 1, max_fails: 3, fail_timeout: 30s, backup: false }   # line 35\n",
-        "      - { name: \"127.0.0.1:8083\", weight: 1, max_fails: 1, fail_timeout: 10s, backup: true }   # line 38\n",
-        "    retry_on: [connect-failure, lost, timeout, 502, 503]   # `proxy_next_upstream error timeout http_502 http_503` (line 55)\n",
-        "    methods: idempotent   # never resends a POST, LOCK or PATCH once sent; `proxy_next_upstream error timeout http_502 http_503` (line 55)\n",
-        "    tries: 3   # the first attempt included; `upstream app` (line 34)\n",
-        "    try_timeout: 5s   # `proxy_read_timeout 5s` (line 46)\n",
+        "      - { name: \"127.0.0.1:8081\", weight: 1, max_fails: 3, fail_timeout: 30s, backup: false }   # line 36\n",
+        "      - { name: \"127.0.0.1:8083\", weight: 1, max_fails: 1, fail_timeout: 10s, backup: true }   # line 39\n",
+        "    retry_on: [connect-failure, lost, timeout, 502, 503]   # `proxy_next_upstream error timeout http_502 http_503` (line 56)\n",
+        "    methods: idempotent   # never resends a POST, LOCK or PATCH once sent; `proxy_next_upstream error timeout http_502 http_503` (line 56)\n",
+        "    tries: 3   # the first attempt included; `upstream app` (line 35)\n",
+        "    try_timeout: 5s   # `proxy_read_timeout 5s` (line 47)\n",
         "    overall: 10s   #",
         "    next_peer: another   #",
         "    turnaround: 0s   #",
@@ -206,7 +206,7 @@ fn an_error_in_a_config_is_shown_at_its_file_line_and_column() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let err = stderr(&out).replace(&dir.display().to_string(), "$DIR");
     assert!(
-        err.contains("error: $DIR/stacks/nginx.conf:49:24: `proxy_pass` names `apq`, which no `upstream` block defines\n  hint: did you mean `app`?"),
+        err.contains("error: $DIR/stacks/nginx.conf:50:24: `proxy_pass` names `apq`, which no `upstream` block defines\n  hint: did you mean `app`?"),
         "{err}"
     );
 }

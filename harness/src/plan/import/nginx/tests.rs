@@ -43,14 +43,14 @@ fn the_debian_layout_reads_as_the_api_location_says() {
     assert!(m.peers[2].backup && m.peers[2].max_fails == 1);
     assert!(m.retry_on.connect && m.retry_on.lost && m.retry_on.timeout);
     assert_eq!(m.retry_on.statuses, [502, 503]);
-    assert_eq!(m.retry_on.source.line, Some(55));
+    assert_eq!(m.retry_on.source.line, Some(56));
     assert_eq!(m.methods, Methods::Idempotent);
     assert_eq!(m.tries, 3);
     // Inherited from the server block.
     assert_eq!(m.try_timeout, Duration::from_secs(5));
     assert_eq!(
         m.try_timeout_source,
-        Source::at("proxy_read_timeout 5s", 46)
+        Source::at("proxy_read_timeout 5s", 47)
     );
     assert_eq!(m.overall, Some(Duration::from_secs(10)));
     assert_eq!(m.next_peer, NextPeer::Another);
