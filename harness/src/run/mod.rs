@@ -11,14 +11,14 @@ use tokio_util::sync::CancellationToken;
 use crate::control;
 pub use crate::control::ControlError;
 use crate::engine::{self, EngineConfig, PolicyRun, Progress};
-use crate::hop::HopCounts;
-use crate::plan::{NamedPolicy, Plan, Target, select, tier_script};
-use crate::relay::{Relay, RelayConfig};
+use crate::plan::{NamedPolicy, Plan, Target, select};
 use crate::report::{self, Draft, Ending, FaultsInForce, Mode, PolicyOutcome, Report, RunContext};
 use crate::schedule::Schedule;
 use crate::shard::{self, Shard, Sharding};
 
+mod real_proxy;
 mod shard_run;
+mod tiers;
 pub use shard_run::run_shard;
 use shard_run::{reset_for, wait_for};
 
@@ -99,7 +99,6 @@ impl Server {
 
     /// Every peer's URL, peer 1 first: the embedded server's peers, or the one URL of a
     /// server started elsewhere. Hops that are not proxies send to the first.
-    #[expect(dead_code, reason = "a plan's proxy tier (issue 47) spreads over them")]
     fn peer_urls(&self) -> Vec<String> {
         match self {
             Server::Embedded(h) => h.peer_urls(),
@@ -318,8 +317,13 @@ async fn set_up(plan: &Plan, options: &RunOptions) -> Result<Setup, RunError> {
                 // A service that is not there fails the run now, not as 502s in it.
                 connect(&upstream.to_string()).await?;
             }
-            // One peer until a plan's proxy tier asks for more.
-            Server::Embedded(start_embedded(plan, options, &script, 1).await?)
+            // As many peers as the proxy tier above it has servers (every policy has the
+            // same proxy tiers).
+            let peers = plan
+                .policies
+                .first()
+                .map_or(1, |p| p.peers_of(p.tiers.len()));
+            Server::Embedded(start_embedded(plan, options, &script, peers).await?)
         }
         Target::FaultServer { url, token, script } => {
             let remote = control::Remote {
@@ -377,9 +381,9 @@ async fn run_policy<'a>(
         }
         Some(_) => {}
     }
-    let relays = start_tiers(setup.server.url(), plan, policy, options).await?;
+    let relays = tiers::start(&setup.server, plan, policy, options).await?;
     if options.announce {
-        announce(policy, &setup.server, &relays);
+        tiers::announce(policy, &setup.server, &relays);
     }
     let entry = relays.first().map_or_else(
         || setup.server.url(),
@@ -418,7 +422,7 @@ async fn run_policy<'a>(
         policy: policy.name.clone(),
         source,
     })?;
-    let tiers = tier_counts(relays, plan.drain).await;
+    let mut tiers = tiers::counts(relays, plan.drain).await;
     if let Some(t) = &options.telemetry {
         for (relay, counts) in policy.tiers.iter().zip(&tiers) {
             t.meters().publish_tier(&policy.name, &relay.tier, counts);
@@ -437,85 +441,17 @@ async fn run_policy<'a>(
         Ok(ledger) => (ledger, None),
         Err(why) => (None, Some(why)),
     };
+    let proxies = tiers::from_outside(policy, &run, &mut tiers, ledger.as_ref());
     Ok(Measured {
         outcome: PolicyOutcome {
             policy,
             run,
             ledger,
             tiers,
-            proxies: Vec::new(),
+            proxies,
         },
         error,
     })
-}
-
-/// Starts a policy's relay tiers, innermost first, each forwarding to the one started
-/// before it and the innermost to `leaf`, and gives them outermost first. When one cannot
-/// start, those already started are shut down.
-async fn start_tiers(
-    leaf: String,
-    plan: &Plan,
-    policy: &NamedPolicy,
-    options: &RunOptions,
-) -> Result<Vec<Relay>, RunError> {
-    let mut relays = Vec::new();
-    let mut next = leaf;
-    for tier in policy.tiers.iter().rev() {
-        match Relay::start(RelayConfig {
-            name: tier.tier.clone(),
-            next: next.clone(),
-            policy: tier.policy.clone(),
-            seed: plan.seed,
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-            script: tier_script(plan, &tier.tier),
-            tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
-            peers: 1,
-        })
-        .await
-        {
-            Ok(relay) => {
-                next = relay.url().to_owned();
-                relays.push(relay);
-            }
-            Err(e) => {
-                for relay in relays {
-                    relay.shutdown().await;
-                }
-                return Err(RunError::Relay(e.to_string()));
-            }
-        }
-    }
-    relays.reverse();
-    Ok(relays)
-}
-
-fn announce(policy: &NamedPolicy, server: &Server, relays: &[Relay]) {
-    let via: Vec<&str> = relays.iter().map(Relay::name).collect();
-    if via.is_empty() {
-        eprintln!("running policy `{}` against {}", policy.name, server.url());
-    } else {
-        eprintln!(
-            "running policy `{}` against {} through {}",
-            policy.name,
-            server.url(),
-            via.join(" → ")
-        );
-    }
-}
-
-/// What each tier counted, outermost first, then shuts them down.
-async fn tier_counts(relays: Vec<Relay>, drain: Duration) -> Vec<HopCounts> {
-    // The tiers finish what they were forwarding (their retries may outlast the
-    // client's), outermost first, before anything is counted.
-    for relay in &relays {
-        relay.settle(drain).await;
-    }
-    let mut tiers = Vec::new();
-    for relay in relays {
-        tiers.push(relay.counts());
-        relay.shutdown().await;
-    }
-    tiers
 }
 
 /// The server's ledger of a policy's run (none from a black box) once the server has
