@@ -250,6 +250,14 @@ fn waves_html(out: &mut String, report: &Report, palette: &[&str]) {
     ));
 }
 
+/// The server's peers, method by method; nothing with one peer.
+fn peers_html(out: &mut String, p: &PolicyReport) {
+    if let Some(table) = tables::peers(p) {
+        out.push_str("<p>Attempts the server received, peer by peer:</p>");
+        out.push_str(&table.html());
+    }
+}
+
 /// A call chain hop by hop: the table, and each hop's attempts per second (the client's
 /// attempts, each tier's attempts sent; the last tier's are what the leaf received).
 fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
@@ -328,10 +336,7 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         }
     }
     chain_html(out, p, window, seconds);
-    if let Some(table) = tables::peers(p) {
-        out.push_str("<p>Attempts the server received, peer by peer:</p>");
-        out.push_str(&table.html());
-    }
+    peers_html(out, p);
     let s = &p.series;
     out.push_str(&chart(
         &format!(
