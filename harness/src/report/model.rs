@@ -213,6 +213,8 @@ pub struct Expectation {
     pub detail: String,
 }
 
+pub use super::proxy::{PeerReport, ProxyReport, RetriedBy};
+
 /// One relay tier of a policy's chain.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TierReport {
@@ -249,40 +251,6 @@ pub struct TierReport {
     /// A proxy tier (nginx, HAProxy): its peers and what caused its retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyReport>,
-}
-
-/// A proxy tier's own figures: its attempts peer by peer and its retries by the condition
-/// (and the directive that made it one) that caused them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProxyReport {
-    /// `nginx` or `haproxy`.
-    pub kind: String,
-    /// The config file and block it was imported from (`stacks/nginx.conf`, `location /`).
-    pub config: String,
-    pub peers: Vec<PeerReport>,
-    /// Requests answered 502 without being sent: every peer was ejected.
-    pub no_live_peers: u64,
-    pub retried_by: Vec<RetriedBy>,
-}
-
-/// What a proxy sent one peer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PeerReport {
-    /// The `server` as the config wrote it.
-    pub name: String,
-    pub sent: u64,
-    pub retries: u64,
-    /// Tries that failed by the proxy's rules (towards its passive ejection).
-    pub failed: u64,
-}
-
-/// Retries a proxy sent after one condition, and the directive that made it a retry
-/// condition (`proxy_next_upstream error timeout (default)`, line 12).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RetriedBy {
-    pub condition: String,
-    pub retries: u64,
-    pub directive: String,
 }
 
 /// Retries one hop sent that broke an invariant.
