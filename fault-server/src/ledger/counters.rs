@@ -85,11 +85,15 @@ const GRPC_CODES: usize = crate::wire::grpc::NAMES.len();
 const CODES: std::ops::RangeInclusive<u16> = 100..=599;
 
 impl Disposition {
-    /// Whether the client was answered with a 4xx status: what a resend after it is
-    /// counted by ([`super::RepeatLedger::after_4xx`]).
+    /// Whether the client was answered with a status that forbids a retry: a 4xx but 408
+    /// and 429, or 501, as the policy core's `Outcome::forbids_retry` reads one. What a
+    /// resend after it is counted by ([`super::RepeatLedger::after_4xx`]): a proxy that
+    /// resends a 429 retries a transient refusal, not a permanent one.
     pub fn is_4xx(self) -> bool {
         match self {
-            Disposition::Status(code) | Disposition::Upstream(code) => (400..500).contains(&code),
+            Disposition::Status(code) | Disposition::Upstream(code) => {
+                ((400..500).contains(&code) && code != 408 && code != 429) || code == 501
+            }
             Disposition::KeyInFlight
             | Disposition::KeyMismatch
             | Disposition::BadHeader

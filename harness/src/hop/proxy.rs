@@ -186,6 +186,8 @@ pub enum ProxyStep {
 pub struct Proxy {
     model: Arc<ProxyModel>,
     peers: Vec<PeerState>,
+    /// HAProxy's round robin: the server whose turn is next.
+    cursor: usize,
     counts: ProxyCounts,
 }
 
@@ -207,6 +209,7 @@ impl Proxy {
         Proxy {
             model,
             peers,
+            cursor: 0,
             counts,
         }
     }
@@ -396,6 +399,9 @@ impl Proxy {
             return Some(0);
         }
         let nginx = self.model.kind == ProxyKind::Nginx;
+        if !nginx {
+            return self.rotate(avoid);
+        }
         let candidate = |i: usize, backup: bool, this: &Proxy| {
             let conf = &this.model.peers[i];
             let state = &this.peers[i];
@@ -436,6 +442,26 @@ impl Proxy {
                     state.checked = now;
                 }
                 return Some(b);
+            }
+        }
+        None
+    }
+
+    /// HAProxy's `roundrobin`: the next server in turn, the one to avoid skipped (it is
+    /// not passed over for good: the turn after goes on from the one taken), backups only
+    /// when there is no other. Measured on 2.6.12: with B failing and every retry
+    /// redispatched, A, B→C, A, B→C: each server a third of the attempts.
+    fn rotate(&mut self, avoid: Option<usize>) -> Option<usize> {
+        let n = self.peers.len();
+        for backup in [false, true] {
+            let eligible = |i: usize| self.model.peers[i].backup == backup;
+            let count = (0..n).filter(|i| eligible(*i)).count();
+            let pick = (0..n)
+                .map(|k| (self.cursor + k) % n)
+                .find(|i| eligible(*i) && (count < 2 || avoid != Some(*i)));
+            if let Some(i) = pick {
+                self.cursor = (i + 1) % n;
+                return Some(i);
             }
         }
         None
@@ -716,7 +742,7 @@ mod tests {
         model.next_peer = NextPeer::Redispatch { interval: -1 };
         let mut p = Proxy::new(Arc::new(model));
         let (peers, answer, _) = drive(&mut p, ms(0), "GET", |_, _| Outcome::Closed);
-        assert_eq!((peers, answer), (vec![0, 1, 2, 1], Outcome::Status(502)));
+        assert_eq!((peers, answer), (vec![0, 1, 2, 0], Outcome::Status(502)));
     }
 
     #[test]
@@ -773,5 +799,23 @@ mod tests {
             .map(|i| names(drive(&mut p, ms(i), "GET", |_, _| Outcome::Status(200)).0))
             .collect();
         assert_eq!(seen, "ABACAABACA");
+    }
+
+    /// HAProxy's round robin as measured on 2.6.12 (docs/stacks.md): a redispatched retry
+    /// takes the next server in turn, and the turn goes on from there.
+    #[test]
+    fn haproxy_rotation_follows_the_sequence_measured() {
+        let mut model = haproxy(3);
+        model.retry_on.statuses = vec![503];
+        model.next_peer = NextPeer::Redispatch { interval: -1 };
+        let mut p = Proxy::new(Arc::new(model));
+        let a_fails = |peer: usize, _| match peer {
+            0 => Outcome::Status(503),
+            _ => Outcome::Status(200),
+        };
+        let seen: Vec<Vec<usize>> = (0..3)
+            .map(|i| drive(&mut p, ms(i), "GET", a_fails).0)
+            .collect();
+        assert_eq!(seen, [vec![0, 1], vec![2], vec![0, 1]]);
     }
 }

@@ -499,7 +499,8 @@ pub struct LedgerView {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Repeats {
     pub repeats: u64,
-    /// Of which the previous arrival of the same attempt was answered with a 4xx.
+    /// Of which the previous arrival of the same attempt was answered with a 4xx that
+    /// forbids a retry (not 408 or 429: `Outcome::forbids_retry`).
     pub after_4xx: u64,
 }
 

@@ -257,7 +257,7 @@ pub(super) fn peers(p: &PolicyReport) -> Option<Table> {
     }
     if !ledger.repeats_by_method.is_empty() {
         // A resend is counted at the peer it arrived at too: this row is of those rows.
-        let mut row = vec!["of which resends (after a 4xx)".to_owned()];
+        let mut row = vec!["of which resends (after a permanent 4xx)".to_owned()];
         let mut total = super::model::Repeats::default();
         for m in &methods {
             let r = ledger

@@ -11,7 +11,10 @@
 //!   in the run's private directory; `include`s (which the importer does not read either)
 //!   are left out.
 //! - HAProxy's health checks (`check`) are dropped: they would be counted by the next
-//!   hop's ledger as requests, and the model has none.
+//!   hop's ledger as requests, and the model has none. Its frontend closes each client
+//!   connection after its response (`option httpclose`): HAProxy answers a lost response
+//!   to a request that was not the first on its client connection by closing that
+//!   connection silently (so that the client retries), instead of a 502.
 
 use std::fmt::Write as _;
 
@@ -241,11 +244,19 @@ pub(crate) fn haproxy(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, Confi
             }
             writeln!(out, "    {}", original(l.line())).ok();
         }
+        if matches!(s.kind(), "frontend" | "listen") {
+            // A lost response to a request that was not the first on its client connection
+            // is answered by closing that connection silently (so that the client
+            // retries), not with a 502: which one depends on the client's connection reuse,
+            // which the model does not follow. One request per connection makes it the 502
+            // every time.
+            writeln!(out, "    option httpclose").ok();
+        }
     }
     if !routed {
         writeln!(
             out,
-            "frontend chaos-run\n    mode http\n    bind {}\n    default_backend {backend}",
+            "frontend chaos-run\n    mode http\n    bind {}\n    default_backend {backend}\n    option httpclose",
             r.listen
         )
         .ok();
@@ -350,6 +361,7 @@ mod tests {
             "server app3 127.0.0.1:9003 backup",
             "option http-buffer-request",
             "default_backend app",
+            "option httpclose",
         ] {
             assert!(out.contains(want), "{want} in\n{out}");
         }
