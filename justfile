@@ -55,6 +55,13 @@ interop-counts *cases:
 interop-proxy:
     bash interop/nginx.sh
 
+# Real nginx and HAProxy as tiers against the harness's model of each, attempt for attempt,
+# per peer and per method, then plans/stack.yaml live and simulated (interop/stacks.sh;
+# installs nginx-light and haproxy with apt-get if missing). `just interop-stacks haproxy`
+# runs only the cases whose names contain that word.
+interop-stacks *cases:
+    bash interop/stacks.sh {{cases}}
+
 # The plan's JSON Schema against python-jsonschema: docs/plan.schema.json is valid draft-07,
 # every shipped plan validates, misspelt keys do not (interop/schema.sh; installs the pins).
 interop-schema:

@@ -8,7 +8,12 @@ imported model is), and checks that the two agree attempt for attempt: the clien
 attempts and outcomes, the proxy tier's received / sent / retries / violations, and the
 attempts the fault-server saw per peer and per method, with its resends.
 
-    python3 interop/stacks.py HARNESS [CASE...]   # CASE: a substring of a case's name
+    python3 interop/stacks.py HARNESS [CASE...]   # CASE: a substring of a case's name,
+                                                  # or stack.yaml for the shipped plan
+
+Then (or alone, with `stack.yaml`) the shipped plans/stack.yaml, live with the real nginx
+and HAProxy and simulated, each policy within the simulator's documented tolerance
+(leaf amplification within 3%, success rate within 2 points).
 
 Requests go one at a time (arrivals far enough apart that none overlap), so a proxy's
 round robin sees them in the same order live and simulated; faults are drawn per
@@ -168,6 +173,27 @@ def run(harness, args, out):
         return json.load(f)
 
 
+# The simulator's documented tolerance (harness/src/simulate/mod.rs: FAITHFUL_*).
+FAITHFUL_AMPLIFICATION = 0.03
+FAITHFUL_SUCCESS_POINTS = 2.0
+
+
+def shipped_plan(harness, work):
+    """plans/stack.yaml live and simulated, each policy within the simulator's tolerance."""
+    live = run(harness, ["chaos", "plans/stack.yaml"], os.path.join(work, "stack-live"))
+    sim = run(harness, ["simulate", "plans/stack.yaml"], os.path.join(work, "stack-sim"))
+    wrong = 0
+    for lp, sp in zip(live["policies"], sim["policies"]):
+        la, sa = lp["leaf_amplification"], sp["leaf_amplification"]
+        ls, ss = 100 * lp["success_rate"], 100 * sp["success_rate"]
+        ok = abs(la - sa) <= FAITHFUL_AMPLIFICATION * sa and abs(ls - ss) <= FAITHFUL_SUCCESS_POINTS
+        hops = " / ".join(f"{t['name']} {t['sent']}" for t in lp["tiers"])
+        print(f"{'agree' if ok else 'DISAGREE':8} plans/stack.yaml `{lp['name']}`: leaf amplification "
+              f"live {la:.2f} / simulated {sa:.2f}, success {ls:.1f}% / {ss:.1f}% (sent: {hops})")
+        wrong += not ok
+    return wrong
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -175,6 +201,8 @@ def main():
     cases = [c for c in CASES if not wanted or any(w in c["name"] for w in wanted)]
     disagreements = 0
     work = tempfile.mkdtemp(prefix="chaos-stacks-")
+    if not wanted or "stack.yaml" in wanted:
+        disagreements += shipped_plan(harness, work)
     for i, c in enumerate(cases):
         d = os.path.join(work, str(i))
         os.makedirs(d)
@@ -194,7 +222,7 @@ def main():
         for k, (l, s) in wrong.items():
             print(f"         {k}: live {l} / simulated {s}")
         disagreements += bool(wrong)
-    print(f"{len(cases) - disagreements} of {len(cases)} cases agree (work in {work})")
+    print(f"{disagreements} disagreement(s) in {len(cases)} cases and the shipped plan (work in {work})")
     sys.exit(1 if disagreements else 0)
 
 

@@ -70,6 +70,9 @@ pub struct ProxyCounts {
     pub retried_lost: u64,
     pub retried_timeout: u64,
     pub retried_status: Vec<(u16, u64)>,
+    /// Counted from outside ([`ProxyCounts::from_outside`]): a real proxy.
+    #[serde(default)]
+    pub from_outside: bool,
 }
 
 impl ProxyCounts {
@@ -135,6 +138,7 @@ impl ProxyCounts {
                 .collect(),
             no_live_peers: hop.faulted,
             hop,
+            from_outside: true,
             ..ProxyCounts::default()
         }
     }

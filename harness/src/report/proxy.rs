@@ -28,11 +28,27 @@ pub(super) fn report(tier: &ProxyTier, counts: &ProxyCounts) -> ProxyReport {
             .collect(),
         no_live_peers: counts.no_live_peers,
         retried_by: retried_by(model, counts),
+        from_outside: counts.from_outside,
     }
 }
 
 fn retried_by(model: &ProxyModel, counts: &ProxyCounts) -> Vec<RetriedBy> {
-    let directive = model.retry_on.source.to_string();
+    let directive = format!(
+        "{}, at most {} tries by {}",
+        model.retry_on.source, model.tries, model.tries_source
+    );
+    let by_cause = counts.retried_connect
+        + counts.retried_lost
+        + counts.retried_timeout
+        + counts.retried_status.iter().map(|(_, n)| n).sum::<u64>();
+    if by_cause == 0 && counts.hop.retries > 0 {
+        // A real proxy, counted from the next hop: its resends, not their causes.
+        return vec![RetriedBy {
+            condition: "its retry conditions (the next hop saw the resends)".to_owned(),
+            retries: counts.hop.retries,
+            directive,
+        }];
+    }
     let mut rows = vec![
         ("connection failure".to_owned(), counts.retried_connect),
         ("lost response".to_owned(), counts.retried_lost),
@@ -69,6 +85,15 @@ pub(super) fn table(name: &str, p: &ProxyReport) -> Table {
         .iter()
         .map(|r| format!("{}: {} by {}", r.condition, r.retries, r.directive))
         .collect();
+    // A real proxy counted from outside: what each peer received is known, not which
+    // of it were retries nor which failed.
+    let unknown = |n: u64| {
+        if p.from_outside {
+            Cell::new("–")
+        } else {
+            Cell::new(n.to_string())
+        }
+    };
     for (i, peer) in p.peers.iter().enumerate() {
         table.row([
             Cell::quoted(if i == 0 {
@@ -78,8 +103,8 @@ pub(super) fn table(name: &str, p: &ProxyReport) -> Table {
             }),
             Cell::quoted(peer.name.clone()),
             Cell::new(peer.sent.to_string()),
-            Cell::new(peer.retries.to_string()),
-            Cell::new(peer.failed.to_string()),
+            unknown(peer.retries),
+            unknown(peer.failed),
             Cell::quoted(causes.get(i).cloned().unwrap_or_default()),
         ]);
     }
@@ -118,6 +143,10 @@ pub struct ProxyReport {
     /// Requests answered 502 without being sent: every peer was ejected.
     pub no_live_peers: u64,
     pub retried_by: Vec<RetriedBy>,
+    /// A real proxy, counted from the hops around it: its peers' retries and failures
+    /// are not known (zero here).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_outside: bool,
 }
 
 /// What a proxy sent one peer.
