@@ -210,3 +210,22 @@ fn an_error_in_a_config_is_shown_at_its_file_line_and_column() {
         "{err}"
     );
 }
+
+/// A live run of a proxy tier whose binary is not there stops before any load, says which
+/// tier and what to install, and exits 3 (could not run); no proxy is needed to check it.
+#[test]
+fn a_live_run_without_the_proxy_binary_says_what_to_install() {
+    let tiers = "  - { name: edge, nginx: { config: stacks/nginx.conf, location: /api, binary: /nonexistent/nginx } }\n";
+    let (_, path) = plan("no-binary", tiers, "policies: [ { name: p } ]\n");
+    let out = harness()
+        .args(["chaos", "--quiet"])
+        .arg(&path)
+        .output()
+        .expect("run harness");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("`binary: /nonexistent/nginx` is not a file: install nginx (`apt-get install nginx-light`)"),
+        "{err}"
+    );
+}

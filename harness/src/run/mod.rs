@@ -423,11 +423,6 @@ async fn run_policy<'a>(
         source,
     })?;
     let mut tiers = tiers::counts(relays, plan.drain).await;
-    if let Some(t) = &options.telemetry {
-        for (relay, counts) in policy.tiers.iter().zip(&tiers) {
-            t.meters().publish_tier(&policy.name, &relay.tier, counts);
-        }
-    }
     let read = match sharding {
         None => read_ledger(setup, plan.drain, &run).await,
         // The keeper reads once every shard's drain is over; the others read nothing.
@@ -442,6 +437,11 @@ async fn run_policy<'a>(
         Err(why) => (None, Some(why)),
     };
     let proxies = tiers::from_outside(policy, &run, &mut tiers, ledger.as_ref());
+    if let Some(t) = &options.telemetry {
+        for (relay, counts) in policy.tiers.iter().zip(&tiers) {
+            t.meters().publish_tier(&policy.name, &relay.tier, counts);
+        }
+    }
     Ok(Measured {
         outcome: PolicyOutcome {
             policy,

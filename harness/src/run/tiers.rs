@@ -69,6 +69,11 @@ pub(super) async fn start(
             pair[0].tier, pair[1].tier
         )));
     }
+    if options.sharding.is_some() && policy.tiers.iter().any(|t| t.proxy.is_some()) {
+        return Err(RunError::Relay(
+            "a sharded run cannot count a real proxy tier: each shard would start its own, and only the keeper reads the ledger its resends are counted from; run the plan unsharded".to_owned(),
+        ));
+    }
     let mut started: Vec<Started> = Vec::new();
     let mut next = server.peer_urls();
     for (i, tier) in policy.tiers.iter().enumerate().rev() {
