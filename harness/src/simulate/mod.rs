@@ -20,6 +20,7 @@ mod proxy;
 mod queue;
 mod request;
 mod server;
+mod slab;
 pub mod sweep;
 mod tier;
 mod timers;

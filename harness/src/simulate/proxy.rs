@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
+use super::slab::Slab;
 use crate::hop::proxy::{Proxy, ProxyCounts, ProxyRequest, ProxyStep};
 use crate::plan::proxy::ProxyModel;
 
@@ -28,8 +29,7 @@ pub(super) struct ProxyTier<'a> {
     /// The client policy's name: request ids are written from it.
     policy: &'a str,
     id: String,
-    requests: Vec<Option<Slot>>,
-    free: Vec<u32>,
+    requests: Slab<Slot>,
 }
 
 impl<'a> ProxyTier<'a> {
@@ -40,8 +40,7 @@ impl<'a> ProxyTier<'a> {
             core: Proxy::new(model),
             policy,
             id: String::new(),
-            requests: Vec::new(),
-            free: Vec::new(),
+            requests: Slab::default(),
         }
     }
 
@@ -71,17 +70,8 @@ impl<'a> ProxyTier<'a> {
             step: 0,
             in_flight: false,
         };
-        let slot = match self.free.pop() {
-            Some(free) => {
-                self.requests[free as usize] = Some(slot);
-                free
-            }
-            None => {
-                self.requests.push(Some(slot));
-                u32::try_from(self.requests.len() - 1).expect("fewer than 2^32 requests at once")
-            }
-        };
-        let Some(r) = self.requests[slot as usize].as_mut() else {
+        let slot = self.requests.insert(slot);
+        let Some(r) = self.requests.get_mut(slot) else {
             return;
         };
         let step = self.core.start(&mut r.request, now);
@@ -97,7 +87,7 @@ impl<'a> ProxyTier<'a> {
         queue: &mut Queue,
         net: &mut Network,
     ) {
-        let Some(r) = self.requests[slot as usize].as_mut() else {
+        let Some(r) = self.requests.get_mut(slot) else {
             return;
         };
         r.step = queue.next_step();
@@ -121,8 +111,7 @@ impl<'a> ProxyTier<'a> {
             ProxyStep::Wait { until } => queue.push(until, Event::Wake(step)),
             ProxyStep::Answer(reply) => {
                 let from = r.sent.reply;
-                self.requests[slot as usize] = None;
-                self.free.push(slot);
+                self.requests.remove(slot);
                 queue.push(now + net.hop(), Event::Answer { to: from, reply });
             }
         }
@@ -139,8 +128,7 @@ impl<'a> ProxyTier<'a> {
     ) {
         let Some(r) = self
             .requests
-            .get_mut(to.slot as usize)
-            .and_then(Option::as_mut)
+            .get_mut(to.slot)
             .filter(|r| r.step == to.step && r.in_flight)
         else {
             return;
@@ -153,12 +141,7 @@ impl<'a> ProxyTier<'a> {
 
     /// A turn-around of request `to` is over.
     pub(super) fn wake(&mut self, to: Step, now: Duration, queue: &mut Queue, net: &mut Network) {
-        let Some(r) = self
-            .requests
-            .get_mut(to.slot as usize)
-            .and_then(Option::as_mut)
-            .filter(|r| r.step == to.step)
-        else {
+        let Some(r) = self.requests.get_mut(to.slot).filter(|r| r.step == to.step) else {
             return;
         };
         fault_server::wire::write_request_id(&mut self.id, self.policy, r.sent.index);

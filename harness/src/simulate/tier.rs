@@ -16,6 +16,7 @@ use rand_core::SeedableRng;
 use super::network::Network;
 use super::queue::{Event, Queue, Reply, Sent, Step};
 use super::request::{Headers, Kind, format_u32, itoa_buf};
+use super::slab::Slab;
 use crate::hop::{self, Admission, Forwarding, HopCounts, Incoming};
 
 /// A request at the tier, and where its answer goes.
@@ -37,8 +38,7 @@ pub(super) struct Tier<'a> {
     core: hop::Tier,
     policy: &'a str,
     kinds: Vec<Kind>,
-    requests: Vec<Option<Slot>>,
-    free: Vec<u32>,
+    requests: Slab<Slot>,
     id: String,
     path: String,
     /// How many peers it listens as.
@@ -60,8 +60,7 @@ impl<'a> Tier<'a> {
             core: hop::Tier::new(policy.clone(), script, seed),
             policy: client_policy,
             kinds: kinds.iter().map(Kind::new).collect(),
-            requests: Vec::new(),
-            free: Vec::new(),
+            requests: Slab::default(),
             id: String::new(),
             path: String::new(),
             peers: 1,
@@ -142,16 +141,7 @@ impl<'a> Tier<'a> {
             in_flight: false,
             drawn: 0,
         };
-        let slot = match self.free.pop() {
-            Some(free) => {
-                self.requests[free as usize] = Some(slot);
-                free
-            }
-            None => {
-                self.requests.push(Some(slot));
-                u32::try_from(self.requests.len() - 1).expect("fewer than 2^32 requests at once")
-            }
-        };
+        let slot = self.requests.insert(slot);
         if delay.is_zero() {
             self.start(slot, now, queue, net);
         } else {
@@ -176,7 +166,7 @@ impl<'a> Tier<'a> {
     }
 
     fn start(&mut self, slot: u32, now: Duration, queue: &mut Queue, net: &mut Network) {
-        let Some(r) = self.requests[slot as usize].as_mut() else {
+        let Some(r) = self.requests.get_mut(slot) else {
             return;
         };
         write_request_id(&mut self.id, self.policy, r.index);
@@ -193,7 +183,7 @@ impl<'a> Tier<'a> {
         queue: &mut Queue,
         net: &mut Network,
     ) {
-        let Some(r) = self.requests[slot as usize].as_mut() else {
+        let Some(r) = self.requests.get_mut(slot) else {
             return;
         };
         r.step = queue.next_step();
@@ -234,8 +224,7 @@ impl<'a> Tier<'a> {
                     allowance_left: up.allowance_left,
                 };
                 let from = r.from;
-                self.requests[slot as usize] = None;
-                self.free.push(slot);
+                self.requests.remove(slot);
                 queue.push(now + net.hop(), Event::Answer { to: from, reply });
             }
         }
@@ -252,8 +241,7 @@ impl<'a> Tier<'a> {
     ) {
         let Some(r) = self
             .requests
-            .get_mut(to.slot as usize)
-            .and_then(Option::as_mut)
+            .get_mut(to.slot)
             .filter(|r| r.step == to.step && r.in_flight)
         else {
             return;
@@ -273,12 +261,7 @@ impl<'a> Tier<'a> {
 
     /// A backoff of request `to` is over.
     pub(super) fn wake(&mut self, to: Step, now: Duration, queue: &mut Queue, net: &mut Network) {
-        let Some(r) = self
-            .requests
-            .get_mut(to.slot as usize)
-            .and_then(Option::as_mut)
-            .filter(|r| r.step == to.step)
-        else {
+        let Some(r) = self.requests.get_mut(to.slot).filter(|r| r.step == to.step) else {
             return;
         };
         write_request_id(&mut self.id, self.policy, r.index);
