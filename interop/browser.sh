@@ -20,7 +20,7 @@ if [[ -z $chrome ]]; then
 fi
 say "$("$chrome" --version 2>/dev/null | head -1)"
 
-cargo build --locked --release --quiet -p harness
+cargo build --locked --release --quiet -p fault-server -p harness
 harness="${CARGO_TARGET_DIR:-target}/release/harness"
 out=${1:-$(mktemp -d)}
 mkdir -p "$out"

@@ -15,7 +15,7 @@ interop_python
 command -v curl >/dev/null || apt_install curl
 python3 -c 'import importlib.metadata as m; print("metrics: prometheus_client", m.version("prometheus-client"))'
 
-cargo build --locked --release --quiet -p fault-server
+cargo build --locked --release --quiet -p fault-server -p harness
 FAULT_SERVER="${CARGO_TARGET_DIR:-target}/release/fault-server"
 WORK=$(mktemp -d)
 trap 'fs_stop; rm -rf "$WORK"' EXIT

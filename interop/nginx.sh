@@ -56,7 +56,7 @@ command -v python3 >/dev/null 2>&1 || install python3 python3-minimal
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
     echo "building fault-server and harness (release)…" >&2
-    cargo build --release --quiet -p fault-server -p harness
+    cargo build --locked --release --quiet -p fault-server -p harness
 fi
 FAULT_SERVER="$TARGET_DIR/release/fault-server"
 HARNESS="$TARGET_DIR/release/harness"

@@ -17,7 +17,7 @@ if [[ ! -d $new/botocore ]]; then
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
     --no-deps --target "$new" botocore==1.44.8
 fi
-cargo build --locked --release --quiet -p harness
+cargo build --locked --release --quiet -p fault-server -p harness
 harness="${CARGO_TARGET_DIR:-target}/release/harness"
 out=${PRESETS_OUT:-reports/presets}
 rm -rf "$out"

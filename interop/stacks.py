@@ -63,10 +63,12 @@ GET_POST = """
 
 
 def case(name, kind, peers, faults, extra="", server="", read_timeout="300ms",
-         rate=20, duration="2s", requests=GET_POST):
+         rate=40, duration="1s", requests=GET_POST, relay=False):
+    """`relay`: a relay tier of the harness's own (`svc`, forwarding once) between the
+    proxy and the fault-server, listening as the proxy's peers."""
     return dict(name=name, kind=kind, peers=peers, faults=faults, extra=extra,
                 server=server, read_timeout=read_timeout, rate=rate,
-                duration=duration, requests=requests)
+                duration=duration, requests=requests, relay=relay)
 
 
 LOST = "- { name: lost, probability: 0.3, respond: { fault: close } }"
@@ -81,7 +83,7 @@ CASES = [
     case("nginx defaults, lost responses, 3 peers", "nginx", 3, LOST, server=NO_EJECT),
     case("nginx defaults, resets, 1 peer (never retried)", "nginx", 1, RESET),
     case("nginx defaults, read timeouts, 3 peers", "nginx", 3, HOLD, server=NO_EJECT,
-         read_timeout="150ms", rate=2, duration="5s"),
+         read_timeout="100ms", rate=3, duration="3s"),
     case("nginx defaults, statuses passed on", "nginx", 3, STATUS, server=NO_EJECT),
     case("nginx http_503 http_429 retried", "nginx", 3, STATUS, server=NO_EJECT,
          extra="proxy_next_upstream error timeout http_503 http_429;"),
@@ -90,9 +92,13 @@ CASES = [
     case("nginx non_idempotent resends a POST", "nginx", 3, RESET, server=NO_EJECT,
          extra="proxy_next_upstream error timeout non_idempotent;"),
     case("nginx off", "nginx", 3, LOST, extra="proxy_next_upstream off;"),
+    case("nginx resends a POST to a relay tier's peers (http_503 non_idempotent)", "nginx", 3,
+         "- { name: sheds, tier: svc, probability: 0.4, respond: { status: 503 } }",
+         server=NO_EJECT, relay=True,
+         extra="proxy_next_upstream error timeout http_503 non_idempotent;"),
     case("nginx passive ejection of one bad instance (max_fails=1)", "nginx", 3, BAD_PEER),
     case("nginx ejects every peer after a burst, then answers 502 unsent", "nginx", 3,
-         "- { name: burst, until: 150ms, respond: { fault: close } }", rate=10),
+         "- { name: burst, until: 150ms, respond: { fault: close } }", rate=10, duration="2s"),
     # HAProxy: `retries 3`, `retry-on conn-failure` by default; the same server unless
     # `option redispatch`.
     case("haproxy defaults, lost responses not retried", "haproxy", 3, LOST),
@@ -103,8 +109,8 @@ CASES = [
          extra="    retry-on all-retryable-errors\n    option http-buffer-request\n    option redispatch"),
     case("haproxy retries 1", "haproxy", 3, LOST,
          extra="    retries 1\n    retry-on empty-response\n    option http-buffer-request"),
-    case("haproxy response-timeout", "haproxy", 3, HOLD, read_timeout="150ms", rate=2,
-         duration="5s",
+    case("haproxy response-timeout", "haproxy", 3, HOLD, read_timeout="100ms", rate=2,
+         duration="3s",
          extra="    retry-on response-timeout\n    option http-buffer-request\n    option redispatch"),
     case("haproxy 503 retried, 429 passed on", "haproxy", 3, STATUS,
          extra="    retry-on 503\n    option http-buffer-request"),
@@ -125,12 +131,14 @@ def config(c):
 
 def plan(c, config_file):
     block = "location: /" if c["kind"] == "nginx" else "backend: app"
+    relay_tier = "\n  - svc" if c["relay"] else ""
+    relay_policy = ", tiers: { svc: none }" if c["relay"] else ""
     return f"""name: stack-case
 seed: 5
 duration: {c['duration']}
 drain: 2s
 tiers:
-  - {{ name: proxy, {c['kind']}: {{ config: {config_file}, {block} }} }}
+  - {{ name: proxy, {c['kind']}: {{ config: {config_file}, {block} }} }}{relay_tier}
 load:
   rate: {c['rate']}
   arrivals: uniform
@@ -138,7 +146,7 @@ load:
 faults:
   {c['faults']}
 policies:
-  - {{ name: once, max_attempts: 1, attempt_timeout: 5s }}
+  - {{ name: once, max_attempts: 1, attempt_timeout: 5s{relay_policy} }}
 """
 
 
@@ -159,6 +167,8 @@ def figures(report):
         "server attempts": ledger.get("attempts"),
         "server by peer and method": ledger.get("by_peer", {}),
         "server resends by method": ledger.get("repeats_by_method", {}),
+        "every tier": [(t["name"], t["received"], t["sent"], t["retries"], t["violations"])
+                       for t in p["tiers"]],
     }
 
 

@@ -28,7 +28,7 @@ systemctl stop nginx haproxy >/dev/null 2>&1 || true
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
   say "building harness (release)"
-  cargo build --locked --release --quiet -p harness
+  cargo build --locked --release --quiet -p fault-server -p harness
 fi
 say "$(/usr/sbin/nginx -v 2>&1), $(/usr/sbin/haproxy -v | head -1)"
 python3 interop/stacks.py "$TARGET_DIR/release/harness" "$@"

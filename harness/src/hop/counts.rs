@@ -43,6 +43,10 @@ pub struct HopCounts {
     /// and chain): a proxy's retries to another peer or the same one.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub repeats: u64,
+    /// Of which resends of a request that is not idempotent (a POST or PATCH without an
+    /// idempotency key): the hop above's non-idempotent retries.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeats_non_idempotent: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -85,6 +89,10 @@ impl HopCounts {
             (&mut self.faulted, other.faulted),
             (&mut self.unsent, other.unsent),
             (&mut self.repeats, other.repeats),
+            (
+                &mut self.repeats_non_idempotent,
+                other.repeats_non_idempotent,
+            ),
         ] {
             *mine += theirs;
         }

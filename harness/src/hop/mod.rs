@@ -258,6 +258,15 @@ impl Tier {
         };
         if repeat > 0 {
             self.counts.repeats += 1;
+            // A resend by the hop above (a proxy) of a request that is not safe to run
+            // twice: its non-idempotent retry, judged here since it cannot judge itself.
+            let request = Request {
+                method: Method::parse(incoming.method),
+                idempotency_key: incoming.idempotency_key,
+            };
+            if !request.is_idempotent() {
+                self.counts.repeats_non_idempotent += 1;
+            }
         }
         let arrival = wire::Arrival {
             peer: incoming.peer,
@@ -668,5 +677,25 @@ mod tests {
         assert!(matches!(admission, Admission::Loop), "{admission:?}");
         let counts = t.counts();
         assert_eq!((counts.received, counts.faulted, counts.sent), (3, 2, 0));
+    }
+
+    /// A proxy above the tier resends requests as they came: the tier counts a resend of a
+    /// non-idempotent one as that proxy's non-idempotent retry (a keyed POST is safe).
+    #[test]
+    fn a_resent_post_is_counted_as_the_hop_aboves_non_idempotent_retry() {
+        let mut t = tier(1, false, None);
+        for _ in 0..2 {
+            t.receive(Duration::ZERO, &incoming("POST", "p", 1));
+            t.receive(Duration::ZERO, &incoming("GET", "g", 1));
+            t.receive(
+                Duration::ZERO,
+                &Incoming {
+                    idempotency_key: true,
+                    ..incoming("POST", "k", 1)
+                },
+            );
+        }
+        let c = t.counts();
+        assert_eq!((c.received, c.repeats, c.repeats_non_idempotent), (6, 3, 1));
     }
 }

@@ -114,7 +114,7 @@ pub struct Outside {
 impl ProxyCounts {
     /// A real proxy's counts, from outside: its resends are its retries, and what it
     /// received but never sent (a first attempt the next hop never saw) it answered on
-    /// its own (every peer ejected).
+    /// its own: every peer ejected (nginx), or its caller gone before it connected.
     pub fn from_outside(o: &Outside) -> ProxyCounts {
         let first_sends = o.next_received.saturating_sub(o.next_repeats);
         let mut hop = HopCounts {

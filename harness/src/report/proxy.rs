@@ -121,7 +121,11 @@ pub(super) fn table(name: &str, p: &ProxyReport) -> Table {
     if p.no_live_peers > 0 {
         table.row([
             Cell::new(""),
-            Cell::new("(every peer ejected: 502, not sent)"),
+            Cell::new(if p.from_outside {
+                "(received, never seen by the next hop)"
+            } else {
+                "(every peer ejected: 502, not sent)"
+            }),
             Cell::new(p.no_live_peers.to_string()).strong(),
             Cell::new(""),
             Cell::new(""),

@@ -195,6 +195,7 @@ pub(super) fn from_outside(
                 logical,
                 next_received: next.received,
                 next_repeats: next.repeats,
+                repeated_non_idempotent: next.repeats_non_idempotent,
                 per_peer: if next.received_by_peer.is_empty() {
                     vec![next.received]
                 } else {
