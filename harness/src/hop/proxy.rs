@@ -23,8 +23,9 @@ use chaos_policy::{Method, Outcome, Reply, Request, Violation};
 use super::counts::HopCounts;
 use crate::plan::proxy::{Failure, Methods, NextPeer, ProxyKind, ProxyModel};
 
-/// The most peers a proxy tier spreads over (the tried set is a bit mask).
-pub const MAX_PEERS: usize = 64;
+/// The most peers a proxy tier spreads over: the most a hop listens as
+/// ([`fault_server::wire::MAX_PEERS`]); a plan refuses more servers.
+pub const MAX_PEERS: usize = fault_server::wire::MAX_PEERS;
 
 /// What the proxy answers when it sent nothing because every peer was out (nginx's "no
 /// live upstreams"), and after a lost response or a connection failure (nginx).

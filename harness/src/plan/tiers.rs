@@ -68,6 +68,22 @@ pub(super) fn import(
             ProxyKind::Haproxy => import::haproxy::import(&config_text, block.as_deref()),
         }
         .map_err(|e| config_error(&dir.join(config), e))?;
+        let servers = imported.model.peers.len();
+        if servers > fault_server::wire::MAX_PEERS {
+            let f = found(
+                at.clone(),
+                format!(
+                    "{} tier `{}` has {servers} servers, more than the {} peers a hop listens as",
+                    kind.name(),
+                    spec.name,
+                    fault_server::wire::MAX_PEERS
+                ),
+            )
+            .hint(
+                "test with at most 16 servers: the model and the run spread over them as over more",
+            );
+            return Err(located(path, text, f));
+        }
         let shown = config.display();
         out.warnings
             .extend(imported.model.approximations.iter().map(|a| Warning {

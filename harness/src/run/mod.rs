@@ -422,7 +422,7 @@ async fn run_policy<'a>(
         policy: policy.name.clone(),
         source,
     })?;
-    let mut tiers = tiers::counts(relays, plan.drain).await;
+    let (mut tiers, proxies) = tiers::counts(relays, plan.drain).await;
     let read = match sharding {
         None => read_ledger(setup, plan.drain, &run).await,
         // The keeper reads once every shard's drain is over; the others read nothing.
@@ -432,6 +432,9 @@ async fn run_policy<'a>(
         }
         Some(_) => Ok(None),
     };
+    for proxy in proxies {
+        proxy.shutdown().await;
+    }
     let (ledger, error) = match read {
         Ok(ledger) => (ledger, None),
         Err(why) => (None, Some(why)),

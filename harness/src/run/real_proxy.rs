@@ -35,15 +35,15 @@ impl RealProxy {
     ) -> Result<RealProxy, String> {
         let binary = find_binary(tier)?;
         let listen = free_port().map_err(|e| format!("tier `{name}`: no free port: {e}"))?;
-        let dir = private_dir(name).map_err(|e| format!("tier `{name}`: {e}"))?;
+        let dir = Private(private_dir(name).map_err(|e| format!("tier `{name}`: {e}"))?);
         let config = tier
             .rewrite(&Rewrite {
                 listen,
                 peers: next,
-                dir: &dir,
+                dir: &dir.0,
             })
             .map_err(|e| format!("tier `{name}`: {e}"))?;
-        let file = dir.join(match tier.model.kind {
+        let file = dir.0.join(match tier.model.kind {
             ProxyKind::Nginx => "nginx.conf",
             ProxyKind::Haproxy => "haproxy.cfg",
         });
@@ -52,14 +52,14 @@ impl RealProxy {
         match tier.model.kind {
             ProxyKind::Nginx => command
                 .arg("-p")
-                .arg(&dir)
+                .arg(&dir.0)
                 .arg("-c")
                 .arg(&file)
                 .arg("-e")
-                .arg(dir.join("error.log")),
+                .arg(dir.0.join("error.log")),
             ProxyKind::Haproxy => command.arg("-f").arg(&file).arg("-db"),
         };
-        let log = std::fs::File::create(dir.join("stderr.log"))
+        let log = std::fs::File::create(dir.0.join("stderr.log"))
             .map_err(|e| format!("tier `{name}`: {e}"))?;
         let child = command
             .stdin(Stdio::null())
@@ -71,7 +71,7 @@ impl RealProxy {
             name: name.to_owned(),
             child,
             url: format!("http://{listen}"),
-            dir,
+            dir: dir.keep(),
         };
         proxy.listening(listen).await?;
         Ok(proxy)
@@ -96,7 +96,17 @@ impl RealProxy {
                     self.log_tail()
                 ));
             }
+            // Another process may have taken the port between its choice and the proxy's
+            // bind: then the proxy exits, and what answered is not it.
             if tokio::net::TcpStream::connect(listen).await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if let Ok(Some(status)) = self.child.try_wait() {
+                    return Err(format!(
+                        "tier `{}` exited at start ({status}): {}",
+                        self.name,
+                        self.log_tail()
+                    ));
+                }
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
@@ -179,6 +189,24 @@ fn package(kind: ProxyKind) -> &'static str {
 /// A loopback port free now (the proxy binds it a moment later).
 fn free_port() -> std::io::Result<SocketAddr> {
     std::net::TcpListener::bind(("127.0.0.1", 0))?.local_addr()
+}
+
+/// A proxy's directory until the proxy owns it: removed if its start fails before.
+struct Private(PathBuf);
+
+impl Private {
+    /// The directory, now the proxy's to remove.
+    fn keep(mut self) -> PathBuf {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        if !self.0.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// A fresh directory of the harness's own for one proxy's files, private to its user.

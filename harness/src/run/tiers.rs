@@ -146,8 +146,10 @@ pub(super) fn announce(policy: &NamedPolicy, server: &Server, tiers: &[Started])
 }
 
 /// What each relay tier counted, outermost first (a real proxy's are counted later, from
-/// outside: [`from_outside`]), then stops them all.
-pub(super) async fn counts(tiers: Vec<Started>, drain: Duration) -> Vec<HopCounts> {
+/// outside: [`from_outside`]), then stops the relays. The real proxies are given back,
+/// running: their last retries may still be on their way to the next hop, which settles
+/// before its ledger is read, and only then are they stopped.
+pub(super) async fn counts(tiers: Vec<Started>, drain: Duration) -> (Vec<HopCounts>, Vec<Started>) {
     // The tiers finish what they were forwarding (their retries may outlast the
     // client's), outermost first, before anything is counted.
     for tier in &tiers {
@@ -156,14 +158,20 @@ pub(super) async fn counts(tiers: Vec<Started>, drain: Duration) -> Vec<HopCount
         }
     }
     let mut counts = Vec::new();
+    let mut running = Vec::new();
     for tier in tiers {
-        counts.push(match &tier {
-            Started::Relay(relay) => relay.counts(),
-            Started::Proxy(_) => HopCounts::default(),
-        });
-        tier.shutdown().await;
+        match &tier {
+            Started::Relay(relay) => {
+                counts.push(relay.counts());
+                tier.shutdown().await;
+            }
+            Started::Proxy(_) => {
+                counts.push(HopCounts::default());
+                running.push(tier);
+            }
+        }
     }
-    counts
+    (counts, running)
 }
 
 /// Each real proxy's counts from the hops around it, outermost first: what the hop above
@@ -184,11 +192,16 @@ pub(super) fn from_outside(
         }
         let (received, logical) = match i.checked_sub(1).map(|above| &tiers[above]) {
             None => (run.recorder.attempts, run.recorder.logical),
-            Some(above) => (
-                above.sent - above.unsent.min(above.sent),
-                above.sent - above.retries.min(above.sent),
-            ),
+            Some(above) => {
+                let received = above.sent - above.unsent.min(above.sent);
+                let first = above.sent - above.retries.min(above.sent);
+                (received, first.min(received))
+            }
         };
+        let servers = policy.tiers[i]
+            .proxy
+            .as_ref()
+            .map_or(1, |p| p.model.peers.len());
         let outside = match tiers.get(i + 1) {
             Some(next) => Outside {
                 received,
@@ -212,6 +225,9 @@ pub(super) fn from_outside(
                 },
             },
         };
+        let mut outside = outside;
+        // One row per server of its config, those the next hop never saw included.
+        outside.per_peer.resize(servers, 0);
         let counts = ProxyCounts::from_outside(&outside);
         tiers[i] = counts.hop.clone();
         out.push(Some(counts));

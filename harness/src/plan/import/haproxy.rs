@@ -123,6 +123,13 @@ pub(crate) fn import(text: &str, backend: Option<&str>) -> Result<ImportedProxy,
             "servers are chosen by this algorithm: the model takes them in weighted round-robin",
         ));
     }
+    if let Some(p) = peers.iter().find(|p| p.weight != peers[0].weight) {
+        approximations.push(Approximation {
+            line: p.line,
+            directive: format!("server ... weight {}", p.weight),
+            why: "HAProxy's round robin honours weights: the model takes the servers in turn, one each".to_owned(),
+        });
+    }
     approximations.extend(unmodelled(chosen, defaults));
     // One warning per reason (every server's `check` is one), at its first line.
     approximations.sort_by_key(|a| a.line);

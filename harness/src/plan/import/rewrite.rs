@@ -10,6 +10,9 @@
 //! - It runs in the foreground as one process, with its pid file, logs and temporary files
 //!   in the run's private directory; `include`s (which the importer does not read either)
 //!   are left out.
+//! - Another location's `proxy_pass` answers 404, and the other upstreams are left out
+//!   (they are the user's machines); the peers speak plain HTTP (`https://` and TLS
+//!   parameters dropped); `stream` and `mail` blocks are left out.
 //! - HAProxy's health checks (`check`) are dropped: they would be counted by the next
 //!   hop's ledger as requests, and the model has none. Its frontend closes each client
 //!   connection after its response (`option httpclose`): HAProxy answers a lost response
@@ -23,7 +26,8 @@ use super::nginx_syntax::{Directive, Word, parse};
 use super::{ConfigError, nginx};
 use crate::plan::proxy::{ProxyTier, Rewrite};
 
-/// Main-context nginx directives the run sets itself.
+/// Main-context nginx directives the run sets itself, and the blocks that only serve
+/// other listeners (`stream`, `mail`: proxies of their own, on ports of their own).
 const NGINX_RUN: &[&str] = &[
     "user",
     "pid",
@@ -32,13 +36,34 @@ const NGINX_RUN: &[&str] = &[
     "worker_processes",
     "error_log",
     "include",
+    "stream",
+    "mail",
+    "rtmp",
+];
+
+/// nginx directives at any level the run sets itself (its files go in its directory), or
+/// that speak TLS to a peer that speaks plain HTTP.
+const NGINX_DROP: &[&str] = &[
+    "include",
+    "access_log",
+    "error_log",
+    "client_body_temp_path",
+    "proxy_temp_path",
+    "listen",
+    "proxy_ssl_certificate",
+    "proxy_ssl_certificate_key",
+    "proxy_ssl_trusted_certificate",
+    "proxy_ssl_verify",
+    "proxy_ssl_name",
+    "proxy_ssl_server_name",
+    "proxy_ssl_protocols",
+    "proxy_ssl_session_reuse",
 ];
 
 /// nginx: the user's config, for a live run.
 pub(crate) fn nginx(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, ConfigError> {
     let tree = parse(&tier.text)?;
     let (server_line, upstream_line, pass_line) = nginx::anchors(&tree, &tier.block)?;
-    let peer_lines: Vec<usize> = tier.model.peers.iter().map(|p| p.line).collect();
     let dir = r.dir.display();
     let mut out = format!(
         "# The config of {} for a harness run: see harness/src/plan/import/rewrite.rs.\n\
@@ -54,7 +79,7 @@ pub(crate) fn nginx(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, ConfigE
         server_line,
         upstream_line,
         pass_line,
-        peer_lines: &peer_lines,
+        next_peer: std::cell::Cell::new(0),
     };
     for d in tree.iter().filter(|d| !NGINX_RUN.contains(&d.name())) {
         rewrite.directive(&mut out, d, 0, false)?;
@@ -67,7 +92,9 @@ struct NginxRewrite<'a> {
     server_line: usize,
     upstream_line: Option<usize>,
     pass_line: usize,
-    peer_lines: &'a [usize],
+    /// The chosen upstream's servers that are peers (not `down`) written so far: the next
+    /// one is that peer (the model reads them in this order).
+    next_peer: std::cell::Cell<usize>,
 }
 
 impl NginxRewrite<'_> {
@@ -81,13 +108,16 @@ impl NginxRewrite<'_> {
     ) -> Result<(), ConfigError> {
         let indent = "    ".repeat(depth);
         match d.name() {
-            "include" | "access_log" | "error_log" => return Ok(()),
+            name if NGINX_DROP.contains(&name) => return Ok(()),
             "server" if d.block.is_some() && d.line() != self.server_line => return Ok(()),
-            "listen" => return Ok(()),
+            // Only the upstream the tier sends to: another one's servers are the user's
+            // machines, which nginx would resolve at start.
+            "upstream" if Some(d.line()) != self.upstream_line => return Ok(()),
             "server" if upstream => {
-                let Some(i) = self.peer_lines.iter().position(|l| *l == d.line()) else {
+                if d.args.iter().any(|a| a.text == "down") {
                     return Ok(());
-                };
+                }
+                let i = self.next_peer.replace(self.next_peer.get() + 1);
                 let peer = self
                     .r
                     .peers
@@ -98,12 +128,26 @@ impl NginxRewrite<'_> {
                 writeln!(out, "{indent}{};", render(&words)).ok();
                 return Ok(());
             }
-            "proxy_pass" if d.line() == self.pass_line && self.upstream_line.is_none() => {
-                let peer = self.r.peers.first().ok_or_else(|| too_few(d, 0))?;
+            "proxy_pass" if d.line() == self.pass_line => {
+                // The peers speak plain HTTP, whatever the user's upstream speaks.
                 let url = &d.args[0].text;
-                let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-                let path = rest.find('/').map_or("", |i| &rest[i..]);
-                writeln!(out, "{indent}proxy_pass {scheme}://{peer}{path};").ok();
+                let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+                let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                let host = match self.upstream_line {
+                    Some(_) => host.to_owned(),
+                    None => self
+                        .r
+                        .peers
+                        .first()
+                        .ok_or_else(|| too_few(d, 0))?
+                        .to_string(),
+                };
+                writeln!(out, "{indent}proxy_pass http://{host}{path};").ok();
+                return Ok(());
+            }
+            // Another location's upstream is not the tier's: answered by nginx itself.
+            "proxy_pass" | "grpc_pass" | "fastcgi_pass" | "uwsgi_pass" | "scgi_pass" => {
+                writeln!(out, "{indent}return 404;").ok();
                 return Ok(());
             }
             _ => {}
@@ -212,12 +256,22 @@ pub(crate) fn haproxy(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, Confi
                 "global" => HAPROXY_GLOBAL_DROP.contains(&first),
                 "defaults" => first == "log",
                 _ => {
-                    first == "bind"
-                        || first == "log"
+                    // A template's servers are the user's machines, not peers.
+                    matches!(first, "bind" | "log" | "server-template")
                         || (first == "use_backend" && l.word(1) != Some(backend))
                 }
             };
             if dropped {
+                continue;
+            }
+            if first == "default_backend" && l.word(1) != Some(backend) {
+                // That backend is left out: what would go to it comes to the tier's.
+                writeln!(out, "    default_backend {backend}").ok();
+                continue;
+            }
+            if first == "default-server" {
+                let words: Vec<&str> = server_params(&l.words[1..]);
+                writeln!(out, "    default-server {}", words.join(" ")).ok();
                 continue;
             }
             if first == "server" {
@@ -233,12 +287,9 @@ pub(crate) fn haproxy(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, Confi
                 let mut words = vec!["server", l.word(1).unwrap_or("peer")];
                 let address = peer.to_string();
                 words.push(&address);
-                words.extend(
-                    l.words[3..]
-                        .iter()
-                        .map(|w| w.text.as_str())
-                        .filter(|w| *w != "check"),
-                );
+                words.extend(server_params(l.words.get(3..).unwrap_or_default()));
+                // A `default-server ... check` would check it all the same.
+                words.extend(["no-check", "no-agent-check"]);
                 writeln!(out, "    {}", words.join(" ")).ok();
                 continue;
             }
@@ -262,6 +313,40 @@ pub(crate) fn haproxy(tier: &ProxyTier, r: &Rewrite<'_>) -> Result<String, Confi
         .ok();
     }
     Ok(out)
+}
+
+/// A server's parameters without its health checks (which the next hop would count as
+/// requests) and its TLS (the peers speak plain HTTP): each dropped with its value.
+fn server_params(words: &[Word]) -> Vec<&str> {
+    const ALONE: &[&str] = &["check", "agent-check", "check-ssl", "ssl", "no-verifyhost"];
+    const WITH_VALUE: &[&str] = &[
+        "verify",
+        "ca-file",
+        "crt",
+        "sni",
+        "alpn",
+        "check-sni",
+        "crl-file",
+        "track",
+        "ciphers",
+        "ciphersuites",
+        "ssl-min-ver",
+        "ssl-max-ver",
+        "verifyhost",
+    ];
+    let mut out = Vec::new();
+    let mut skip = false;
+    for w in words {
+        let w = w.text.as_str();
+        if skip {
+            skip = false;
+        } else if WITH_VALUE.contains(&w) {
+            skip = true;
+        } else if !ALONE.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// Whether a frontend sends requests to `backend`.
@@ -365,10 +450,67 @@ mod tests {
         ] {
             assert!(out.contains(want), "{want} in\n{out}");
         }
-        for gone in ["check", "8080", "8081", "chroot", "stats socket", "daemon"] {
+        assert!(
+            out.contains("server app1 127.0.0.1:9001 no-check no-agent-check"),
+            "{out}"
+        );
+        for gone in [
+            " check\n",
+            " check ",
+            "8080",
+            "8081",
+            "chroot",
+            "stats socket",
+            "daemon",
+        ] {
             assert!(!out.contains(gone), "{gone} in\n{out}");
         }
         let back = super::super::haproxy::import(&out, None).expect("reads back");
         assert_eq!(back.model.tries, t.model.tries);
+    }
+
+    #[test]
+    fn what_is_not_the_tiers_goes_nowhere_near_the_users_machines() {
+        let text = "events {}\nhttp {\n upstream api { server a.internal:80; server b.internal:80 down; server c.internal:80; }\n upstream web { server web.internal:3000; }\n proxy_temp_path /var/cache/x;\n server {\n  listen 443 ssl;\n  location /api/ { proxy_pass https://api; }\n  location / { proxy_pass http://web; }\n }\n}\nstream { server { listen 53; proxy_pass dns.internal:53; } }\n";
+        let t = tier(ProxyKind::Nginx, text, Some("/api/"));
+        let peers = addrs(&[9001, 9002]);
+        let r = Rewrite {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9000)),
+            peers: &peers,
+            dir: Path::new("/tmp/run"),
+        };
+        let out = nginx(&t, &r).expect("rewrites");
+        for want in [
+            "server 127.0.0.1:9001;",
+            "server 127.0.0.1:9002;",
+            "proxy_pass http://api;",
+            "return 404;",
+        ] {
+            assert!(out.contains(want), "{want} in\n{out}");
+        }
+        for gone in [
+            "internal",
+            "upstream web",
+            "stream {",
+            "listen 443",
+            "/var/cache",
+            "https",
+        ] {
+            assert!(!out.contains(gone), "{gone} in\n{out}");
+        }
+        let text = "defaults\n mode http\n default-server inter 2s check\nfrontend f\n bind :443 ssl crt /x.pem\n use_backend api if { path_beg /api }\n default_backend web\nbackend api\n server-template extra 3 app.internal:80 check\n server a 10.0.0.1:443 ssl verify none check\nbackend web\n server w web.internal:80\n";
+        let t = tier(ProxyKind::Haproxy, text, Some("api"));
+        let out = haproxy(&t, &r).expect("rewrites");
+        for want in [
+            "default-server inter 2s",
+            "default_backend api",
+            "server a 127.0.0.1:9001 no-check no-agent-check",
+            "bind 127.0.0.1:9000",
+        ] {
+            assert!(out.contains(want), "{want} in\n{out}");
+        }
+        for gone in ["internal", "backend web", "ssl", "verify", " check", ":443"] {
+            assert!(!out.contains(gone), "{gone} in\n{out}");
+        }
     }
 }

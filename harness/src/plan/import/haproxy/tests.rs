@@ -135,7 +135,7 @@ fn one_server_or_three_and_their_parameters() {
         "`disabled` takes nothing; default-server under each"
     );
     let why: Vec<usize> = m.approximations.iter().map(|a| a.line).collect();
-    assert_eq!(why, [5, 9], "maxconn, balance");
+    assert_eq!(why, [5, 6, 9], "maxconn, weights that differ, balance");
     assert_eq!(model(&conf("    timeout server 1s\n", "")).peers.len(), 1);
 }
 
