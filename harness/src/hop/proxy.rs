@@ -287,7 +287,7 @@ impl Proxy {
             return self.answer(reply, failure);
         };
         r.failure = Some((failure, reply.outcome));
-        if failure == Failure::Connect && !self.model.turnaround.is_zero() && self.stays(r) {
+        if failure == Failure::Connect && !self.model.turnaround.is_zero() && self.stays() {
             return ProxyStep::Wait {
                 until: now + self.model.turnaround,
             };
@@ -303,7 +303,7 @@ impl Proxy {
     /// The next try: to the same peer or the balancer's next; 502 when every other peer
     /// is out, whatever the last try ended with (nginx's "no live upstreams" mid-request).
     fn retry(&mut self, r: &mut ProxyRequest, now: Duration, id: &str) -> ProxyStep {
-        let peer = if self.stays(r) {
+        let peer = if self.stays() {
             Some(r.peer)
         } else {
             let avoid = r.peer;
@@ -331,7 +331,7 @@ impl Proxy {
     /// whatever its interval (measured on 2.6.12: `stream_choose_redispatch`); the
     /// interval counts only for other balancers, which the importer approximates as round
     /// robin.
-    fn stays(&self, _r: &ProxyRequest) -> bool {
+    fn stays(&self) -> bool {
         match self.model.next_peer {
             NextPeer::Another => false,
             NextPeer::Same => true,
@@ -403,20 +403,14 @@ impl Proxy {
         if self.peers.len() == 1 {
             return Some(0);
         }
-        let nginx = self.model.kind == ProxyKind::Nginx;
-        if !nginx {
+        if self.model.kind == ProxyKind::Haproxy {
             return self.rotate(avoid);
         }
         let candidate = |i: usize, backup: bool, this: &Proxy| {
             let conf = &this.model.peers[i];
             let state = &this.peers[i];
-            let tried = if nginx {
-                r.tried & (1 << i) != 0
-            } else {
-                avoid == Some(i) && this.peers.len() > 1
-            };
             conf.backup == backup
-                && !tried
+                && r.tried & (1 << i) == 0
                 && !(conf.max_fails > 0
                     && state.fails >= conf.max_fails
                     && now.saturating_sub(state.checked) <= conf.fail_timeout)

@@ -202,7 +202,7 @@ pub(super) fn from_outside(
             .proxy
             .as_ref()
             .map_or(1, |p| p.model.peers.len());
-        let outside = match tiers.get(i + 1) {
+        let mut outside = match tiers.get(i + 1) {
             Some(next) => Outside {
                 received,
                 logical,
@@ -225,7 +225,6 @@ pub(super) fn from_outside(
                 },
             },
         };
-        let mut outside = outside;
         // One row per server of its config, those the next hop never saw included.
         outside.per_peer.resize(servers, 0);
         let counts = ProxyCounts::from_outside(&outside);
@@ -237,7 +236,9 @@ pub(super) fn from_outside(
 
 /// What the server's ledger saw of the proxy above it.
 fn outside_of_ledger(received: u64, logical: u64, l: &LedgerSnapshot) -> Outside {
-    let unsafe_method = |m: &str| matches!(m, "POST" | "PATCH" | "LOCK");
+    // The ledger names the methods it knows (a LOCK is among its `OTHER`), and not whether
+    // a request carried a key: a resent POST or PATCH is judged by its method alone here.
+    let unsafe_method = |m: &str| matches!(m, "POST" | "PATCH");
     let per_peer = if l.by_peer.is_empty() {
         vec![l.attempts]
     } else {

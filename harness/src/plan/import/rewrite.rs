@@ -379,6 +379,20 @@ mod tests {
         }
     }
 
+    /// Every piece is in the config written.
+    fn has(out: &str, pieces: &[&str]) {
+        for piece in pieces {
+            assert!(out.contains(piece), "{piece} in\n{out}");
+        }
+    }
+
+    /// No piece is.
+    fn lacks(out: &str, pieces: &[&str]) {
+        for piece in pieces {
+            assert!(!out.contains(piece), "{piece} in\n{out}");
+        }
+    }
+
     fn addrs(ports: &[u16]) -> Vec<SocketAddr> {
         ports
             .iter()
@@ -397,26 +411,28 @@ mod tests {
             dir: Path::new("/tmp/run"),
         };
         let out = nginx(&t, &r).expect("rewrites");
-        for want in [
-            "daemon off;",
-            "master_process off;",
-            "pid /tmp/run/nginx.pid;",
-            "listen 127.0.0.1:9000 default_server;",
-            "server 127.0.0.1:9001 max_fails=3 fail_timeout=30s;",
-            "server 127.0.0.1:9003 backup;",
-            "proxy_set_header Connection \"\";",
-        ] {
-            assert!(out.contains(want), "{want} in\n{out}");
-        }
-        for gone in [
-            "include",
-            "/var/log",
-            "listen 8080",
-            "user www-data",
-            "8081",
-        ] {
-            assert!(!out.contains(gone), "{gone} in\n{out}");
-        }
+        has(
+            &out,
+            &[
+                "daemon off;",
+                "master_process off;",
+                "pid /tmp/run/nginx.pid;",
+                "listen 127.0.0.1:9000 default_server;",
+                "server 127.0.0.1:9001 max_fails=3 fail_timeout=30s;",
+                "server 127.0.0.1:9003 backup;",
+                "proxy_set_header Connection \"\";",
+            ],
+        );
+        lacks(
+            &out,
+            &[
+                "include",
+                "/var/log",
+                "listen 8080",
+                "user www-data",
+                "8081",
+            ],
+        );
         // What it wrote reads back as the same tier, but for its addresses.
         let back = nginx::import(&out, Some("/api")).expect("reads back");
         assert_eq!(back.model.tries, t.model.tries);
@@ -440,31 +456,33 @@ mod tests {
             dir: Path::new("/tmp/run"),
         };
         let out = haproxy(&t, &r).expect("rewrites");
-        for want in [
-            "bind 127.0.0.1:9000",
-            "server app1 127.0.0.1:9001",
-            "server app3 127.0.0.1:9003 backup",
-            "option http-buffer-request",
-            "default_backend app",
-            "option httpclose",
-        ] {
-            assert!(out.contains(want), "{want} in\n{out}");
-        }
+        has(
+            &out,
+            &[
+                "bind 127.0.0.1:9000",
+                "server app1 127.0.0.1:9001",
+                "server app3 127.0.0.1:9003 backup",
+                "option http-buffer-request",
+                "default_backend app",
+                "option httpclose",
+            ],
+        );
         assert!(
             out.contains("server app1 127.0.0.1:9001 no-check no-agent-check"),
             "{out}"
         );
-        for gone in [
-            " check\n",
-            " check ",
-            "8080",
-            "8081",
-            "chroot",
-            "stats socket",
-            "daemon",
-        ] {
-            assert!(!out.contains(gone), "{gone} in\n{out}");
-        }
+        lacks(
+            &out,
+            &[
+                " check\n",
+                " check ",
+                "8080",
+                "8081",
+                "chroot",
+                "stats socket",
+                "daemon",
+            ],
+        );
         let back = super::super::haproxy::import(&out, None).expect("reads back");
         assert_eq!(back.model.tries, t.model.tries);
     }
@@ -480,37 +498,41 @@ mod tests {
             dir: Path::new("/tmp/run"),
         };
         let out = nginx(&t, &r).expect("rewrites");
-        for want in [
-            "server 127.0.0.1:9001;",
-            "server 127.0.0.1:9002;",
-            "proxy_pass http://api;",
-            "return 404;",
-        ] {
-            assert!(out.contains(want), "{want} in\n{out}");
-        }
-        for gone in [
-            "internal",
-            "upstream web",
-            "stream {",
-            "listen 443",
-            "/var/cache",
-            "https",
-        ] {
-            assert!(!out.contains(gone), "{gone} in\n{out}");
-        }
+        has(
+            &out,
+            &[
+                "server 127.0.0.1:9001;",
+                "server 127.0.0.1:9002;",
+                "proxy_pass http://api;",
+                "return 404;",
+            ],
+        );
+        lacks(
+            &out,
+            &[
+                "internal",
+                "upstream web",
+                "stream {",
+                "listen 443",
+                "/var/cache",
+                "https",
+            ],
+        );
         let text = "defaults\n mode http\n default-server inter 2s check\nfrontend f\n bind :443 ssl crt /x.pem\n use_backend api if { path_beg /api }\n default_backend web\nbackend api\n server-template extra 3 app.internal:80 check\n server a 10.0.0.1:443 ssl verify none check\nbackend web\n server w web.internal:80\n";
         let t = tier(ProxyKind::Haproxy, text, Some("api"));
         let out = haproxy(&t, &r).expect("rewrites");
-        for want in [
-            "default-server inter 2s",
-            "default_backend api",
-            "server a 127.0.0.1:9001 no-check no-agent-check",
-            "bind 127.0.0.1:9000",
-        ] {
-            assert!(out.contains(want), "{want} in\n{out}");
-        }
-        for gone in ["internal", "backend web", "ssl", "verify", " check", ":443"] {
-            assert!(!out.contains(gone), "{gone} in\n{out}");
-        }
+        has(
+            &out,
+            &[
+                "default-server inter 2s",
+                "default_backend api",
+                "server a 127.0.0.1:9001 no-check no-agent-check",
+                "bind 127.0.0.1:9000",
+            ],
+        );
+        lacks(
+            &out,
+            &["internal", "backend web", "ssl", "verify", " check", ":443"],
+        );
     }
 }
