@@ -15,8 +15,9 @@ Then (or alone, with `stack.yaml`) the shipped plans/stack.yaml, live with the r
 and HAProxy and simulated, each policy within the simulator's documented tolerance
 (leaf amplification within 3%, success rate within 2 points).
 
-Requests go one at a time (arrivals far enough apart that none overlap), so a proxy's
-round robin sees them in the same order live and simulated; faults are drawn per
+Requests go one at a time (arrivals far enough apart that none overlap, and a live run
+in which a stalled machine made two overlap is repeated), so a proxy's round robin sees
+them in the same order live and simulated; faults are drawn per
 request, peer and resend, so both runs draw the same ones. Exit 0 when every case agrees,
 1 on a disagreement (each printed), 2 when something could not be set up.
 """
@@ -204,6 +205,29 @@ def shipped_plan(harness, work):
     return wrong
 
 
+LIVE_TRIES = 3
+
+
+def run_apart(harness, c, plan_file, d):
+    """The live run's figures, from a run whose requests went one at a time.
+
+    The cases hold the proxy's round robin to the simulator's only when no request is
+    still in flight when the next one is due. A stalled machine can send two at once
+    (the engine is open loop: a late arrival goes late, it is not skipped), so the run
+    checks it: every request finished before the next was due (latency counts from the
+    scheduled time) or the run is repeated, up to LIVE_TRIES times."""
+    gap_ms = 1000 / c["rate"]
+    for attempt in range(1, LIVE_TRIES + 1):
+        out = os.path.join(d, "live" if attempt == 1 else f"live-{attempt}")
+        report = run(harness, ["chaos", plan_file], out)
+        slowest = report["policies"][0]["latency_ms"]["max"]
+        if slowest < gap_ms:
+            return figures(report)
+        print(f"rerun    {c['name']}: a request finished {slowest:.1f} ms after it was due, "
+              f"the next was due {gap_ms:.1f} ms after it (try {attempt} of {LIVE_TRIES})")
+    return None
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -222,9 +246,11 @@ def main():
         plan_file = os.path.join(d, "plan.yaml")
         with open(plan_file, "w") as f:
             f.write(plan(c, name))
-        live = figures(run(harness, ["chaos", plan_file], os.path.join(d, "live")))
+        live = run_apart(harness, c, plan_file, d)
         sim = figures(run(harness, ["simulate", plan_file], os.path.join(d, "sim")))
-        wrong = {k: (live[k], sim[k]) for k in live if live[k] != sim[k]}
+        wrong = {k: (live[k], sim[k]) for k in live if live[k] != sim[k]} if live else {
+            "live run": ("requests overlapped on every try", "one at a time")}
+        live = live or sim
         verdict = "agree" if not wrong else "DISAGREE"
         print(f"{verdict:8} {c['name']}: {live['client attempts']} client attempts, "
               f"proxy sent {live['proxy sent']} ({live['proxy retries']} retries), "
