@@ -17,12 +17,18 @@ const HARNESS: &str = env!("CARGO_BIN_EXE_harness");
 
 /// One request on a fresh connection: the status and `Retry-After`, or `None` when the
 /// connection failed.
-fn call(base: &str, method: &str, path: &str, body: &str) -> Option<(u16, Option<u64>)> {
+fn call(
+    base: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &str,
+) -> Option<(u16, Option<u64>)> {
     let address = base.trim_start_matches("http://");
     let mut stream = TcpStream::connect(address).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).ok()?;
@@ -42,6 +48,9 @@ fn call(base: &str, method: &str, path: &str, body: &str) -> Option<(u16, Option
 
 /// The program under test, when this executable is run by `harness client-test`: N
 /// calls one after another, each retried as `CT_*` says, a line printed per call.
+/// `CT_KEY`: `same` sends one `Idempotency-Key` per call, `fresh` a new one per attempt
+/// (the classic mistake); `CT_SAME=1` makes every call the same request (one path and
+/// body: six identical orders).
 #[test]
 #[ignore = "run by the harness as the program under test"]
 fn program_under_test() {
@@ -56,11 +65,22 @@ fn program_under_test() {
         .filter_map(|s| s.parse().ok())
         .collect();
     let backoff = Duration::from_millis(var("CT_BACKOFF_MS", "100").parse().expect("ms"));
+    let key = var("CT_KEY", "none");
+    let same = var("CT_SAME", "0") == "1";
     for n in 0..calls {
-        let (path, body) = (format!("/orders/{n}"), format!("{{\"order\":{n}}}"));
+        let (path, body) = if same {
+            ("/orders".to_owned(), "{\"sku\":\"x\"}".to_owned())
+        } else {
+            (format!("/orders/{n}"), format!("{{\"order\":{n}}}"))
+        };
         let mut outcome = None;
         for attempt in 1..=3 {
-            outcome = call(&base, &method, &path, &body);
+            let headers = match key.as_str() {
+                "same" => format!("Idempotency-Key: call-{n}\r\n"),
+                "fresh" => format!("Idempotency-Key: call-{n}-attempt-{attempt}\r\n"),
+                _ => String::new(),
+            };
+            outcome = call(&base, &method, &path, &body, &headers);
             match outcome {
                 Some((status, wait)) if retry_on.contains(&status) && attempt < 3 => {
                     let wait = wait.map_or(backoff, Duration::from_secs);
@@ -203,6 +223,101 @@ gates:
         "the 400 ran nothing"
     );
     assert_eq!(r["policies"][0]["logical"], 2);
+}
+
+/// Lost responses to POSTs: the program's retry succeeds, but under which key decides
+/// whether the charge ran twice.
+const LOST_POSTS: &str = r#"
+name: lost-posts
+duration: 20s
+drain: 1s
+faults:
+  - { name: lost, attempts: [1], respond: { fault: close, processed: true } }
+client: { name: keyed-client }
+gates:
+  - no_retry_of_non_idempotent
+  - no_duplicate_side_effects
+"#;
+
+fn keyed_env(key: &'static str) -> [(&'static str, &'static str); 5] {
+    [
+        ("CT_CALLS", "4"),
+        ("CT_METHOD", "POST"),
+        ("CT_KEY", key),
+        ("CT_SAME", "1"),
+        ("CT_BACKOFF_MS", "20"),
+    ]
+}
+
+/// The mistake issue 49 found passing: a new `Idempotency-Key` per attempt made every
+/// retry look like a new call ("Retries: none", every gate green, 4 calls and 8 charges).
+#[test]
+fn a_client_that_mints_a_key_per_attempt_fails_naming_the_fresh_keys_and_the_charges() {
+    let dir = common::scratch("client-test-fresh-keys");
+    let run = client_test(LOST_POSTS, &keyed_env("fresh"), &dir);
+    assert_eq!(run.code, 1, "{}\n{}", run.stderr, run.report);
+    let r = &run.report;
+    let p = &r["policies"][0];
+    assert_eq!(p["logical"], 4, "four calls, each retried once");
+    assert_eq!(p["attempts"], 8);
+    let fresh = gate(r, "no_retry_with_fresh_key");
+    assert_eq!(fresh["pass"], false, "{fresh}");
+    assert_eq!(fresh["measured"], 4.0);
+    assert!(
+        fresh["detail"]
+            .as_str()
+            .unwrap()
+            .contains("idempotency-key:call-0-attempt-1"),
+        "{fresh}"
+    );
+    let duplicates = gate(r, "no_duplicate_side_effects");
+    assert_eq!(duplicates["pass"], false);
+    assert_eq!(duplicates["measured"], 4.0, "every lost charge ran again");
+    assert_eq!(p["ledger"]["side_effects"], 8);
+    assert_eq!(p["client"]["fresh_keys"]["retries"], 4);
+    assert_eq!(
+        gate(r, "no_retry_of_non_idempotent")["pass"],
+        true,
+        "keyed: the fresh-key gate names it, once"
+    );
+    let markdown = std::fs::read_to_string(dir.join("report/report.md")).expect("report.md");
+    assert!(
+        markdown.contains("under a fresh Idempotency-Key"),
+        "{markdown}"
+    );
+}
+
+/// The same program resending one key per call: the lost charges are replayed, not run
+/// again, and the identical orders after each success are calls of their own.
+#[test]
+fn a_client_that_resends_its_key_passes_and_identical_orders_are_separate_calls() {
+    let dir = common::scratch("client-test-same-key");
+    let run = client_test(LOST_POSTS, &keyed_env("same"), &dir);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.report);
+    let r = &run.report;
+    assert_eq!(r["policies"][0]["logical"], 4);
+    assert_eq!(r["policies"][0]["ledger"]["side_effects"], 4);
+    assert_eq!(gate(r, "no_retry_with_fresh_key")["measured"], 0.0);
+
+    // Six identical orders, one after another, no key, nothing failing: six calls, where
+    // the window's guess alone made them one call retried five times.
+    let dir = common::scratch("client-test-identical-orders");
+    let plan = r#"
+name: identical-orders
+duration: 20s
+drain: 1s
+client: { name: orders }
+gates: [ no_retry_of_non_idempotent, no_duplicate_side_effects ]
+"#;
+    let env = [("CT_CALLS", "6"), ("CT_METHOD", "POST"), ("CT_SAME", "1")];
+    let run = client_test(plan, &env, &dir);
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, run.report);
+    let p = &run.report["policies"][0];
+    assert_eq!(p["logical"], 6);
+    assert_eq!(p["retries"], 0);
+    assert_eq!(p["violations"]["duplicate_side_effects"], 0);
+    assert_eq!(p["client"]["split"]["after_success"], 5);
+    assert_eq!(p["amplification"]["peak_1s"], 1.0);
 }
 
 #[test]

@@ -38,6 +38,9 @@ pub enum GroupedBy {
     AwsInvocationId,
     /// Method, path and body, within the window: a guess.
     Guess,
+    /// A side effect that repeated a failed call under a new key or request id: grouped
+    /// into that call (never a logical request of its own).
+    FreshKey,
 }
 
 impl GroupedBy {
@@ -49,7 +52,16 @@ impl GroupedBy {
             GroupedBy::IdempotencyKey => "idempotency_key",
             GroupedBy::AwsInvocationId => "aws_invocation_id",
             GroupedBy::Guess => "guess",
+            GroupedBy::FreshKey => "fresh_key",
         }
+    }
+
+    /// A name a client gives one call and should resend with each of its attempts
+    /// (`Idempotency-Key`, `x-request-id`): another name on an identical request after a
+    /// failure is a fresh key. An SDK's invocation id, or a header the plan chose, names
+    /// an invocation, and a new one is the application calling again.
+    pub fn names_a_call(self) -> bool {
+        matches!(self, GroupedBy::RequestId | GroupedBy::IdempotencyKey)
     }
 
     /// The prefix of the logical id made from a header's value, so that values of two
@@ -58,7 +70,7 @@ impl GroupedBy {
     fn prefix(self) -> &'static str {
         match self {
             GroupedBy::Header => "header:",
-            GroupedBy::RequestId | GroupedBy::Guess => "",
+            GroupedBy::RequestId | GroupedBy::Guess | GroupedBy::FreshKey => "",
             GroupedBy::IdempotencyKey => "idempotency-key:",
             GroupedBy::AwsInvocationId => "aws:",
         }

@@ -63,6 +63,8 @@ impl Default for Judging {
 #[derive(Debug, Clone)]
 pub struct Arriving<'a> {
     pub claim: Claim<'a>,
+    /// Its method, path and query, and body, hashed: what an identical request shares.
+    pub fingerprint: u64,
     /// The attempt number the client stated, if it did.
     pub stated_attempt: Option<u32>,
     /// POST or PATCH: a retry can run its side effect twice.
@@ -95,7 +97,100 @@ pub struct RetryAfter {
     pub side_effect: bool,
     /// It carried an `Idempotency-Key`.
     pub keyed: bool,
+    /// It repeated its call under another `Idempotency-Key` or request id (see
+    /// [`FreshKeys`]): a key that changes protects nothing.
+    pub fresh_key: bool,
     pub retries: u64,
+}
+
+/// Identical requests (method, path and query, body) that the window alone would have
+/// taken for a retry of the one before, counted as new calls because the evidence said
+/// otherwise.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Split {
+    /// The one before had been answered with a 2xx: the client saw its call succeed, so
+    /// the next is a new call (six identical orders are six calls).
+    pub after_success: u64,
+    /// The client numbered it attempt 1.
+    pub stated_first: u64,
+}
+
+/// A second's attempts, and the calls (logical requests) they belonged to: attempts per
+/// call, where attempts over the calls that started in the second would count a call
+/// that began in the second before as all retries (every call made two attempts, and a
+/// second read 2.33).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BusiestSecond {
+    pub attempts: u64,
+    pub calls: u64,
+}
+
+impl BusiestSecond {
+    /// Attempts per call; 0 for a second without any.
+    pub fn ratio(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.attempts as f64 / self.calls as f64
+        }
+    }
+}
+
+/// The second under way and the busiest so far (O(1): a call remembers the second of its
+/// latest attempt).
+#[derive(Debug, Default)]
+struct Busiest {
+    second: u32,
+    now: BusiestSecond,
+    peak: BusiestSecond,
+}
+
+impl Busiest {
+    fn attempt(&mut self, entries: &mut HashMap<u64, Entry>, entry: u64, now: Duration) {
+        let second = u32::try_from(now.as_secs()).unwrap_or(u32::MAX - 1) + 1;
+        if second != self.second {
+            self.peak = self.peak();
+            self.now = BusiestSecond::default();
+            self.second = second;
+        }
+        self.now.attempts += 1;
+        if let Some(e) = entries.get_mut(&entry)
+            && e.second != second
+        {
+            e.second = second;
+            self.now.calls += 1;
+        }
+    }
+
+    fn peak(&self) -> BusiestSecond {
+        // Compared as fractions, exactly: a/b > c/d.
+        let (a, b, c, d) = (
+            u128::from(self.now.attempts),
+            u128::from(self.now.calls),
+            u128::from(self.peak.attempts),
+            u128::from(self.peak.calls),
+        );
+        if b > 0 && (d == 0 || a * d > c * b) {
+            self.now
+        } else {
+            self.peak
+        }
+    }
+}
+
+/// Side-effect requests (POST, PATCH) that repeated a call whose last answer was a
+/// failure, within the window, under a new `Idempotency-Key` or request id: the classic
+/// mistake of minting a key per attempt. Each is grouped into the call it repeated, so
+/// its attempts count as that call's retries and a side effect it runs again counts as a
+/// duplicate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FreshKeys {
+    pub retries: u64,
+    /// A few calls (their logical ids) retried under a fresh key.
+    pub examples: Vec<String>,
 }
 
 /// Retries after an answer that carried `Retry-After`.
@@ -146,6 +241,12 @@ pub struct Judged {
     pub guessed_attempts: u64,
     /// The guess's window, in milliseconds.
     pub window_ms: u64,
+    /// Identical requests the window did not group, and why.
+    pub split: Split,
+    /// Retries under a fresh key or request id.
+    pub fresh_keys: FreshKeys,
+    /// The second with the most attempts per call that sent one in it.
+    pub busiest_second: BusiestSecond,
     /// Logical requests that got a 2xx answer.
     pub succeeded: u64,
     /// From a logical request's first attempt to its first 2xx answer, percentiles in
@@ -164,7 +265,7 @@ pub struct Judged {
     pub evicted: u64,
 }
 
-/// A logical request's last attempt. Small (40 bytes): the judge keeps up to `max_ids`
+/// A logical request's last attempt. Small (48 bytes): the judge keeps up to `max_ids`
 /// of them, times in microseconds since the caller's epoch.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -180,7 +281,11 @@ struct Entry {
     /// Attempts sent and not yet answered.
     unanswered: u8,
     flags: u8,
+    /// The second (from the caller's epoch, plus one; 0 for none) of its latest attempt.
+    second: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() <= 48);
 
 /// `asked_ms` of an answer that asked for no wait.
 const NOT_ASKED: u32 = u32::MAX;
@@ -207,6 +312,16 @@ impl Entry {
     }
 }
 
+/// The last call a client named (by `Idempotency-Key` or request id) that ran a side
+/// effect, by its fingerprint: what an identical request with another name may be
+/// retrying.
+#[derive(Debug, Clone)]
+struct Named {
+    generation: u64,
+    entry: u64,
+    id: String,
+}
+
 /// The logical request a fingerprint stands for now.
 #[derive(Debug, Clone, Copy)]
 struct Guess {
@@ -227,12 +342,17 @@ pub(super) struct Retries {
     order: VecDeque<(Duration, u64, u64)>,
     guesses: HashMap<u64, Guess>,
     guess_order: VecDeque<(Duration, u64, u64)>,
+    named: HashMap<u64, Named>,
+    named_order: VecDeque<(Duration, u64, u64)>,
     generation: u64,
     grouped_by: BTreeMap<GroupedBy, u64>,
     guessed_attempts: u64,
+    split: Split,
+    fresh_keys: FreshKeys,
+    busiest: Busiest,
     succeeded: u64,
     latency: Histogram<u64>,
-    retries: BTreeMap<(Seen, bool, bool), u64>,
+    retries: BTreeMap<(Seen, bool, bool, bool), u64>,
     overlapping: u64,
     retry_after: RetryAfterHonoured,
     gaps: Vec<Histogram<u64>>,
@@ -263,9 +383,14 @@ impl Retries {
             order: VecDeque::new(),
             guesses: HashMap::new(),
             guess_order: VecDeque::new(),
+            named: HashMap::new(),
+            named_order: VecDeque::new(),
             generation: 0,
             grouped_by: BTreeMap::new(),
             guessed_attempts: 0,
+            split: Split::default(),
+            fresh_keys: FreshKeys::default(),
+            busiest: Busiest::default(),
             succeeded: 0,
             latency: histogram(),
             retries: BTreeMap::new(),
@@ -304,15 +429,28 @@ impl Retries {
             self.max,
             |g| g.generation,
         );
+        expire(
+            &mut self.named_order,
+            &mut self.named,
+            now,
+            self.ttl,
+            self.max,
+            |n| n.generation,
+        );
         let (id, by, entry) = match &arriving.claim {
             Claim::Named(by, _) => {
                 let id = arriving.claim.id().unwrap_or_default();
                 let entry = self.keys.hash_one(&id);
+                if !self.entries.contains_key(&entry)
+                    && let Some((call, call_id)) = self.failed_call(*by, &arriving, now)
+                {
+                    return self.fresh_key(call, call_id, &arriving, now);
+                }
                 (id, *by, entry)
             }
             Claim::Unnamed(fingerprint) => {
                 self.guessed_attempts += 1;
-                let (number, entry) = self.guess(*fingerprint, now);
+                let (number, entry) = self.guess(*fingerprint, arriving.stated_attempt, now);
                 (
                     format!("guess-{fingerprint:016x}-{number}"),
                     GroupedBy::Guess,
@@ -321,8 +459,21 @@ impl Retries {
             }
         };
         let attempt = match self.entries.get(&entry).map(|e| e.generation) {
-            Some(_) => self.retry(entry, &id, &arriving, now),
+            Some(_) => self.retry(entry, &id, &arriving, now, false),
             None => {
+                if arriving.side_effect && by.names_a_call() {
+                    let generation = self.next_generation();
+                    self.named.insert(
+                        arriving.fingerprint,
+                        Named {
+                            generation,
+                            entry,
+                            id: id.clone(),
+                        },
+                    );
+                    self.named_order
+                        .push_back((now, generation, arriving.fingerprint));
+                }
                 let generation = self.next_generation();
                 self.entries.insert(
                     entry,
@@ -334,6 +485,7 @@ impl Retries {
                         seen: Seen::Timeout,
                         attempts: 1,
                         unanswered: 1,
+                        second: 0,
                         flags: if arriving.side_effect { SIDE_EFFECT } else { 0 }
                             | if arriving.keyed { KEYED } else { 0 },
                     },
@@ -343,6 +495,7 @@ impl Retries {
                 1
             }
         };
+        self.busiest.attempt(&mut self.entries, entry, now);
         Grouped {
             id,
             attempt: arriving.stated_attempt.unwrap_or(attempt),
@@ -351,9 +504,53 @@ impl Retries {
         }
     }
 
+    /// The call a side effect under a name never seen before repeats, if it repeats one:
+    /// an identical request named by an `Idempotency-Key` or request id whose last answer,
+    /// within the window, was a failure (not a 2xx, and none still awaited: two identical
+    /// calls in flight at once under two keys are two calls).
+    fn failed_call(
+        &self,
+        by: GroupedBy,
+        arriving: &Arriving<'_>,
+        now: Duration,
+    ) -> Option<(u64, String)> {
+        if !arriving.side_effect || !by.names_a_call() {
+            return None;
+        }
+        let named = self.named.get(&arriving.fingerprint)?;
+        let entry = self.entries.get(&named.entry)?;
+        let (at, _, _) = entry.answer()?;
+        let failed = entry.unanswered == 0 && !entry.has(SUCCEEDED);
+        (failed && now.saturating_sub(at) <= self.judging.window)
+            .then(|| (named.entry, named.id.clone()))
+    }
+
+    /// A side effect that repeats a failed call under a fresh key: that call's retry.
+    fn fresh_key(
+        &mut self,
+        entry: u64,
+        id: String,
+        arriving: &Arriving<'_>,
+        now: Duration,
+    ) -> Grouped {
+        self.fresh_keys.retries += 1;
+        if self.fresh_keys.examples.len() < EXAMPLES && !self.fresh_keys.examples.contains(&id) {
+            self.fresh_keys.examples.push(id.clone());
+        }
+        let attempt = self.retry(entry, &id, arriving, now, true);
+        self.busiest.attempt(&mut self.entries, entry, now);
+        Grouped {
+            id,
+            attempt: arriving.stated_attempt.unwrap_or(attempt),
+            by: GroupedBy::FreshKey,
+            entry,
+        }
+    }
+
     /// The logical request a fingerprint names now: the one it named last, if that one's
-    /// last attempt was answered within the window (or is still unanswered), else a new one.
-    fn guess(&mut self, fingerprint: u64, now: Duration) -> (u64, u64) {
+    /// last attempt was answered within the window (or is still unanswered) and neither
+    /// succeeded nor is contradicted by the client's own attempt number, else a new one.
+    fn guess(&mut self, fingerprint: u64, stated: Option<u32>, now: Duration) -> (u64, u64) {
         let window = self.judging.window;
         let current = self.guesses.get(&fingerprint).copied();
         if let Some(guess) = current
@@ -364,7 +561,13 @@ impl Retries {
                     .answer()
                     .is_some_and(|(at, _, _)| now.saturating_sub(at) <= window);
             if within {
-                return (guess.number, guess.entry);
+                if entry.has(SUCCEEDED) {
+                    self.split.after_success += 1;
+                } else if stated == Some(1) {
+                    self.split.stated_first += 1;
+                } else {
+                    return (guess.number, guess.entry);
+                }
             }
         }
         let number = current.map_or(1, |g| g.number + 1);
@@ -384,7 +587,14 @@ impl Retries {
 
     /// A later attempt of a known request: the gap since the last answer, whether it
     /// honoured `Retry-After`, and what it retried after. Returns its number as counted.
-    fn retry(&mut self, key: u64, id: &str, arriving: &Arriving<'_>, now: Duration) -> u32 {
+    fn retry(
+        &mut self,
+        key: u64,
+        id: &str,
+        arriving: &Arriving<'_>,
+        now: Duration,
+        fresh_key: bool,
+    ) -> u32 {
         let Some(entry) = self.entries.get_mut(&key) else {
             return 1;
         };
@@ -432,7 +642,7 @@ impl Retries {
         };
         *self
             .retries
-            .entry((previous, side_effect, keyed))
+            .entry((previous, side_effect, keyed, fresh_key))
             .or_default() += 1;
         attempt
     }
@@ -488,17 +698,23 @@ impl Retries {
                 .collect(),
             guessed_attempts: self.guessed_attempts,
             window_ms: u64::try_from(self.judging.window.as_millis()).unwrap_or(u64::MAX),
+            split: self.split.clone(),
+            fresh_keys: self.fresh_keys.clone(),
+            busiest_second: self.busiest.peak(),
             succeeded: self.succeeded,
             latency_us: latency,
             retries: self
                 .retries
                 .iter()
-                .map(|(&(after, side_effect, keyed), &retries)| RetryAfter {
-                    after: after.to_string(),
-                    side_effect,
-                    keyed,
-                    retries,
-                })
+                .map(
+                    |(&(after, side_effect, keyed, fresh_key), &retries)| RetryAfter {
+                        after: after.to_string(),
+                        side_effect,
+                        keyed,
+                        fresh_key,
+                        retries,
+                    },
+                )
                 .collect(),
             overlapping: self.overlapping,
             retry_after: self.retry_after.clone(),
@@ -531,6 +747,7 @@ mod tests {
     fn named(id: &str) -> Arriving<'_> {
         Arriving {
             claim: Claim::Named(GroupedBy::RequestId, id),
+            fingerprint: 0,
             stated_attempt: None,
             side_effect: false,
             keyed: false,
@@ -611,5 +828,171 @@ mod tests {
             .map(|r| (r.after.as_str(), r.retries))
             .collect();
         assert_eq!(after, [("status_503", 1), ("timeout", 1)]);
+    }
+    fn post<'a>(by: GroupedBy, name: &'a str) -> Arriving<'a> {
+        Arriving {
+            claim: Claim::Named(by, name),
+            fingerprint: 7,
+            side_effect: true,
+            keyed: by == GroupedBy::IdempotencyKey,
+            ..named("")
+        }
+    }
+
+    fn unnamed(stated_attempt: Option<u32>) -> Arriving<'static> {
+        Arriving {
+            claim: Claim::Unnamed(7),
+            fingerprint: 7,
+            side_effect: true,
+            stated_attempt,
+            ..named("")
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// The mistake payment APIs warn about: a key minted per attempt. Each new key after
+    /// a failed answer is the failed call's retry, not a call of its own.
+    #[test]
+    fn a_post_repeated_under_a_fresh_key_after_a_failure_is_its_calls_retry() {
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::IdempotencyKey, "k1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Close, None);
+        let second = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(100));
+        assert_eq!(
+            (second.id.as_str(), second.attempt, second.by),
+            ("idempotency-key:k1", 2, GroupedBy::FreshKey)
+        );
+        retries.answered(second.entry, ms(101), Seen::Status(503), None);
+        // Another fresh key: still the first call's.
+        let third = retries.arrive(post(GroupedBy::IdempotencyKey, "k3"), ms(300));
+        assert_eq!(
+            (third.id.as_str(), third.attempt),
+            ("idempotency-key:k1", 3)
+        );
+        retries.answered(third.entry, ms(301), Seen::Status(201), None);
+        // The call succeeded: a fourth key is a new call.
+        let fourth = retries.arrive(post(GroupedBy::IdempotencyKey, "k4"), ms(400));
+        assert_eq!(
+            (fourth.id.as_str(), fourth.by),
+            ("idempotency-key:k4", GroupedBy::IdempotencyKey)
+        );
+        let judged = retries.snapshot();
+        assert_eq!(judged.fresh_keys.retries, 2);
+        assert_eq!(judged.fresh_keys.examples, ["idempotency-key:k1"]);
+        assert_eq!(judged.grouped_by["idempotency_key"], 2);
+        let fresh: Vec<_> = judged
+            .retries
+            .iter()
+            .map(|r| (r.after.as_str(), r.keyed, r.fresh_key, r.retries))
+            .collect();
+        assert_eq!(
+            fresh,
+            [("status_503", true, true, 1), ("close", true, true, 1)]
+        );
+    }
+
+    #[test]
+    fn a_fresh_request_id_on_a_post_is_a_retry_but_not_on_a_get_or_an_sdk_invocation() {
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::RequestId, "r1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(503), None);
+        let again = retries.arrive(post(GroupedBy::RequestId, "r2"), ms(50));
+        assert_eq!((again.id.as_str(), again.by), ("r1", GroupedBy::FreshKey));
+        let judged = retries.snapshot();
+        assert_eq!(
+            (judged.retries[0].keyed, judged.retries[0].fresh_key),
+            (false, true),
+            "unkeyed: no_retry_of_non_idempotent's to judge"
+        );
+
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let get = |name| Arriving {
+            side_effect: false,
+            ..post(GroupedBy::RequestId, name)
+        };
+        let first = retries.arrive(get("g1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(503), None);
+        assert_eq!(retries.arrive(get("g2"), ms(50)).by, GroupedBy::RequestId);
+        let first = retries.arrive(post(GroupedBy::AwsInvocationId, "a1"), ms(100));
+        retries.answered(first.entry, ms(101), Seen::Status(503), None);
+        let next = retries.arrive(post(GroupedBy::AwsInvocationId, "a2"), ms(150));
+        assert_eq!(
+            next.by,
+            GroupedBy::AwsInvocationId,
+            "a new invocation is a new call"
+        );
+        assert_eq!(retries.snapshot().fresh_keys.retries, 0);
+    }
+
+    #[test]
+    fn two_identical_calls_in_flight_or_apart_beyond_the_window_are_two_calls() {
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::IdempotencyKey, "k1"), ms(0));
+        let second = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(1));
+        assert_eq!(
+            second.by,
+            GroupedBy::IdempotencyKey,
+            "the first is still awaited"
+        );
+        retries.answered(first.entry, ms(2), Seen::Status(503), None);
+        retries.answered(second.entry, ms(2), Seen::Status(503), None);
+        let late = retries.arrive(post(GroupedBy::IdempotencyKey, "k3"), ms(20_000));
+        assert_eq!(late.by, GroupedBy::IdempotencyKey, "beyond the 10 s window");
+        assert_eq!(retries.snapshot().fresh_keys.retries, 0);
+    }
+
+    /// Six identical orders placed one after another, each answered 200: six calls, where
+    /// the window alone took them for one call retried five times.
+    #[test]
+    fn an_identical_request_after_a_success_or_stated_as_a_first_attempt_is_a_new_call() {
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let mut ids = Vec::new();
+        for n in 0..6 {
+            let order = retries.arrive(unnamed(None), ms(n * 10));
+            retries.answered(order.entry, ms(n * 10 + 1), Seen::Status(200), None);
+            ids.push(order.id);
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 6, "{ids:?}");
+        let judged = retries.snapshot();
+        assert_eq!(judged.grouped_by["guess"], 6);
+        assert_eq!(judged.split.after_success, 5);
+        assert!(judged.retries.is_empty());
+
+        // A failure is retried by the guess, unless the client says it is a first attempt.
+        let failed = retries.arrive(unnamed(None), ms(100));
+        retries.answered(failed.entry, ms(101), Seen::Status(503), None);
+        let retry = retries.arrive(unnamed(Some(2)), ms(200));
+        assert_eq!(retry.id, failed.id);
+        retries.answered(retry.entry, ms(201), Seen::Status(503), None);
+        let first = retries.arrive(unnamed(Some(1)), ms(300));
+        assert_ne!(first.id, failed.id);
+        assert_eq!(retries.snapshot().split.stated_first, 1);
+    }
+    /// Every call makes two attempts 600 ms apart, one call every 400 ms: each second
+    /// holds retries of calls begun the second before, and still two attempts per call.
+    #[test]
+    fn the_busiest_second_counts_attempts_per_call_that_sent_one_in_it() {
+        let mut retries = Retries::new(Judging::default(), 100, Duration::from_secs(60));
+        let mut attempts: Vec<(u64, String, Seen)> = (0..10u64)
+            .flat_map(|n| {
+                [
+                    (n * 400, format!("c{n}"), Seen::Status(503)),
+                    (n * 400 + 600, format!("c{n}"), Seen::Status(200)),
+                ]
+            })
+            .collect();
+        attempts.sort();
+        for (at, id, seen) in &attempts {
+            let grouped = retries.arrive(named(id), ms(*at));
+            retries.answered(grouped.entry, ms(*at + 1), *seen, None);
+        }
+        let busiest = retries.snapshot().busiest_second;
+        // The old figure, attempts over calls begun in the second, read 2.5 (5 over 2).
+        assert!(busiest.ratio() <= 2.0, "{busiest:?}");
+        assert!(busiest.calls > 0, "{busiest:?}");
     }
 }

@@ -43,12 +43,12 @@ pub(super) async fn handle(
         }
     };
     let header = shared.ledger.judged_by().and_then(|j| j.header.as_deref());
-    let claim = group::claim(&parts.headers, header, || {
-        fingerprint(&parts.method, &parts.uri, &body)
-    });
+    let fingerprint = fingerprint(&parts.method, &parts.uri, &body);
+    let claim = group::claim(&parts.headers, header, || fingerprint);
     let grouped = shared.ledger.group(
         Arriving {
             claim,
+            fingerprint,
             stated_attempt: group::stated_attempt(&parts.headers),
             side_effect: crate::wire::has_side_effect(parts.method.as_str()),
             keyed: kept.key.is_some(),

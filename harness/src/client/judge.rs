@@ -25,7 +25,11 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
     let expected = plan.client.as_ref().is_some_and(|c| c.expected);
     let l = &tested.ledger;
     let judged = l.judged.clone().unwrap_or_default();
-    let (retried_permanent, retried_non_idempotent) = violations(&judged.retries);
+    let Retried {
+        permanent: retried_permanent,
+        non_idempotent: retried_non_idempotent,
+        fresh_key: retried_with_fresh_key,
+    } = violations(&judged.retries);
     let logical = l.logical;
     let succeeded = judged.succeeded.min(logical);
     let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
@@ -65,12 +69,10 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
         amplification: Amplification {
             client: ratio(l.attempts, logical),
             server: Some(ratio(l.attempts, logical)),
-            peak_1s: tested
-                .series
-                .iter()
-                .filter(|s| s.offered > 0)
-                .map(|s| s.attempts as f64 / s.offered as f64)
-                .fold(0.0, f64::max),
+            // Attempts per call that sent one in the second: the series' calls are
+            // the ones that began in it, which counts a call begun the second before as
+            // all retries.
+            peak_1s: judged.busiest_second.ratio(),
             budget_bound,
         },
         give_ups: BTreeMap::new(),
@@ -78,11 +80,18 @@ pub fn policy_report(plan: &Plan, tested: &Tested) -> PolicyReport {
             retried_permanent,
             retried_non_idempotent,
             duplicate_side_effects: Some(l.duplicate_side_effects),
+            retried_with_fresh_key: Some(retried_with_fresh_key),
         },
-        violation_examples: BTreeMap::from([(
-            "duplicate_side_effects".to_owned(),
-            l.duplicate_examples.clone(),
-        )]),
+        violation_examples: BTreeMap::from([
+            (
+                "duplicate_side_effects".to_owned(),
+                l.duplicate_examples.clone(),
+            ),
+            (
+                "retried_with_fresh_key".to_owned(),
+                judged.fresh_keys.examples.clone(),
+            ),
+        ]),
         offered_latency_ms: OfferedPercentiles {
             p50: Some(latency.p50),
             p90: Some(latency.p90),
@@ -140,6 +149,8 @@ fn client_view(tested: &Tested, judged: &Judged, expected: Option<&NamedPolicy>)
         grouped_by: judged.grouped_by.clone(),
         guessed_attempts: judged.guessed_attempts,
         window_ms: judged.window_ms,
+        split: judged.split.clone(),
+        fresh_keys: judged.fresh_keys.clone(),
         overlapping: judged.overlapping,
         retries_after: judged.retries.clone(),
         retry_after: judged.retry_after.clone(),
@@ -163,9 +174,20 @@ fn outcome(after: &str) -> Option<Outcome> {
     })
 }
 
-/// Retries after a permanent answer, and retried side effects without a key.
-fn violations(retries: &[RetryAfter]) -> (u64, u64) {
-    let (mut permanent, mut non_idempotent) = (0, 0);
+/// The retries that broke an invariant, by which.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Retried {
+    permanent: u64,
+    non_idempotent: u64,
+    /// Side effects resent under a key other than the call's: judged as if unkeyed (a
+    /// changed key protects nothing), and counted apart from keyless ones.
+    fresh_key: u64,
+}
+
+/// Retries after a permanent answer, retried side effects without a key, and with a
+/// fresh one.
+fn violations(retries: &[RetryAfter]) -> Retried {
+    let mut retried = Retried::default();
     for r in retries {
         let request = Request {
             method: if r.side_effect {
@@ -173,19 +195,22 @@ fn violations(retries: &[RetryAfter]) -> (u64, u64) {
             } else {
                 Method::parse("GET")
             },
-            idempotency_key: r.keyed,
+            idempotency_key: r.keyed && !r.fresh_key,
         };
         let Some(outcome) = outcome(&r.after) else {
             continue;
         };
         for violation in Violation::of_retry(request, outcome) {
             match violation {
-                Violation::RetriedPermanent => permanent += r.retries,
-                Violation::RetriedNonIdempotent => non_idempotent += r.retries,
+                Violation::RetriedPermanent => retried.permanent += r.retries,
+                Violation::RetriedNonIdempotent if r.fresh_key && r.keyed => {
+                    retried.fresh_key += r.retries
+                }
+                Violation::RetriedNonIdempotent => retried.non_idempotent += r.retries,
             }
         }
     }
-    (permanent, non_idempotent)
+    retried
 }
 
 fn ms(us: u64) -> f64 {
@@ -250,6 +275,7 @@ mod tests {
             let id = format!("r{i}");
             let arriving = Arriving {
                 claim: Claim::Named(GroupedBy::RequestId, &id),
+                fingerprint: i,
                 stated_attempt: None,
                 side_effect: false,
                 keyed: false,
@@ -271,8 +297,38 @@ mod tests {
             after: after.into(),
             side_effect,
             keyed: false,
+            fresh_key: false,
             retries: 1,
         }
+    }
+
+    fn counts(permanent: u64, non_idempotent: u64, fresh_key: u64) -> Retried {
+        Retried {
+            permanent,
+            non_idempotent,
+            fresh_key,
+        }
+    }
+
+    /// A key minted per attempt: a keyed POST resent under a fresh key is judged as the
+    /// keyless one it amounts to, and counted apart; after a refusal (never run) it is
+    /// safe whatever its key.
+    #[test]
+    fn a_retry_under_a_fresh_key_is_judged_as_unkeyed_and_counted_apart() {
+        let fresh = |after: &str, keyed| RetryAfter {
+            keyed,
+            fresh_key: true,
+            ..retried(after, true)
+        };
+        assert_eq!(violations(&[fresh("close", true)]), counts(0, 0, 1));
+        assert_eq!(violations(&[fresh("close", false)]), counts(0, 1, 0));
+        assert_eq!(violations(&[fresh("status_400", true)]), counts(1, 0, 1));
+        assert_eq!(violations(&[fresh("refuse", true)]), counts(0, 0, 0));
+        let same_key = RetryAfter {
+            keyed: true,
+            ..retried("close", true)
+        };
+        assert_eq!(violations(&[same_key]), counts(0, 0, 0));
     }
 
     /// The drift issue 46 found: the ledger writes `refuse` after a refused stream, which
@@ -280,17 +336,17 @@ mod tests {
     /// proves the server never ran it) was a non-idempotent retry.
     #[test]
     fn a_retry_after_a_refused_stream_breaks_nothing() {
-        assert_eq!(violations(&[retried("refuse", true)]), (0, 0));
-        assert_eq!(violations(&[retried("refuse", false)]), (0, 0));
+        assert_eq!(violations(&[retried("refuse", true)]), counts(0, 0, 0));
+        assert_eq!(violations(&[retried("refuse", false)]), counts(0, 0, 0));
     }
 
     #[test]
     fn each_label_of_the_ledger_is_judged_as_what_it_is() {
-        assert_eq!(violations(&[retried("status_400", false)]), (1, 0));
-        assert_eq!(violations(&[retried("status_503", false)]), (0, 0));
-        assert_eq!(violations(&[retried("status_503", true)]), (0, 1));
-        assert_eq!(violations(&[retried("reset", true)]), (0, 1));
-        assert_eq!(violations(&[retried("timeout", false)]), (0, 0));
-        assert_eq!(violations(&[retried("not-a-label", true)]), (0, 0));
+        assert_eq!(violations(&[retried("status_400", false)]), counts(1, 0, 0));
+        assert_eq!(violations(&[retried("status_503", false)]), counts(0, 0, 0));
+        assert_eq!(violations(&[retried("status_503", true)]), counts(0, 1, 0));
+        assert_eq!(violations(&[retried("reset", true)]), counts(0, 1, 0));
+        assert_eq!(violations(&[retried("timeout", false)]), counts(0, 0, 0));
+        assert_eq!(violations(&[retried("not-a-label", true)]), counts(0, 0, 0));
     }
 }

@@ -91,6 +91,31 @@ pub(super) fn resolve(
     Ok((named, test, resolved.warnings, resolved.sources))
 }
 
+/// A client test's gates with `no_retry_with_fresh_key` beside each
+/// `no_duplicate_side_effects` the plan did not already pair with it: a key minted per
+/// attempt is the commonest way a program duplicates a side effect, and a plan that
+/// gates duplicates means that too.
+pub(super) fn implied_gates(mut gates: Vec<Gate>, client: Option<&ClientTest>) -> Vec<Gate> {
+    if client.is_none()
+        || gates
+            .iter()
+            .any(|g| g.kind == GateKind::Check(Check::NoRetryWithFreshKey))
+    {
+        return gates;
+    }
+    if let Some(at) = gates
+        .iter()
+        .position(|g| g.kind == GateKind::Check(Check::NoDuplicateSideEffects))
+    {
+        let implied = Gate {
+            kind: GateKind::Check(Check::NoRetryWithFreshKey),
+            policies: gates[at].policies.clone(),
+        };
+        gates.insert(at + 1, implied);
+    }
+    gates
+}
+
 /// The gates that judge only a client test, in a plan without `client:`; and in one, the
 /// gates it cannot judge.
 pub(super) fn check_gates(
@@ -105,7 +130,10 @@ pub(super) fn check_gates(
         };
         let at = vec![Key("gates"), Index(i)];
         match (check, client) {
-            (Check::RetryAfterHonoured | Check::BackoffWithinPreset, None) => {
+            (
+                Check::RetryAfterHonoured | Check::BackoffWithinPreset | Check::NoRetryWithFreshKey,
+                None,
+            ) => {
                 return Err(found(
                     at,
                     format!("gate `{}` judges a program under `harness client-test`, and this plan has no `client:` section", check.name()),

@@ -379,6 +379,7 @@ fn resolve(
     };
     let gates = gate::resolve(spec.gates, &policies, &target)?;
     client::check_gates(&gates, client.as_ref(), &target)?;
+    let gates = client::implied_gates(gates, client.as_ref());
     let mut warnings = warnings;
     warnings.extend(gate::unjudgeable(&gates, fault_window.is_some()));
     let mut sources = sources;

@@ -469,10 +469,13 @@ pub enum Check {
     RetryAfterHonoured,
     /// A client test: the waits before each retry fall in the expected policy's range.
     BackoffWithinPreset,
+    /// A client test: no side effect repeated under a fresh `Idempotency-Key` after a
+    /// failed answer. On wherever `no_duplicate_side_effects` is, in a client test.
+    NoRetryWithFreshKey,
 }
 
 impl Check {
-    pub const ALL: [Check; 8] = [
+    pub const ALL: [Check; 9] = [
         Check::AmplificationWithinBudget,
         Check::NoRetryOfPermanent,
         Check::NoRetryOfNonIdempotent,
@@ -481,6 +484,7 @@ impl Check {
         Check::RetriesAtOneTier,
         Check::RetryAfterHonoured,
         Check::BackoffWithinPreset,
+        Check::NoRetryWithFreshKey,
     ];
 
     pub fn name(self) -> &'static str {
@@ -493,6 +497,7 @@ impl Check {
             Check::RetriesAtOneTier => "retries_at_one_tier",
             Check::RetryAfterHonoured => "retry_after_honoured",
             Check::BackoffWithinPreset => "backoff_within_preset",
+            Check::NoRetryWithFreshKey => "no_retry_with_fresh_key",
         }
     }
 }

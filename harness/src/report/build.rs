@@ -262,6 +262,7 @@ pub fn policy_report(plan: &Plan, mode: Mode, outcome: PolicyOutcome<'_>) -> Pol
             retried_permanent: r.retried_permanent.count,
             retried_non_idempotent: r.retried_non_idempotent.count,
             duplicate_side_effects: ledger.as_ref().map(|l| l.duplicate_side_effects),
+            retried_with_fresh_key: None,
         },
         violation_examples: violation_examples(r, ledger.as_ref()),
         latency_ms: percentiles(&r.latency),

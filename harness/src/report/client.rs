@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use fault_server::ledger::retries::{RetryAfter, RetryAfterHonoured};
+use fault_server::ledger::retries::{FreshKeys, RetryAfter, RetryAfterHonoured, Split};
 use serde::{Deserialize, Serialize};
 
 use super::model::{GateResult, PolicyReport};
@@ -22,6 +22,12 @@ pub struct ClientView {
     /// Attempts grouped by a guess (method, path and body within `window_ms`).
     pub guessed_attempts: u64,
     pub window_ms: u64,
+    /// Identical requests counted as new calls against the window's guess, and why.
+    #[serde(default)]
+    pub split: Split,
+    /// Side effects repeated under a fresh key or request id after a failure.
+    #[serde(default)]
+    pub fresh_keys: FreshKeys,
     /// Attempts sent while an earlier attempt of the same request was unanswered.
     pub overlapping: u64,
     /// Retries by what they followed.
@@ -139,6 +145,32 @@ pub(super) fn backoff_within_preset(name: String, r: &PolicyReport) -> GateResul
     }
 }
 
+/// `no_retry_with_fresh_key`: no side effect was repeated, after a failed answer, under a
+/// new `Idempotency-Key` (a key minted per attempt protects nothing).
+pub(super) fn no_retry_with_fresh_key(name: String, r: &PolicyReport) -> GateResult {
+    let Some(n) = r.violations.retried_with_fresh_key else {
+        return not_a_client_test(name);
+    };
+    let examples = r
+        .violation_examples
+        .get("retried_with_fresh_key")
+        .filter(|e| !e.is_empty())
+        .map_or(String::new(), |e| format!(" (e.g. {})", e.join(", ")));
+    GateResult {
+        name,
+        pass: n == 0,
+        measured: Some(n as f64),
+        limit: Some(0.0),
+        detail: if n == 0 {
+            "no POST/PATCH was repeated under a fresh Idempotency-Key".to_owned()
+        } else {
+            format!(
+                "{n} retries of a POST/PATCH under a fresh Idempotency-Key after a failed answer{examples}"
+            )
+        },
+    }
+}
+
 fn not_a_client_test(name: String) -> GateResult {
     GateResult {
         name,
@@ -166,10 +198,12 @@ fn facts(c: &ClientView) -> Vec<String> {
         .retries_after
         .iter()
         .map(|r| {
-            let what = match (r.side_effect, r.keyed) {
-                (false, _) => "",
-                (true, true) => " (POST/PATCH with a key)",
-                (true, false) => " (POST/PATCH without a key)",
+            let what = match (r.side_effect, r.keyed, r.fresh_key) {
+                (false, _, _) => "",
+                (true, true, true) => " (POST/PATCH under a fresh key)",
+                (true, false, true) => " (POST/PATCH without a key, under a fresh request id)",
+                (true, true, false) => " (POST/PATCH with a key)",
+                (true, false, false) => " (POST/PATCH without a key)",
             };
             format!("{} after {}{what}", r.retries, r.after)
         })
@@ -214,6 +248,32 @@ fn facts(c: &ClientView) -> Vec<String> {
             }
         ),
     ];
+    if c.fresh_keys.retries > 0 {
+        facts.push(format!(
+            "Fresh keys: {} POST/PATCH attempts repeated a failed call under a new Idempotency-Key or request id within {} ms; each is counted as that call's retry, and a side effect it ran again as a duplicate (e.g. {})",
+            c.fresh_keys.retries,
+            c.window_ms,
+            c.fresh_keys.examples.join(", ")
+        ));
+    }
+    let split = &c.split;
+    if split.after_success + split.stated_first > 0 {
+        facts.push(format!(
+            "Not grouped: {} identical requests came within {} ms of one the program had seen succeed, and {} said they were a first attempt; each is a new call",
+            split.after_success, c.window_ms, split.stated_first
+        ));
+    }
+    let after_success: u64 = c
+        .retries_after
+        .iter()
+        .filter(|r| r.after.strip_prefix("status_2").is_some())
+        .map(|r| r.retries)
+        .sum();
+    if after_success > 0 {
+        facts.push(format!(
+            "{after_success} attempts resent a key or request id whose call had already succeeded: a replay, or a name reused for a new call (the evidence says the call was over)"
+        ));
+    }
     if c.overlapping > 0 {
         facts.push(format!(
             "{} attempts were sent while an earlier attempt of the same request was unanswered (the program stopped waiting, or hedged)",

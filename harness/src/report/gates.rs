@@ -114,6 +114,9 @@ fn evaluate_one(gate: &Gate, r: &PolicyReport) -> GateResult {
         GateKind::Check(Check::BackoffWithinPreset) => {
             super::client::backoff_within_preset(name, r)
         }
+        GateKind::Check(Check::NoRetryWithFreshKey) => {
+            super::client::no_retry_with_fresh_key(name, r)
+        }
         GateKind::Metric { metric, min, max } => metric_within(name, r, *metric, *min, *max),
     }
 }

@@ -408,6 +408,11 @@ pub struct Violations {
     pub retried_non_idempotent: u64,
     /// From the ledger; null for a black box.
     pub duplicate_side_effects: Option<u64>,
+    /// A client test: side effects the program repeated under a fresh `Idempotency-Key`
+    /// after a failed answer (the ledger's `fresh_keys`). Absent for the harness's own
+    /// policies, which resend the key they first sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_with_fresh_key: Option<u64>,
 }
 
 impl Violations {
