@@ -171,6 +171,23 @@ pub(super) fn no_retry_with_fresh_key(name: String, r: &PolicyReport) -> GateRes
     }
 }
 
+/// A client test's gate whose figure rests on the window's guess (calls told apart by
+/// method, path and body, not by anything the program sent) says so, and how much of it.
+pub(super) fn on_a_guess(mut gate: GateResult, r: &PolicyReport) -> GateResult {
+    let Some(c) = &r.client else {
+        return gate;
+    };
+    let guessed = c.grouped_by.get("guess").copied().unwrap_or(0);
+    if guessed > 0 && gate.measured.is_some() {
+        let calls: u64 = c.grouped_by.values().sum();
+        gate.detail.push_str(&format!(
+            " [rests on a guess: {guessed} of {calls} calls told apart by method, path and body within {} ms]",
+            c.window_ms
+        ));
+    }
+    gate
+}
+
 fn not_a_client_test(name: String) -> GateResult {
     GateResult {
         name,
