@@ -94,6 +94,9 @@ fi
 case_ bad-client 1 --failed no_retry_of_permanent --failed no_retry_of_non_idempotent \
   --passed no_duplicate_side_effects \
   -- plans/clients/bad-client.yaml -- python3 interop/clients/bad_client.py --calls 8
+case_ fresh-key-client 1 --failed no_retry_with_fresh_key --failed no_duplicate_side_effects \
+  --passed no_retry_of_non_idempotent \
+  -- plans/clients/fresh-keys.yaml -- python3 interop/clients/fresh_key_client.py --calls 20
 
 if [[ $ran -eq 0 ]]; then
   say "no case matched: $*" >&2

@@ -73,13 +73,27 @@ pub(super) fn summary(report: &Report) -> Table {
     table
 }
 
-/// Every hop's violating retries, and the ledger's duplicate side effects.
+/// Every hop's violating retries, a client's retries under a fresh key, and the ledger's
+/// duplicate side effects.
 fn violations(p: &PolicyReport) -> String {
-    let retries = p.retry_violations().describe();
-    match p.violations.duplicate_side_effects.unwrap_or(0) {
-        0 => retries,
-        dup if retries == "0" => format!("{dup} dup"),
-        dup => format!("{retries}, {dup} dup"),
+    let parts: Vec<String> = [
+        Some(p.retry_violations().describe()).filter(|r| r != "0"),
+        p.violations
+            .retried_with_fresh_key
+            .filter(|n| *n > 0)
+            .map(|n| format!("{n} fresh-key")),
+        p.violations
+            .duplicate_side_effects
+            .filter(|n| *n > 0)
+            .map(|n| format!("{n} dup")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "0".to_owned()
+    } else {
+        parts.join(", ")
     }
 }
 
