@@ -91,19 +91,21 @@ fn main() {
     let Some((with_keys, _)) = memory() else {
         return;
     };
-    // The judge's tables: every logical request a named one and a guessed one, answered
-    // (an entry each, and a fingerprint per guess).
+    // The judge's tables: every logical request a keyed POST and a guessed one, answered
+    // (an entry each, a fingerprint per guess, and a named call per keyed POST: what a
+    // fresh key would be matched against).
     for i in 0..limits.max_ids * 2 {
         let id = value('j', i, len);
         for claim in [
-            Claim::Named(GroupedBy::Header, &id),
+            Claim::Named(GroupedBy::IdempotencyKey, &id),
             Claim::Unnamed(i as u64),
         ] {
             let arriving = Arriving {
                 claim,
+                fingerprint: i as u64,
                 stated_attempt: None,
-                side_effect: false,
-                keyed: false,
+                side_effect: true,
+                keyed: true,
             };
             if let Some(grouped) = ledger.group(arriving, now) {
                 ledger.answered(&grouped, now, Seen::Status(503), None);

@@ -28,6 +28,10 @@ pub use crate::wire::Seen;
 /// Gaps are kept per attempt number up to this one; later attempts share its histogram.
 pub const MAX_GAP_ATTEMPT: u32 = 10;
 
+/// How many windows after its first attempt a named call can still be repeated under a
+/// fresh key: a call retried this many times, each within the window of the last answer.
+const NAMED_WINDOWS: u32 = 6;
+
 /// How many ids of early retries a snapshot names.
 const EXAMPLES: usize = 5;
 
@@ -429,12 +433,15 @@ impl Retries {
             self.max,
             |g| g.generation,
         );
+        // A named call matters only while a fresh key could still repeat it: within the
+        // window of its answers. Its id is kept whole (up to the longest value the server
+        // accepts), so it is kept for less time and fewer of them than the entries are.
         expire(
             &mut self.named_order,
             &mut self.named,
             now,
-            self.ttl,
-            self.max,
+            self.ttl.min(self.judging.window * NAMED_WINDOWS),
+            self.max / 4,
             |n| n.generation,
         );
         let (id, by, entry) = match &arriving.claim {
