@@ -53,7 +53,13 @@ pub fn render(report: &Report) -> String {
         .max()
         .unwrap_or(0);
     for p in &report.policies {
-        policy_html(&mut out, p, plan.fault_window_s, seconds);
+        policy_html(
+            &mut out,
+            p,
+            plan.fault_window_s,
+            seconds,
+            plan.in_front_of_a_service(),
+        );
     }
     out.push_str("</body></html>\n");
     out
@@ -297,7 +303,13 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seco
     ));
 }
 
-fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
+fn policy_html(
+    out: &mut String,
+    p: &PolicyReport,
+    window: Option<[f64; 2]>,
+    seconds: usize,
+    proxied: bool,
+) {
     let _ = write!(
         out,
         "<h2>Policy <code>{}</code>{}</h2><p>{}</p>",
@@ -388,6 +400,14 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         esc(&p.give_ups_text()),
         esc(&p.outcomes_text())
     );
+    if let Some(split) = p.ledger.as_ref().and_then(|l| l.upstream(proxied)) {
+        let _ = write!(
+            out,
+            "<p>{}</p>",
+            super::table::inline_html(&split.sentence())
+        );
+        out.push_str(&split.table().html());
+    }
     if let Some(l) = &p.ledger {
         let _ = write!(
             out,
