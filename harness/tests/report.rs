@@ -223,6 +223,27 @@ fn the_summary_and_the_ranking_name_the_failed_gates() {
         json["ranking"]["rows"][1]["failed_gates"],
         serde_json::json!(["no_retry_of_permanent"])
     );
+
+    // A counterexample: which failures it expected, and why it did not pass.
+    let naive = &mut report.policies[0];
+    naive.expect = Some(report::Expectation {
+        fail: vec!["no_retry_of_permanent".into(), "client_server_agree".into()],
+        met: false,
+        detail: "expected `client_server_agree` to fail".into(),
+    });
+    assert_eq!(
+        naive.failed_gates_text(),
+        "no_retry_of_permanent (expected), client_server_agree passed (expected to fail)"
+    );
+    naive.expect = Some(report::Expectation {
+        fail: Vec::new(),
+        met: true,
+        detail: "caught".into(),
+    });
+    assert_eq!(
+        naive.failed_gates_text(),
+        "no_retry_of_permanent (expected)"
+    );
 }
 
 /// Issue 49: in front of a real service, what reached it and what it answered, apart

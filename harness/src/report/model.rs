@@ -647,6 +647,27 @@ impl PolicyReport {
             .collect()
     }
 
+    /// The failed-gates cell of the summary and the sweep: the names of the gates that
+    /// failed, `—` for none; for a counterexample, which failures it expected, and the
+    /// gates it named that did not fail (why its verdict is `fail`).
+    pub fn failed_gates_text(&self) -> String {
+        let mut parts: Vec<String> = self
+            .gates
+            .iter()
+            .filter_map(|g| match self.gate_word(g) {
+                "pass" => None,
+                "FAIL" => Some(g.name.clone()),
+                "FAIL (expected)" => Some(format!("{} (expected)", g.name)),
+                _ => Some(format!("{} passed (expected to fail)", g.name)),
+            })
+            .collect();
+        let missed = |p: &String| p.ends_with("passed (expected to fail)");
+        if self.expect.as_ref().is_some_and(|e| !e.met) && !parts.iter().any(missed) {
+            parts.push("not caught (expected a gate to fail)".to_owned());
+        }
+        failed_gates_cell(&parts)
+    }
+
     /// The give-up reasons that occurred, as `reason count, …` (or `none`).
     pub fn give_ups_text(&self) -> String {
         let parts: Vec<String> = self

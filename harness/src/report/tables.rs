@@ -3,7 +3,7 @@
 
 use super::drift::{Comparison, Drift};
 use super::model::{PolicyReport, Report};
-use super::table::{Align, Cell, Table};
+use super::table::{Cell, Table};
 
 fn opt(x: Option<f64>, digits: usize) -> String {
     x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
@@ -38,15 +38,11 @@ pub(super) fn summary(report: &Report) -> Table {
         header.push("baseline");
     }
     // A name, figures, and the failed gates' names (left, as text reads).
-    let align: Vec<Align> = header
+    let names = header
         .iter()
-        .enumerate()
-        .map(|(i, h)| match (i, *h) {
-            (0, _) | (_, "failed gates") => Align::Left,
-            _ => Align::Right,
-        })
-        .collect();
-    let mut table = Table::new(header).align(align).class("summary");
+        .position(|h| *h == "failed gates")
+        .unwrap_or(0);
+    let mut table = Table::new(header).figures().left(names).class("summary");
     let mut policies: Vec<&PolicyReport> = report.policies.iter().collect();
     policies
         .sort_by_key(|p| !against(p).is_some_and(|v| v.starts_with("REGRESSED") || v == "MISSING"));
@@ -76,7 +72,7 @@ pub(super) fn summary(report: &Report) -> Table {
             Cell::new(opt(p.recovery_s, 0)),
             Cell::new(violations(p)),
             Cell::new(gates),
-            Cell::quoted(super::model::failed_gates_cell(&p.failed_gates())),
+            Cell::quoted(p.failed_gates_text()),
         ];
         row.extend(against(p).map(Cell::new));
         table.classed_row(Some(class), row);

@@ -83,7 +83,7 @@ impl UpstreamSplit {
             out.push_str(&format!(" ({})", own.join(", ")));
         }
         out.push_str(
-            ": its injected faults and refusals (a fault with `processed: true` reaches the service first and counts here).",
+            ": its injected faults and refusals (a fault with `processed: true` counts here, though the service did its work first).",
         );
         out
     }
