@@ -19,6 +19,9 @@ pub struct UpstreamSplit {
     pub timed_out: u64,
     /// Forwarded, and the connection failed before a response head (answered 502).
     pub failed: u64,
+    /// Dropped before they ended (`abandoned`: the client's connection went away, or the
+    /// server stopped): answered by no one, and they may have reached the service.
+    pub abandoned: u64,
     /// Answered by the fault-server itself, never forwarded, by ledger label (with
     /// `upstream_unreachable`: the service could not be connected to, answered 502).
     pub own: Vec<(String, u64)>,
@@ -70,6 +73,12 @@ impl UpstreamSplit {
                 self.failed
             ));
         }
+        if self.abandoned > 0 {
+            out.push_str(&format!(
+                ", and {} abandoned before an answer (the client's connection went away; they may have reached it)",
+                self.abandoned
+            ));
+        }
         out.push_str(&format!(
             ". The fault-server answered {} attempts itself, never forwarded",
             self.own_total()
@@ -106,6 +115,13 @@ impl UpstreamSplit {
                 table.row([service.to_owned(), what.to_owned(), n.to_string()]);
             }
         }
+        if self.abandoned > 0 {
+            table.row([
+                "no one (abandoned: may have reached the service)".to_owned(),
+                "the client's connection went away".to_owned(),
+                self.abandoned.to_string(),
+            ]);
+        }
         let own = "the fault-server (not forwarded)";
         for (label, n) in &self.own {
             // Labels come from the server's ledger, which may be another's: quoted.
@@ -127,7 +143,9 @@ impl LedgerView {
         let mut seen = false;
         for (label, &n) in &self.by_outcome {
             let Some(rest) = label.strip_prefix("upstream_") else {
-                if n > 0 {
+                if label == "abandoned" {
+                    split.abandoned += n;
+                } else if n > 0 {
                     split.own.push((label.clone(), n));
                 }
                 continue;
@@ -191,6 +209,7 @@ mod tests {
             ("upstream_unreachable", 1),
             ("status_503", 600),
             ("reset", 20),
+            ("abandoned", 3),
         ]);
         let split = l.upstream(false).expect("labels of an upstream");
         assert_eq!(
@@ -207,6 +226,10 @@ mod tests {
         );
         assert!(
             sentence.contains("answered 621 attempts itself, never forwarded (reset × 20, status_503 × 600, upstream_unreachable × 1)"),
+            "{sentence}"
+        );
+        assert!(
+            sentence.contains("and 3 abandoned before an answer"),
             "{sentence}"
         );
         let md = split.table().markdown();
