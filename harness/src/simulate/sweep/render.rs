@@ -229,7 +229,8 @@ fn chart(
     }
     for (k, policy) in policies.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
-        let pts: Vec<String> = c
+        // Left to right, whatever order the values were given in.
+        let mut at: Vec<(f64, f64)> = c
             .values
             .iter()
             .enumerate()
@@ -239,8 +240,13 @@ fn chart(
                     .find(|p| &p.value == v && p.policy == *policy)
                     .and_then(&metric)
                     .filter(|m| m.is_finite())
-                    .map(|m| format!("{:.1},{:.1}", x(i), y(m)))
+                    .map(|m| (x(i), y(m)))
             })
+            .collect();
+        at.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let pts: Vec<String> = at
+            .iter()
+            .map(|(px, py)| format!("{px:.1},{py:.1}"))
             .collect();
         let dash = if unchanged.contains(policy) {
             r#" stroke-dasharray="6 4""#
