@@ -531,4 +531,17 @@ gates: [ client_server_agree ]
         "the GETs that got an injected 503 were retried"
     );
     assert!(gate(p, "client_server_agree"), "{:?}", p.gates);
+    // Issue 49: the report says how many requests reached the service, its answers apart
+    // from the injected ones, as the service itself counted them.
+    let md = harness::report::markdown(&report);
+    for said in [
+        format!("{forwarded} requests reached it, {forwarded} answered by it (201 × {forwarded})"),
+        format!(
+            "The fault-server answered {injected} attempts itself, never forwarded (status_503 × {injected})"
+        ),
+        format!("| the service (upstream) | 201 | {forwarded} |"),
+    ] {
+        assert!(md.contains(&said), "report.md lacks {said:?}:\n{md}");
+    }
+    assert!(harness::report::html(&report).contains(&format!("{forwarded} requests reached it")));
 }

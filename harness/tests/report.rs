@@ -179,3 +179,107 @@ fn an_incomplete_run_says_what_failed_in_every_renderer() {
     assert!(html.contains("<b>Error:</b> the target"));
     assert!(html.contains("(partial: stopped early)"));
 }
+
+/// Issue 49: the summary and the ranking name the gates that failed, `—` for none.
+#[test]
+fn the_summary_and_the_ranking_name_the_failed_gates() {
+    let mut report = fixture();
+    let mut passing = report.policies[0].clone();
+    passing.name = "calm".into();
+    for g in &mut passing.gates {
+        g.pass = true;
+    }
+    report.policies.push(passing);
+    report.ranking = report::rank(&report.policies);
+    let md = report::markdown(&report);
+    let summary = &md[md.find("## Summary").expect("a summary")..];
+    let summary = &summary[..summary.find("## Ranking").expect("then the ranking")];
+    assert!(summary.contains("failed gates"), "{summary}");
+    let naive = summary
+        .lines()
+        .find(|l| l.starts_with("naive"))
+        .expect("naive's row");
+    assert!(naive.contains("no_retry_of_permanent"), "{naive}");
+    let calm = summary
+        .lines()
+        .find(|l| l.starts_with("calm"))
+        .expect("calm's row");
+    assert!(
+        calm.contains('—') && !calm.contains("no_retry_of_permanent"),
+        "{calm}"
+    );
+    let ranking = &md[md.find("## Ranking").expect("a ranking")..];
+    assert!(ranking.contains("| gates | failed gates |"), "{ranking}");
+    assert!(
+        ranking.contains("| 1/2 | no_retry_of_permanent |"),
+        "{ranking}"
+    );
+    assert!(ranking.contains("| 2/2 | — |"), "{ranking}");
+    let html = report::html(&report);
+    assert!(html.contains("<th>failed gates</th>"), "html header");
+    assert!(html.contains("<td>no_retry_of_permanent</td>"), "html cell");
+    let json: serde_json::Value = serde_json::from_str(&report::json(&report)).expect("valid json");
+    assert_eq!(
+        json["ranking"]["rows"][1]["failed_gates"],
+        serde_json::json!(["no_retry_of_permanent"])
+    );
+
+    // A counterexample: which failures it expected, and why it did not pass.
+    let naive = &mut report.policies[0];
+    naive.expect = Some(report::Expectation {
+        fail: vec!["no_retry_of_permanent".into(), "client_server_agree".into()],
+        met: false,
+        detail: "expected `client_server_agree` to fail".into(),
+    });
+    assert_eq!(
+        naive.failed_gates_text(),
+        "no_retry_of_permanent (expected), client_server_agree passed (expected to fail)"
+    );
+    naive.expect = Some(report::Expectation {
+        fail: Vec::new(),
+        met: true,
+        detail: "caught".into(),
+    });
+    assert_eq!(
+        naive.failed_gates_text(),
+        "no_retry_of_permanent (expected)"
+    );
+}
+
+/// Issue 49: in front of a real service, what reached it and what it answered, apart
+/// from the faults the fault-server injected, in report.md and report.html.
+#[test]
+fn the_services_own_answers_are_shown_apart_from_injected_ones() {
+    let mut report = fixture();
+    report.plan.target = "embedded, in front of http://127.0.0.1:8000".into();
+    let ledger = report.policies[0].ledger.as_mut().expect("a ledger");
+    ledger.by_outcome = [
+        ("upstream_200", 440),
+        ("upstream_404", 30),
+        ("upstream_501", 10),
+        ("status_503", 600),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let md = report::markdown(&report);
+    for said in [
+        "The service behind the fault-server (upstream): 480 requests reached it, 480 answered by it (200 × 440, 404 × 30, 501 × 10)",
+        "The fault-server answered 600 attempts itself, never forwarded (status_503 × 600)",
+        "| the service (upstream) | 501 | 10 |",
+        "| the fault-server (not forwarded) | status_503 | 600 |",
+    ] {
+        assert!(md.contains(said), "report.md lacks {said:?}:\n{md}");
+    }
+    let html = report::html(&report);
+    assert!(html.contains("480 requests reached it"), "report.html");
+    assert!(html.contains("<td>the fault-server (not forwarded)</td>"));
+
+    // In front of a service that nothing reached: said, as 0.
+    let ledger = report.policies[0].ledger.as_mut().expect("a ledger");
+    ledger.by_outcome = [("status_503".to_owned(), 600)].into_iter().collect();
+    assert!(report::markdown(&report).contains("0 requests reached it"));
+    // Not in front of one: nothing said.
+    report.plan.target = "embedded".into();
+    assert!(!report::markdown(&report).contains("reached it"));
+}

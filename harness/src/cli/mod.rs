@@ -513,6 +513,12 @@ fn conclude(
     if !quiet {
         print!("{}", report::summary_table(&report));
         println!("{}", report.ranking.line());
+        let proxied = report.plan.in_front_of_a_service();
+        for p in &report.policies {
+            if let Some(split) = p.ledger.as_ref().and_then(|l| l.upstream(proxied)) {
+                println!("{}: {}", p.name, split.sentence());
+            }
+        }
         for p in &report.policies {
             for g in p.gates.iter().filter(|g| !g.pass) {
                 println!("{} {} / {}: {}", p.gate_word(g), p.name, g.name, g.detail);

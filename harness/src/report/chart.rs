@@ -78,12 +78,50 @@ impl Scale {
         top + (1.0 - self.frac(v)) * height
     }
 
-    /// The values of the grid lines, bottom to top.
+    /// The values of the grid lines, bottom to top (at most [`MAX_TICKS`]: a step too
+    /// fine for its span, zero or not a number, is a bug shown as two lines, not a hang).
     pub(crate) fn ticks(&self) -> impl Iterator<Item = f64> + use<> {
         let Scale { lo, span, step } = *self;
-        (0..=(span / step).round() as u32).map(move |k| lo + step * f64::from(k))
+        let steps = span / step;
+        let (n, step) = if (0.0..=f64::from(MAX_TICKS)).contains(&steps) {
+            (steps.round() as u32, step)
+        } else {
+            (1, span)
+        };
+        (0..=n).map(move |k| lo + step * f64::from(k))
+    }
+
+    /// The decimals that tell the grid lines apart: as many as the step has (0.05: two,
+    /// 0.25: two, 0.5: one, 20: none), so `1.05, 1.10, 1.15, 1.20`, never
+    /// `1.1, 1.1, 1.1, 1.2`.
+    pub(crate) fn decimals(&self) -> usize {
+        (0..=9)
+            .find(|d| {
+                let scaled = self.step * 10f64.powi(*d as i32);
+                scaled.round() != 0.0 && (scaled - scaled.round()).abs() < 1e-6 * scaled.abs()
+            })
+            .unwrap_or(9)
+    }
+
+    /// A grid line's label at the step's precision ([`Scale::decimals`]); whole
+    /// thousands from 10 000 up as `20k`.
+    pub(crate) fn label(&self, v: f64) -> String {
+        let d = self.decimals();
+        if d == 0 && v.abs() >= 10_000.0 && (self.step % 1000.0) == 0.0 {
+            return format!("{:.0}k", v / 1000.0);
+        }
+        let text = format!("{v:.d$}");
+        // `-0.00` reads as a value below zero.
+        if text.starts_with('-') && text[1..].chars().all(|c| c == '0' || c == '.') {
+            text[1..].to_owned()
+        } else {
+            text
+        }
     }
 }
+
+/// The most grid lines an axis draws.
+const MAX_TICKS: u32 = 50;
 
 /// The opening of a standalone value chart (the sweep's, the tune's): an SVG `w` by `h`
 /// with its title, said to screen readers and written in bold above the plot, from `left`.
@@ -255,8 +293,20 @@ fn grid(top: f64) -> (f64, f64) {
 /// number of steps, the step 1, 2 or 5 times a power of ten. A range of one value gets a
 /// step around it.
 fn nice_range(lo: f64, hi: f64) -> (f64, f64, f64) {
+    if !(lo.is_finite() && hi.is_finite()) {
+        return (0.0, 1.0, 0.5);
+    }
     let (lo, hi) = (lo.min(hi), lo.max(hi));
-    let span = (hi - lo).max(hi.abs() * 0.1).max(1e-6);
+    // All values equal: a range around them a tenth of their size (1 around zero), so
+    // the line sits between two labels that differ.
+    let size = hi.abs().max(lo.abs());
+    let span = if hi - lo > size * 1e-9 {
+        hi - lo
+    } else if size > 0.0 {
+        size * 0.1
+    } else {
+        1.0
+    };
     let rough = span / 4.0;
     let power = 10f64.powf(rough.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0]
@@ -264,17 +314,29 @@ fn nice_range(lo: f64, hi: f64) -> (f64, f64, f64) {
         .map(|m| m * power)
         .find(|s| *s >= rough)
         .unwrap_or(10.0 * power);
-    let mut bottom = (lo / step).floor() * step;
-    let mut top = (hi / step).ceil() * step;
-    if top - bottom < step {
-        bottom -= step;
-        top += step;
+    // Within a rounding error of a grid line, on it: 1.05 / 0.05 is 21.000000000000004.
+    let snap = |v: f64| {
+        let k = v / step;
+        if (k - k.round()).abs() < 1e-9 {
+            k.round()
+        } else {
+            k
+        }
+    };
+    let mut bottom = snap(lo).floor() * step;
+    let mut top = snap(hi).ceil() * step;
+    // At least three grid lines, never below zero for values that are not.
+    while top - bottom < 2.0 * step - step * 1e-9 {
+        if lo >= 0.0 && bottom - step < -step * 1e-9 {
+            top += step;
+        } else {
+            bottom -= step;
+            if top - bottom < 2.0 * step - step * 1e-9 {
+                top += step;
+            }
+        }
     }
-    (
-        bottom.max(if lo >= 0.0 { 0.0 } else { f64::MIN }),
-        top,
-        step,
-    )
+    (bottom, top, step)
 }
 
 pub(crate) fn short(v: f64) -> String {
@@ -345,6 +407,60 @@ mod tests {
         assert_eq!(grid(0.0), (0.5, 1.0));
         assert_eq!(grid(20_000.0), (5000.0, 20_000.0));
         assert_eq!(grid(103.4), (50.0, 150.0));
+    }
+
+    /// The labels of the grid of a round range around `lo..=hi`.
+    fn labels(lo: f64, hi: f64) -> Vec<String> {
+        let scale = Scale::around(lo, hi);
+        scale.ticks().map(|v| scale.label(v)).collect()
+    }
+
+    #[test]
+    fn grid_labels_are_distinct_round_numbers() {
+        assert_eq!(labels(1.05, 1.2), ["1.05", "1.10", "1.15", "1.20"]);
+        assert_eq!(labels(1.41, 1.87), ["1.4", "1.6", "1.8", "2.0"]);
+        assert_eq!(labels(0.0, 0.0), ["0.0", "0.5", "1.0"], "all zero");
+        assert_eq!(labels(1.0, 1.0), ["0.95", "1.00", "1.05"], "all equal");
+        assert_eq!(labels(3.0, 3.0), ["2.9", "3.0", "3.1"]);
+        assert_eq!(labels(0.0, 7.0), ["0", "2", "4", "6", "8"]);
+        assert_eq!(
+            labels(12_000.0, 31_000.0),
+            ["10k", "15k", "20k", "25k", "30k", "35k"]
+        );
+        for (lo, hi) in [
+            (1.05, 1.2),
+            (0.0, 0.0),
+            (1.0, 1.0),
+            (0.001, 0.0012),
+            (99.0, 101.0),
+            (1.0, 1.000_000_1),
+            (0.0, 1e9),
+            (-5.0, 3.0),
+        ] {
+            let l = labels(lo, hi);
+            let mut distinct = l.clone();
+            distinct.dedup();
+            assert_eq!(l, distinct, "{lo}..{hi}");
+            assert!((3..=12).contains(&l.len()), "{lo}..{hi}: {l:?}");
+            let scale = Scale::around(lo, hi);
+            let ticks: Vec<f64> = scale.ticks().collect();
+            assert!(
+                ticks[0] <= lo && ticks[ticks.len() - 1] >= hi,
+                "{lo}..{hi}: {ticks:?}"
+            );
+            assert!(
+                lo < 0.0 || ticks[0] >= 0.0,
+                "never below zero for {lo}..{hi}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_degenerate_axis_draws_a_few_lines_not_a_hang() {
+        assert_eq!(Scale::around(f64::NAN, 1.0).ticks().count(), 3);
+        assert_eq!(Scale::fixed(0.0, 1.0, 0.0).ticks().count(), 2);
+        assert_eq!(Scale::fixed(0.0, 1.0, f64::NAN).ticks().count(), 2);
+        assert_eq!(Scale::fixed(0.0, 1e12, 1e-3).ticks().count(), 2);
     }
 
     #[test]

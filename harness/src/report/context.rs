@@ -181,6 +181,10 @@ fn warnings(plan: &Plan, policies: &[PolicyReport], context: &mut RunContext) ->
     said
 }
 
+/// How the report's target names a service the embedded fault-server stands in front of
+/// (`target: { upstream }`): the words before its address.
+pub(super) const IN_FRONT_OF: &str = "embedded, in front of ";
+
 /// The plan as the report describes it, with the faults the run says were in force.
 fn plan_info(plan: &Plan, faults: FaultsInForce) -> PlanInfo {
     PlanInfo {
@@ -191,7 +195,7 @@ fn plan_info(plan: &Plan, faults: FaultsInForce) -> PlanInfo {
         duration_s: plan.duration.as_secs_f64(),
         target: faults.target.unwrap_or_else(|| match &plan.target {
             Target::Embedded => "embedded".to_owned(),
-            Target::Proxy { upstream } => format!("embedded, in front of {upstream}"),
+            Target::Proxy { upstream } => format!("{IN_FRONT_OF}{upstream}"),
             Target::FaultServer { url, .. } | Target::BlackBox { url } => url.clone(),
         }),
         ledger: plan.target.has_ledger(),

@@ -327,7 +327,7 @@ fn failed_outcomes(r: &PolicyReport) -> String {
     let mut failed: Vec<(&String, &u64)> = r
         .outcomes
         .iter()
-        .filter(|(outcome, n)| **n > 0 && !outcome.starts_with('2'))
+        .filter(|(outcome, n)| **n > 0 && !succeeded(outcome))
         .collect();
     if failed.is_empty() {
         return "no attempt failed (the requests that did not succeed were dropped or unfinished)"
@@ -344,6 +344,20 @@ fn failed_outcomes(r: &PolicyReport) -> String {
         n => format!(" and {n} more kinds"),
     };
     format!("attempts that failed ended {}{more}", shown.join(", "))
+}
+
+/// Whether an outcome label is an answer that succeeded, in any of the vocabularies a
+/// report's outcomes come in: the client's (`200`, `grpc_ok`) or, for a client test, the
+/// ledger's (`served`, `replayed`, a 2xx `status_…` fault or `upstream_…` answer).
+fn succeeded(outcome: &str) -> bool {
+    let status = outcome
+        .strip_prefix("status_")
+        .or_else(|| outcome.strip_prefix("upstream_"))
+        .unwrap_or(outcome);
+    matches!(outcome, "served" | "replayed" | "grpc_ok")
+        || (status.len() == 3
+            && status.starts_with('2')
+            && status.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `{ metric, min, max }`: the metric measured, and within its bounds.
@@ -454,4 +468,71 @@ fn measure(metric: Metric, r: &PolicyReport) -> Option<f64> {
         Metric::Synchrony => r.synchrony?,
         Metric::LeafAmplification => r.leaf_amplification?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // Tests: a panic is the failure report.
+
+    use super::{failed_outcomes, succeeded};
+    use crate::report::PolicyReport;
+
+    /// A policy whose attempts ended in these outcomes.
+    fn ended(outcomes: &[(&str, u64)]) -> PolicyReport {
+        let outcomes: serde_json::Map<String, serde_json::Value> = outcomes
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).into()))
+            .collect();
+        let p = serde_json::json!({ "p50": 1.0, "p90": 1.0, "p99": 1.0, "p999": 1.0, "max": 1.0 });
+        serde_json::from_value(serde_json::json!({
+            "name": "p", "summary": "", "offered": 100, "logical": 100, "succeeded": 20,
+            "failed": 80, "dropped": 0, "unfinished": 0, "attempts": 100, "retries": 0,
+            "cut": 0, "success_rate": 0.2,
+            "amplification": { "client": 1.0, "server": 1.0, "peak_1s": 1.0, "budget_bound": null },
+            "give_ups": {}, "violations": { "retried_permanent": 0, "retried_non_idempotent": 0 },
+            "violation_examples": {}, "latency_ms": p, "attempt_latency_ms": p,
+            "arrival_lag_ms": p,
+            "offered_latency_ms": { "p50": 1.0, "p90": 1.0, "p99": 1.0, "p999": 1.0 },
+            "recovery_s": null, "outcomes": outcomes, "breaker_trips": 0, "series": [],
+            "gates": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_successful_answer_is_never_listed_among_the_failed_attempts() {
+        for ok in [
+            "200",
+            "204",
+            "served",
+            "replayed",
+            "grpc_ok",
+            "upstream_200",
+            "status_201",
+        ] {
+            assert!(succeeded(ok), "{ok}");
+        }
+        for failed in [
+            "503",
+            "404",
+            "status_503",
+            "upstream_404",
+            "upstream_timeout",
+            "reset",
+            "grpc_unavailable",
+            "2xx",
+            "",
+        ] {
+            assert!(!succeeded(failed), "{failed}");
+        }
+        // A client test's outcomes are the ledger's: `served` is a success.
+        let said = failed_outcomes(&ended(&[("served", 20), ("status_503", 70), ("reset", 10)]));
+        assert_eq!(
+            said,
+            "attempts that failed ended 70 × status_503, 10 × reset"
+        );
+        let said = failed_outcomes(&ended(&[("200", 20), ("upstream_404", 80)]));
+        assert_eq!(said, "attempts that failed ended 80 × upstream_404");
+        assert!(failed_outcomes(&ended(&[("served", 20)])).starts_with("no attempt failed"));
+    }
 }

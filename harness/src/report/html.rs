@@ -17,8 +17,9 @@ use super::chart::{Axis, carried, chart, chart_on, column};
 /// The summary as a table: a policy's row is marked by its gates cell, so an expected
 /// FAIL reads apart from a failure.
 fn summary_html(out: &mut String, report: &Report) {
-    out.push_str("<h2>Summary</h2>");
+    out.push_str("<h2>Summary</h2><div class=\"wide\">");
     out.push_str(&tables::summary(report).html());
+    out.push_str("</div>");
 }
 
 pub fn render(report: &Report) -> String {
@@ -53,7 +54,13 @@ pub fn render(report: &Report) -> String {
         .max()
         .unwrap_or(0);
     for p in &report.policies {
-        policy_html(&mut out, p, plan.fault_window_s, seconds);
+        policy_html(
+            &mut out,
+            p,
+            plan.fault_window_s,
+            seconds,
+            plan.in_front_of_a_service(),
+        );
     }
     out.push_str("</body></html>\n");
     out
@@ -297,7 +304,13 @@ fn chain_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seco
     ));
 }
 
-fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, seconds: usize) {
+fn policy_html(
+    out: &mut String,
+    p: &PolicyReport,
+    window: Option<[f64; 2]>,
+    seconds: usize,
+    proxied: bool,
+) {
     let _ = write!(
         out,
         "<h2>Policy <code>{}</code>{}</h2><p>{}</p>",
@@ -388,6 +401,14 @@ fn policy_html(out: &mut String, p: &PolicyReport, window: Option<[f64; 2]>, sec
         esc(&p.give_ups_text()),
         esc(&p.outcomes_text())
     );
+    if let Some(split) = p.ledger.as_ref().and_then(|l| l.upstream(proxied)) {
+        let _ = write!(
+            out,
+            "<p>{}</p>",
+            super::table::inline_html(&split.sentence())
+        );
+        out.push_str(&split.table().html());
+    }
     if let Some(l) = &p.ledger {
         let _ = write!(
             out,
@@ -429,7 +450,7 @@ fn resolved_html(out: &mut String, policy: &Value) {
     out.push_str("</dl>");
 }
 
-const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1040px;margin:2em auto;color:#222}\
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;max-width:1280px;margin:2em auto;color:#222}.wide{overflow-x:auto}\
 h1 .verdict{font-size:.6em;padding:.2em .6em;border-radius:4px;color:#fff}\
 .pass{background:#e8f6ec}.fail{background:#fdecea}.verdict.pass{background:#27ae60}.verdict.fail,.verdict.aborted,.verdict.incomplete{background:#c0392b}.note{border-left:4px solid #c0392b;padding:.3em .8em;background:#fdecea}.note.warn{border-color:#e67e22;background:#fef5e7}.note.caught{border-color:#7f8c8d;background:#f2f3f4}tr.fail.expected{background:#f2f3f4}table.summary td.num{text-align:right;white-space:nowrap}\
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}\

@@ -75,7 +75,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "{}", baseline_table(comparison));
     }
     for p in &report.policies {
-        policy_section(&mut out, p);
+        policy_section(&mut out, p, report.plan.in_front_of_a_service());
     }
     out
 }
@@ -134,7 +134,7 @@ fn ranking_section(out: &mut String, report: &Report) {
     let _ = writeln!(out, "\n**{}**\n", report.ranking.line());
 }
 
-fn policy_section(out: &mut String, p: &PolicyReport) {
+fn policy_section(out: &mut String, p: &PolicyReport, proxied: bool) {
     let _ = writeln!(
         out,
         "## Policy `{}`{}\n",
@@ -158,6 +158,10 @@ fn policy_section(out: &mut String, p: &PolicyReport) {
     counts_table(out, p);
     let _ = writeln!(out, "Give-ups: {}.\n", p.give_ups_text());
     let _ = writeln!(out, "Attempt outcomes: {}.\n", p.outcomes_text());
+    if let Some(split) = p.ledger.as_ref().and_then(|l| l.upstream(proxied)) {
+        let _ = writeln!(out, "{}\n", text(&split.sentence()));
+        let _ = writeln!(out, "{}", split.table().markdown());
+    }
     latency_table(out, p);
     if let Some(c) = &p.connection_wait {
         let _ = writeln!(out, "{}\n", c.sentence());

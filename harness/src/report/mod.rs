@@ -18,6 +18,7 @@ pub(crate) mod table;
 mod tables;
 #[cfg(test)]
 mod tests;
+mod upstream;
 mod write;
 
 pub use build::{
@@ -33,6 +34,7 @@ pub use junit::render as junit;
 pub use markdown::{baseline_table, describe_row, render as markdown, summary_table};
 pub use model::*;
 pub use rank::{Delta, RankRow, Ranking, order as rank_order, rank, row as rank_row};
+pub use upstream::UpstreamSplit;
 pub use write::{Files, WriteError, Written, run_id, timestamp, write, write_to_temp};
 
 /// `report.json`.

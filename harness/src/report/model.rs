@@ -108,6 +108,22 @@ pub struct PlanInfo {
     pub digest: Option<String>,
 }
 
+/// The failed-gates cell of the summary and the ranking: the names, `—` for none.
+pub fn failed_gates_cell(names: &[String]) -> String {
+    if names.is_empty() {
+        "—".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+impl PlanInfo {
+    /// The run's fault-server stood in front of a service (`target: { upstream }`).
+    pub fn in_front_of_a_service(&self) -> bool {
+        self.target.starts_with(super::context::IN_FRONT_OF)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyReport {
     pub name: String,
@@ -624,6 +640,37 @@ impl PolicyReport {
             (None, _) if passed == n => format!("pass {passed}/{n}"),
             (None, _) => format!("FAIL {passed}/{n}"),
         }
+    }
+
+    /// The names of the gates that failed, in the plan's order (a counterexample's
+    /// expected failures among them).
+    pub fn failed_gates(&self) -> Vec<String> {
+        self.gates
+            .iter()
+            .filter(|g| !g.pass)
+            .map(|g| g.name.clone())
+            .collect()
+    }
+
+    /// The failed-gates cell of the summary and the sweep: the names of the gates that
+    /// failed, `—` for none; for a counterexample, which failures it expected, and the
+    /// gates it named that did not fail (why its verdict is `fail`).
+    pub fn failed_gates_text(&self) -> String {
+        let mut parts: Vec<String> = self
+            .gates
+            .iter()
+            .filter_map(|g| match self.gate_word(g) {
+                "pass" => None,
+                "FAIL" => Some(g.name.clone()),
+                "FAIL (expected)" => Some(format!("{} (expected)", g.name)),
+                _ => Some(format!("{} passed (expected to fail)", g.name)),
+            })
+            .collect();
+        let missed = |p: &String| p.ends_with("passed (expected to fail)");
+        if self.expect.as_ref().is_some_and(|e| !e.met) && !parts.iter().any(missed) {
+            parts.push("not caught (expected a gate to fail)".to_owned());
+        }
+        failed_gates_cell(&parts)
     }
 
     /// The give-up reasons that occurred, as `reason count, …` (or `none`).

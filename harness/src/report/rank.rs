@@ -31,6 +31,9 @@ pub struct RankRow {
     pub qualifies: bool,
     pub gates_passed: usize,
     pub gates: usize,
+    /// The names of the gates that failed, in the plan's order; empty when none did.
+    #[serde(default)]
+    pub failed_gates: Vec<String>,
     pub partial: bool,
     /// Attempts per logical request the server received: what the ranking orders by.
     pub server_load: f64,
@@ -153,6 +156,7 @@ pub fn row(p: &PolicyReport) -> RankRow {
         qualifies: !p.partial && gates_passed == p.gates.len() && p.expect.is_none(),
         gates_passed,
         gates: p.gates.len(),
+        failed_gates: p.failed_gates(),
         partial: p.partial,
         server_load: p.amplification.server.unwrap_or(p.amplification.client),
         amplification_client: p.amplification.client,
@@ -237,7 +241,7 @@ impl Ranking {
     }
 
     /// The table's header and one row of cells per policy, as every renderer shows them.
-    pub fn cells(&self) -> Vec<[String; 12]> {
+    pub fn cells(&self) -> Vec<[String; 13]> {
         let opt = |x: Option<f64>, digits: usize| {
             x.map_or_else(|| "–".to_owned(), |v| format!("{v:.digits$}"))
         };
@@ -249,6 +253,7 @@ impl Ranking {
                 "rank",
                 "policy",
                 "gates",
+                "failed gates",
                 "server load",
                 "peak 1s",
                 "success",
@@ -279,6 +284,7 @@ impl Ranking {
                     r.gates,
                     if r.partial { " partial" } else { "" }
                 ),
+                super::model::failed_gates_cell(&r.failed_gates),
                 format!("{:.2}", r.server_load),
                 format!("{:.2}", r.peak_1s),
                 format!("{:.1}%", r.success_rate * 100.0),
@@ -503,7 +509,9 @@ mod tests {
         let cells = one.cells();
         assert_eq!(cells.len(), 3, "a header and a row per policy");
         assert_eq!(cells[1][1], "jittered (recommended)");
-        assert_eq!(cells[2][10], "+1.50 / +2.50");
-        assert_eq!(cells[2][11], "-15.0 pts / +150");
+        assert_eq!(cells[1][3], "—", "jittered failed no gate");
+        assert_eq!(cells[2][3], "g2", "naive failed its third gate");
+        assert_eq!(cells[2][11], "+1.50 / +2.50");
+        assert_eq!(cells[2][12], "-15.0 pts / +150");
     }
 }

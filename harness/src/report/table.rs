@@ -241,6 +241,14 @@ impl Table {
         self.align((0..n).map(|c| if c == 0 { Align::Left } else { Align::Right }))
     }
 
+    /// One column left-aligned (text among figures); a column it does not have, none.
+    pub(crate) fn left(mut self, column: usize) -> Table {
+        if let Some(a) = self.align.get_mut(column) {
+            *a = Align::Left;
+        }
+        self
+    }
+
     /// HTML: the table's class, and `class="num"` on its right-aligned cells.
     pub(crate) fn class(mut self, class: &'static str) -> Table {
         self.class = Some(class);

@@ -26,6 +26,7 @@ pub(super) fn summary(report: &Report) -> Table {
         "recovery s",
         "violations",
         "gates",
+        "failed gates",
     ];
     let against = |p: &PolicyReport| {
         report
@@ -36,7 +37,12 @@ pub(super) fn summary(report: &Report) -> Table {
     if report.baseline.is_some() {
         header.push("baseline");
     }
-    let mut table = Table::new(header).figures().class("summary");
+    // A name, figures, and the failed gates' names (left, as text reads).
+    let names = header
+        .iter()
+        .position(|h| *h == "failed gates")
+        .unwrap_or(0);
+    let mut table = Table::new(header).figures().left(names).class("summary");
     let mut policies: Vec<&PolicyReport> = report.policies.iter().collect();
     policies
         .sort_by_key(|p| !against(p).is_some_and(|v| v.starts_with("REGRESSED") || v == "MISSING"));
@@ -66,6 +72,7 @@ pub(super) fn summary(report: &Report) -> Table {
             Cell::new(opt(p.recovery_s, 0)),
             Cell::new(violations(p)),
             Cell::new(gates),
+            Cell::quoted(p.failed_gates_text()),
         ];
         row.extend(against(p).map(Cell::new));
         table.classed_row(Some(class), row);

@@ -268,8 +268,6 @@ fn scatter(
         svg,
         r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
     );
-    // Three decimals at most: a load axis from 1.0 to 1.3 steps by 0.05.
-    let label = |v: f64| format!("{}", (v * 1000.0).round() / 1000.0);
     for v in across.ticks() {
         let _ = write!(
             svg,
@@ -277,7 +275,7 @@ fn scatter(
             px = x(v),
             b = top + ph,
             ty = top + ph + 15.0,
-            l = label(v)
+            l = across.label(v)
         );
     }
     for v in up.ticks() {
@@ -288,7 +286,7 @@ fn scatter(
             r = left + pw,
             lx = left - 4.0,
             ty = y(v) + 4.0,
-            l = label(v)
+            l = up.label(v)
         );
     }
     let _ = write!(

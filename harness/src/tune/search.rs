@@ -211,6 +211,7 @@ mod tests {
             qualifies,
             gates_passed: usize::from(qualifies),
             gates: 1,
+            failed_gates: Vec::new(),
             partial: false,
             server_load: load,
             amplification_client: load,

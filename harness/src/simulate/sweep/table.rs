@@ -11,6 +11,12 @@ pub struct Point {
     pub value: String,
     pub policy: String,
     pub verdict: String,
+    /// The names of the gates that failed, in the plan's order; empty when none did.
+    pub failed_gates: Vec<String>,
+    /// The same in the table's words (a counterexample's expected failures, and the
+    /// gates it named that did not fail): [`crate::report::PolicyReport::failed_gates_text`].
+    #[serde(skip)]
+    pub failed_gates_text: String,
     pub success_rate: f64,
     pub amplification_client: f64,
     pub amplification_server: Option<f64>,
@@ -58,6 +64,7 @@ impl Point {
         (
             &self.policy,
             &self.verdict,
+            &self.failed_gates,
             self.success_rate,
             self.amplification_client,
             self.amplification_server,
@@ -120,6 +127,8 @@ pub(super) fn points(report: &Report, value: &str, dir: &str) -> Vec<Point> {
             value: value.to_owned(),
             policy: p.name.clone(),
             verdict: if p.as_expected() { "pass" } else { "fail" }.to_owned(),
+            failed_gates: p.failed_gates(),
+            failed_gates_text: p.failed_gates_text(),
             success_rate: p.success_rate,
             amplification_client: p.amplification.client,
             amplification_server: p.amplification.server,
@@ -158,6 +167,8 @@ mod tests {
             value: value.into(),
             policy: policy.into(),
             verdict: "pass".into(),
+            failed_gates: Vec::new(),
+            failed_gates_text: "—".into(),
             success_rate: success,
             amplification_client: 1.0,
             amplification_server: Some(1.0),
