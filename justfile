@@ -72,8 +72,6 @@ interop-schema:
 interop-metrics:
     bash interop/metrics.sh
 
-# report.html and sweep.html in headless chromium: no console message, every chart of
-# non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
 # The Kubernetes manifests of a sharded run for N shards (deploy/k8s/, docs/kubernetes.md),
 # written to target/k8s/shards-N.yaml; START is the shards' common start (default: in 2 min).
 k8s-render n start="":
@@ -85,6 +83,8 @@ k8s-render n start="":
 interop-k8s:
     bash interop/k8s.sh
 
+# report.html and sweep.html in headless chromium: no console message, every chart of
+# non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
 browser out="reports/browser":
     bash interop/browser.sh {{out}}
 
