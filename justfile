@@ -88,6 +88,11 @@ interop-k8s:
 browser out="reports/browser":
     bash interop/browser.sh {{out}}
 
+# README's example output against a live run of plans/outage.yaml: the same verdicts
+# (about a minute; harness/tests/readme.rs, whose default test checks the simulation).
+readme-live:
+    cargo test --locked --workspace --test readme -- --include-ignored --nocapture
+
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:
     bash .ci/run
