@@ -88,6 +88,13 @@ interop-k8s:
 browser out="reports/browser":
     bash interop/browser.sh {{out}}
 
+# docs/ci.md's workflow as documented, its install step (`cargo install --path`) included,
+# in a temporary repository holding a plan and its baseline (harness/tests/ci_docs.rs);
+# the install reuses the release build of the first line, so it only copies the binary.
+ci-docs:
+    cargo build --locked --release -p fault-server -p harness
+    cargo test --locked --workspace --test ci_docs -- --include-ignored --nocapture
+
 # README's example output against a live run of plans/outage.yaml: the same verdicts
 # (about a minute; harness/tests/readme.rs, whose default test checks the simulation).
 readme-live:
