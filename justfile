@@ -72,8 +72,6 @@ interop-schema:
 interop-metrics:
     bash interop/metrics.sh
 
-# report.html and sweep.html in headless chromium: no console message, every chart of
-# non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
 # The Kubernetes manifests of a sharded run for N shards (deploy/k8s/, docs/kubernetes.md),
 # written to target/k8s/shards-N.yaml; START is the shards' common start (default: in 2 min).
 k8s-render n start="":
@@ -85,8 +83,22 @@ k8s-render n start="":
 interop-k8s:
     bash interop/k8s.sh
 
+# report.html and sweep.html in headless chromium: no console message, every chart of
+# non-zero size, a screenshot beside each (interop/browser.sh; installs chromium).
 browser out="reports/browser":
     bash interop/browser.sh {{out}}
+
+# docs/ci.md's workflow as documented, its install step (`cargo install --path`) included,
+# in a temporary repository holding a plan and its baseline (harness/tests/ci_docs.rs);
+# the install reuses the release build of the first line, so it only copies the binary.
+ci-docs:
+    cargo build --locked --release -p fault-server -p harness
+    cargo test --locked --workspace --test ci_docs -- --include-ignored --nocapture
+
+# README's example output against a live run of plans/outage.yaml: the same verdicts
+# (about a minute; harness/tests/readme.rs, whose default test checks the simulation).
+readme-live:
+    cargo test --locked --workspace --test readme -- --include-ignored --nocapture
 
 # fmt, clippy, tests and the smoke plan, as CI runs them.
 ci:

@@ -1,5 +1,6 @@
 //! The regression gate as a user runs it: save a baseline, run again against it, change
-//! the plan so a policy retries more, and `compare` offline.
+//! the plan so a policy retries more, and `compare` offline; `harness gate` saying what
+//! failed, and refusing to save a failing run as a baseline unless forced.
 
 mod common;
 
@@ -241,4 +242,119 @@ fn a_hand_edited_report_json_is_checked_like_a_baseline() {
             stderr(&out)
         );
     }
+}
+
+/// `harness gate ARGS…` in `dir`.
+fn gate(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    harness()
+        .current_dir(dir)
+        .arg("gate")
+        .args(args)
+        .output()
+        .expect("run harness")
+}
+
+/// One policy against a flaky dependency, with a bound on its own amplification: two
+/// attempts stay under it, five do not.
+fn bounded(attempts: u32) -> String {
+    format!(
+        r#"name: bounded
+seed: 4
+duration: 2s
+drain: 1s
+load: {{ rate: 100, arrivals: uniform, requests: [ {{ name: r, path: "/items/{{n}}" }} ] }}
+faults:
+  - {{ name: flaky, probability: 0.3, respond: {{ status: 503 }} }}
+policies:
+  - {{ name: client, max_attempts: {attempts}, backoff: {{ fixed: 10ms }} }}
+gates:
+  - {{ metric: amplification, max: 1.4 }}
+baseline:
+  tolerance:
+    p50_ms: {{ ratio: 1, floor: 60000 }}
+    p99_ms: {{ ratio: 1, floor: 60000 }}
+"#
+    )
+}
+
+#[test]
+fn gate_names_each_failed_gate_with_its_figure_and_bound_and_each_regression() {
+    let dir = scratch("gate-says-what-failed");
+    std::fs::create_dir_all(dir.join("plans")).expect("mkdir");
+    write_plan(&dir, "plans/bounded.yaml", &bounded(2));
+    let saved = gate(
+        &dir,
+        &["--save", "--baselines", "base", "plans/bounded.yaml"],
+    );
+    assert_eq!(saved.status.code(), Some(0), "{}", stderr(&saved));
+    assert!(dir.join("base/bounded.json").is_file());
+
+    write_plan(&dir, "plans/bounded.yaml", &bounded(5));
+    let worse = gate(&dir, &["--baselines", "base", "plans/bounded.yaml"]);
+    assert_eq!(worse.status.code(), Some(1), "{}", stderr(&worse));
+    let said = stderr(&worse);
+    let failed = said
+        .lines()
+        .find(|l| l.starts_with("FAIL client / amplification"))
+        .unwrap_or_else(|| panic!("the failed gate, named: {said}"));
+    assert!(failed.contains("measured 1."), "its figure: {failed}");
+    assert!(failed.contains("bound 1.4"), "its bound: {failed}");
+    let regressed = said
+        .lines()
+        .find(|l| l.starts_with("REGRESSION client / amplification"))
+        .unwrap_or_else(|| panic!("the regression, named: {said}"));
+    for word in ["baseline ", "now ", "tolerance "] {
+        assert!(regressed.contains(word), "{word}in {regressed}");
+    }
+    let verdict = String::from_utf8_lossy(&worse.stdout);
+    let line = verdict
+        .lines()
+        .find(|l| l.starts_with("bounded: "))
+        .unwrap_or_else(|| panic!("the plan's verdict: {verdict}"));
+    assert!(
+        line.contains("FAIL: gates failed: client / amplification")
+            && line.contains("regressed: client / amplification")
+            && line.contains("(exit 1)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn gate_save_refuses_a_run_that_failed_a_gate_unless_forced() {
+    let dir = scratch("gate-save-refuses");
+    write_plan(&dir, "bounded.yaml", &bounded(5));
+    let refused = gate(&dir, &["--save", "--baselines", "base", "bounded.yaml"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let said = stderr(&refused);
+    assert!(
+        said.contains("error: not saving base/bounded.json: the run failed a gate"),
+        "{said}"
+    );
+    assert!(
+        said.contains("harness gate --save --force --baselines base bounded.yaml"),
+        "the command that saves it all the same: {said}"
+    );
+    assert!(!dir.join("base/bounded.json").exists(), "nothing saved");
+    assert!(
+        dir.join("reports/gate/bounded/report.html").is_file(),
+        "the report to look at"
+    );
+
+    let forced = gate(
+        &dir,
+        &["--save", "--force", "--baselines", "base", "bounded.yaml"],
+    );
+    // Saved, and still the failing run it is: exit 1.
+    assert_eq!(forced.status.code(), Some(1), "{}", stderr(&forced));
+    assert!(
+        stderr(&forced)
+            .contains("warning: saving base/bounded.json from a run that failed a gate (--force)"),
+        "{}",
+        stderr(&forced)
+    );
+    assert!(dir.join("base/bounded.json").is_file());
+
+    // --force alone is a command line error: there is nothing to force.
+    let alone = gate(&dir, &["--force", "--baselines", "base", "bounded.yaml"]);
+    assert_eq!(alone.status.code(), Some(2), "{}", stderr(&alone));
 }

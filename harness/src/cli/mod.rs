@@ -261,6 +261,13 @@ pub(super) fn say_regressions(comparison: &crate::report::Comparison) {
 }
 
 fn chaos(args: ChaosArgs) -> u8 {
+    chaos_judged(args).map_or_else(|code| code, |judged| judged.code)
+}
+
+/// `chaos`, keeping what it judged: the exit code, the report and its plan; `Err` with
+/// the exit code when it came to no verdict (the plan or a setting refused, the run
+/// failed, or a shard wrote its partial report).
+fn chaos_judged(args: ChaosArgs) -> Result<gate::Judged, u8> {
     let ChaosArgs {
         run,
         otlp,
@@ -286,35 +293,23 @@ fn chaos(args: ChaosArgs) -> u8 {
     // Before anything else: from here on Ctrl-C or SIGTERM ends the run with a report
     // marked aborted, however early it comes.
     let abort = CancellationToken::new();
-    let listening = match Interrupts::listen_or_exit(abort.clone()) {
-        Ok(listening) => listening,
-        Err(code) => return code,
-    };
+    let listening = Interrupts::listen_or_exit(abort.clone())?;
     runtime::raise_fd_limit();
-    let (mut plan, against) = match plan_and_baseline(path, seed, baseline_file.as_deref(), false) {
-        Ok(both) => both,
-        Err(code) => return code,
-    };
+    let (mut plan, against) = plan_and_baseline(path, seed, baseline_file.as_deref(), false)?;
     let judged_here = baseline_file.is_some() || save_baseline.is_some();
-    let sharding = match shard::prepare(
+    let sharding = shard::prepare(
         &mut plan,
         target.as_deref(),
         shard_of,
         start_at.as_deref(),
         judged_here,
-    ) {
-        Ok(sharding) => sharding,
-        Err(code) => return code,
-    };
+    )?;
     let workers = threads.map(usize::from).or_else(|| runtime::workers(&plan));
     let Some(runtime) = runtime::runtime(workers) else {
-        return EXIT_CANNOT_RUN;
+        return Err(EXIT_CANNOT_RUN);
     };
     let run_id = report::run_id(SystemTime::now());
-    let telemetry = match start_telemetry(otlp.as_deref(), &plan, &run_id, quiet) {
-        Ok(telemetry) => telemetry,
-        Err(code) => return code,
-    };
+    let telemetry = start_telemetry(otlp.as_deref(), &plan, &run_id, quiet)?;
     let show_progress = !quiet && std::io::stderr().is_terminal();
     let options = RunOptions {
         policies,
@@ -333,7 +328,13 @@ fn chaos(args: ChaosArgs) -> u8 {
         if let Some(t) = telemetry {
             say_telemetry(&t.shutdown(), quiet);
         }
-        return shard::conclude(&partial, &plan, partial_file.as_deref(), out, quiet);
+        return Err(shard::conclude(
+            &partial,
+            &plan,
+            partial_file.as_deref(),
+            out,
+            quiet,
+        ));
     }
     let result = runtime.block_on(run::run_measured(&plan, &options));
     drop(listening);
@@ -342,23 +343,21 @@ fn chaos(args: ChaosArgs) -> u8 {
     }
     // Bounded: a collector that is down or slow costs at most a few seconds here.
     let telemetry_view = telemetry.map(|t| t.shutdown());
-    let mut ran = match result {
-        Ok(ran) => ran,
-        Err(e) => return run_failed(&e),
-    };
+    let mut ran = result.map_err(|e| run_failed(&e))?;
     if let Some(view) = &telemetry_view {
         say_telemetry(view, quiet);
     }
     ran.context.telemetry = telemetry_view;
     ran.context.run_id = run_id;
-    conclude(
+    let concluded = conclude_keeping(
         ran.build(&plan),
         &plan,
         against.as_ref(),
         out,
         quiet,
         save_baseline.as_deref(),
-    )
+    );
+    Ok(gate::Judged::of(concluded, plan))
 }
 
 /// Telemetry for the run, when `--otlp` or the environment asks for it, said unless
@@ -481,13 +480,25 @@ fn plan_and_baseline(
 /// Attaches the baseline comparison, writes the report (atomically; somewhere, whatever
 /// happens), prints the summary and says the verdict: the exit code of a run.
 fn conclude(
-    mut report: report::Report,
+    report: report::Report,
     plan: &Plan,
     against: Option<&(baseline::Baseline, String)>,
     out: Option<&Path>,
     quiet: bool,
     save_baseline: Option<&Path>,
 ) -> u8 {
+    conclude_keeping(report, plan, against, out, quiet, save_baseline).0
+}
+
+/// [`conclude`], giving the report back with the exit code.
+fn conclude_keeping(
+    mut report: report::Report,
+    plan: &Plan,
+    against: Option<&(baseline::Baseline, String)>,
+    out: Option<&Path>,
+    quiet: bool,
+    save_baseline: Option<&Path>,
+) -> (u8, report::Report) {
     if let Some((b, file)) = against {
         // A run that ended early lacks policies it was asked for: those are missing.
         let not_run: Vec<String> = match report.aborted || report.error.is_some() {
@@ -561,7 +572,7 @@ fn conclude(
         }
         Err(e) => eprintln!("error: {e}: the report could not be written anywhere"),
     }
-    if report.aborted {
+    let code = if report.aborted {
         EXIT_INTERRUPTED
     } else if misplaced || unsaved || written.is_err() || report.error.is_some() {
         EXIT_CANNOT_RUN
@@ -569,7 +580,8 @@ fn conclude(
         EXIT_PASS
     } else {
         EXIT_GATE_FAILED
-    }
+    };
+    (code, report)
 }
 
 /// Saves the run as a baseline, atomically; says why not when it cannot. A run that was
