@@ -105,7 +105,7 @@ fn main() {
                 fingerprint: i as u64,
                 stated_attempt: None,
                 side_effect: true,
-                keyed: true,
+                key: Some(&id),
             };
             if let Some(grouped) = ledger.group(arriving, now) {
                 ledger.answered(&grouped, now, Seen::Status(503), None);

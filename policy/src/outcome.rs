@@ -143,7 +143,7 @@ impl Outcome {
     /// PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED.
     pub fn forbids_retry(self) -> bool {
         match self {
-            Outcome::Status(code) => (code / 100 == 4 && code != 408 && code != 429) || code == 501,
+            Outcome::Status(code) => chaos_wire::status_forbids_retry(code),
             Outcome::Grpc(code) => matches!(code, 3 | 5 | 6 | 7 | 9 | 11 | 12 | 16),
             _ => false,
         }

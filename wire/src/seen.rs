@@ -28,6 +28,19 @@ impl Seen {
     pub fn succeeded(self) -> bool {
         matches!(self, Seen::Status(code) if (200..300).contains(&code))
     }
+
+    /// Whether the answer forbids a retry ([`status_forbids_retry`]).
+    pub fn forbids_retry(self) -> bool {
+        matches!(self, Seen::Status(code) if status_forbids_retry(code))
+    }
+}
+
+/// A status no retry can change: a 4xx but 408 (the request timed out) and 429 (too
+/// many requests), or 501 (not implemented). The one reading of it: the policy core's
+/// `Outcome::forbids_retry`, the ledger's resends after a permanent answer, and the judge
+/// of a client's calls all call this.
+pub fn status_forbids_retry(code: u16) -> bool {
+    ((400..500).contains(&code) && code != 408 && code != 429) || code == 501
 }
 
 /// `status_503`, `reset`, `close`, `truncate`, `timeout`, `refuse`.

@@ -92,7 +92,7 @@ impl Disposition {
     pub fn is_4xx(self) -> bool {
         match self {
             Disposition::Status(code) | Disposition::Upstream(code) => {
-                ((400..500).contains(&code) && code != 408 && code != 429) || code == 501
+                crate::wire::status_forbids_retry(code)
             }
             Disposition::KeyInFlight
             | Disposition::KeyMismatch

@@ -73,8 +73,8 @@ pub struct Arriving<'a> {
     pub stated_attempt: Option<u32>,
     /// POST or PATCH: a retry can run its side effect twice.
     pub side_effect: bool,
-    /// It carried an `Idempotency-Key`.
-    pub keyed: bool,
+    /// The `Idempotency-Key` it carried.
+    pub key: Option<&'a str>,
 }
 
 /// What the judge made of an arriving attempt.
@@ -153,7 +153,9 @@ struct Busiest {
 
 impl Busiest {
     fn attempt(&mut self, entries: &mut HashMap<u64, Entry>, entry: u64, now: Duration) {
-        let second = u32::try_from(now.as_secs()).unwrap_or(u32::MAX - 1) + 1;
+        // Attempts reach the judge a little out of order (stamped on arrival, grouped
+        // once their body is read): a late one joins the second under way.
+        let second = (u32::try_from(now.as_secs()).unwrap_or(u32::MAX - 1) + 1).max(self.second);
         if second != self.second {
             self.peak = self.peak();
             self.now = BusiestSecond::default();
@@ -323,7 +325,25 @@ impl Entry {
 struct Named {
     generation: u64,
     entry: u64,
+    /// The entry's generation: an evicted id that comes back is another call.
+    entry_generation: u64,
     id: String,
+    /// Its first attempt's `Idempotency-Key`, hashed: a request id minted per attempt
+    /// over a key that stays is a retry under the same key.
+    key: Option<u64>,
+    /// The last fresh name (hashed) taken for a retry of it: resent, it is that retry's
+    /// own retry, not another fresh key.
+    alias: Option<u64>,
+}
+
+/// How a request under a name the judge does not know repeats a named call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    /// Under a fresh name, after a failed answer: a retry with a fresh key.
+    FreshKey,
+    /// Under the call's own `Idempotency-Key` (its request id fresh), or under the
+    /// fresh name already taken for its retry: an ordinary retry.
+    SameKey,
 }
 
 /// The logical request a fingerprint stands for now.
@@ -440,8 +460,9 @@ impl Retries {
             &mut self.named_order,
             &mut self.named,
             now,
-            self.ttl.min(self.judging.window * NAMED_WINDOWS),
-            self.max / 4,
+            self.ttl
+                .min(self.judging.window.saturating_mul(NAMED_WINDOWS)),
+            (self.max / 4).max(1),
             |n| n.generation,
         );
         let (id, by, entry) = match &arriving.claim {
@@ -449,9 +470,9 @@ impl Retries {
                 let id = arriving.claim.id().unwrap_or_default();
                 let entry = self.keys.hash_one(&id);
                 if !self.entries.contains_key(&entry)
-                    && let Some((call, call_id)) = self.failed_call(*by, &arriving, now)
+                    && let Some((call, repeat)) = self.repeated_call(*by, &arriving, entry, now)
                 {
-                    return self.fresh_key(call, call_id, &arriving, now);
+                    return self.repeat(call, repeat, &arriving, now);
                 }
                 (id, *by, entry)
             }
@@ -468,20 +489,23 @@ impl Retries {
         let attempt = match self.entries.get(&entry).map(|e| e.generation) {
             Some(_) => self.retry(entry, &id, &arriving, now, false),
             None => {
+                let generation = self.next_generation();
                 if arriving.side_effect && by.names_a_call() {
-                    let generation = self.next_generation();
+                    let named = self.next_generation();
                     self.named.insert(
                         arriving.fingerprint,
                         Named {
-                            generation,
+                            generation: named,
                             entry,
+                            entry_generation: generation,
                             id: id.clone(),
+                            key: arriving.key.map(|k| self.keys.hash_one(k)),
+                            alias: None,
                         },
                     );
                     self.named_order
-                        .push_back((now, generation, arriving.fingerprint));
+                        .push_back((now, named, arriving.fingerprint));
                 }
-                let generation = self.next_generation();
                 self.entries.insert(
                     entry,
                     Entry {
@@ -494,7 +518,7 @@ impl Retries {
                         unanswered: 1,
                         second: 0,
                         flags: if arriving.side_effect { SIDE_EFFECT } else { 0 }
-                            | if arriving.keyed { KEYED } else { 0 },
+                            | if arriving.key.is_some() { KEYED } else { 0 },
                     },
                 );
                 self.order.push_back((now, generation, entry));
@@ -511,46 +535,78 @@ impl Retries {
         }
     }
 
-    /// The call a side effect under a name never seen before repeats, if it repeats one:
-    /// an identical request named by an `Idempotency-Key` or request id whose last answer,
-    /// within the window, was a failure (not a 2xx, and none still awaited: two identical
-    /// calls in flight at once under two keys are two calls).
-    fn failed_call(
+    /// The call a side effect under a name the judge does not know repeats, if it repeats
+    /// one (an identical request named by an `Idempotency-Key` or request id), and how:
+    /// under the call's own key, or under the fresh name already taken for its retry, it
+    /// is an ordinary retry; under another name, it is a retry with a fresh key when the
+    /// call's last answer, within the window, was a failure a retry could follow (not a
+    /// 2xx, not a status that forbids a retry, and no attempt of it still awaited: two
+    /// identical calls in flight at once under two keys are two calls).
+    fn repeated_call(
         &self,
         by: GroupedBy,
         arriving: &Arriving<'_>,
+        name: u64,
         now: Duration,
-    ) -> Option<(u64, String)> {
+    ) -> Option<(Named, Repeat)> {
         if !arriving.side_effect || !by.names_a_call() {
             return None;
         }
         let named = self.named.get(&arriving.fingerprint)?;
-        let entry = self.entries.get(&named.entry)?;
-        let (at, _, _) = entry.answer()?;
-        let failed = entry.unanswered == 0 && !entry.has(SUCCEEDED);
+        let entry = self
+            .entries
+            .get(&named.entry)
+            .filter(|e| e.generation == named.entry_generation)?;
+        let key = arriving.key.map(|k| self.keys.hash_one(k));
+        if named.alias == Some(name) || (key.is_some() && key == named.key) {
+            return Some((named.clone(), Repeat::SameKey));
+        }
+        let (at, seen, _) = entry.answer()?;
+        let failed = entry.unanswered == 0 && !entry.has(SUCCEEDED) && !seen.forbids_retry();
         (failed && now.saturating_sub(at) <= self.judging.window)
-            .then(|| (named.entry, named.id.clone()))
+            .then(|| (named.clone(), Repeat::FreshKey))
     }
 
-    /// A side effect that repeats a failed call under a fresh key: that call's retry.
-    fn fresh_key(
+    /// A side effect that repeats a named call: that call's retry, under a fresh key or
+    /// not. A fresh name becomes the call's alias.
+    fn repeat(
         &mut self,
-        entry: u64,
-        id: String,
+        call: Named,
+        repeat: Repeat,
         arriving: &Arriving<'_>,
         now: Duration,
     ) -> Grouped {
-        self.fresh_keys.retries += 1;
-        if self.fresh_keys.examples.len() < EXAMPLES && !self.fresh_keys.examples.contains(&id) {
-            self.fresh_keys.examples.push(id.clone());
+        let fresh = repeat == Repeat::FreshKey;
+        if fresh {
+            self.fresh_keys.retries += 1;
+            if self.fresh_keys.examples.len() < EXAMPLES
+                && !self.fresh_keys.examples.contains(&call.id)
+            {
+                self.fresh_keys.examples.push(call.id.clone());
+            }
+            if let (Some(named), Claim::Named(_, _)) =
+                (self.named.get_mut(&arriving.fingerprint), &arriving.claim)
+            {
+                named.alias = arriving.claim.id().map(|id| self.keys.hash_one(&id));
+            }
         }
-        let attempt = self.retry(entry, &id, arriving, now, true);
-        self.busiest.attempt(&mut self.entries, entry, now);
+        let attempt = self.retry(call.entry, &call.id, arriving, now, fresh);
+        self.busiest.attempt(&mut self.entries, call.entry, now);
         Grouped {
-            id,
-            attempt: arriving.stated_attempt.unwrap_or(attempt),
-            by: GroupedBy::FreshKey,
-            entry,
+            id: call.id,
+            // A client that mints a name per attempt numbers each as a first one: the
+            // count is the call's.
+            attempt: if fresh {
+                attempt
+            } else {
+                arriving.stated_attempt.unwrap_or(attempt)
+            },
+            by: if fresh {
+                GroupedBy::FreshKey
+            } else {
+                GroupedBy::IdempotencyKey
+            },
+            entry: call.entry,
         }
     }
 
@@ -568,7 +624,8 @@ impl Retries {
                     .answer()
                     .is_some_and(|(at, _, _)| now.saturating_sub(at) <= window);
             if within {
-                if entry.has(SUCCEEDED) {
+                let first = stated.is_none_or(|n| n == 1);
+                if entry.has(SUCCEEDED) && first {
                     self.split.after_success += 1;
                 } else if stated == Some(1) {
                     self.split.stated_first += 1;
@@ -609,7 +666,7 @@ impl Retries {
         let attempt = u32::from(entry.attempts);
         let (side_effect, keyed) = (
             arriving.side_effect || entry.has(SIDE_EFFECT),
-            arriving.keyed && entry.has(KEYED),
+            arriving.key.is_some() && entry.has(KEYED),
         );
         let previous = if entry.unanswered > 0 {
             // The client stopped waiting for an answer it had not had: a timeout, as it
@@ -757,7 +814,7 @@ mod tests {
             fingerprint: 0,
             stated_attempt: None,
             side_effect: false,
-            keyed: false,
+            key: None,
         }
     }
 
@@ -841,7 +898,7 @@ mod tests {
             claim: Claim::Named(by, name),
             fingerprint: 7,
             side_effect: true,
-            keyed: by == GroupedBy::IdempotencyKey,
+            key: (by == GroupedBy::IdempotencyKey).then_some(name),
             ..named("")
         }
     }
@@ -1001,5 +1058,94 @@ mod tests {
         // The old figure, attempts over calls begun in the second, read 2.5 (5 over 2).
         assert!(busiest.ratio() <= 2.0, "{busiest:?}");
         assert!(busiest.calls > 0, "{busiest:?}");
+    }
+    /// The cases a review found the first version of the fresh-key rule wrong on.
+    #[test]
+    fn a_new_key_after_a_permanent_answer_is_a_new_call_and_a_fresh_id_over_one_key_is_not_fresh() {
+        // A 400 is not retried by a correct client: its next identical call is a call.
+        let mut retries = Retries::new(Judging::default(), 1000, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::IdempotencyKey, "k1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(400), None);
+        let next = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(50));
+        assert_eq!(
+            (next.id.as_str(), next.by),
+            ("idempotency-key:k2", GroupedBy::IdempotencyKey)
+        );
+
+        // A request id minted per attempt (tracing middleware inside the retry loop) over
+        // one Idempotency-Key: an ordinary keyed retry of the call.
+        let mut retries = Retries::new(Judging::default(), 1000, Duration::from_secs(60));
+        let traced = |id| Arriving {
+            key: Some("pay-1"),
+            ..post(GroupedBy::RequestId, id)
+        };
+        let first = retries.arrive(traced("trace-1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(503), None);
+        let again = retries.arrive(traced("trace-2"), ms(100));
+        assert_eq!((again.id.as_str(), again.attempt), ("trace-1", 2));
+        let judged = retries.snapshot();
+        assert_eq!(judged.fresh_keys.retries, 0);
+        assert_eq!(
+            (judged.retries[0].keyed, judged.retries[0].fresh_key),
+            (true, false)
+        );
+    }
+
+    #[test]
+    fn a_fresh_key_resent_is_its_retry_not_another_fresh_key() {
+        // The application retries under k2 after the SDK gave up on k1; the SDK then
+        // retries k2 under k2.
+        let mut retries = Retries::new(Judging::default(), 1000, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::IdempotencyKey, "k1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(503), None);
+        let fresh = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(100));
+        retries.answered(fresh.entry, ms(101), Seen::Status(503), None);
+        let resent = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(200));
+        assert_eq!((fresh.by, fresh.attempt), (GroupedBy::FreshKey, 2));
+        assert_eq!(
+            (resent.id.as_str(), resent.by, resent.attempt),
+            ("idempotency-key:k1", GroupedBy::IdempotencyKey, 3)
+        );
+        assert_eq!(retries.snapshot().fresh_keys.retries, 1);
+
+        // The rule holds with the smallest caps.
+        let mut retries = Retries::new(Judging::default(), 3, Duration::from_secs(60));
+        let first = retries.arrive(post(GroupedBy::IdempotencyKey, "k1"), ms(0));
+        retries.answered(first.entry, ms(1), Seen::Status(503), None);
+        let fresh = retries.arrive(post(GroupedBy::IdempotencyKey, "k2"), ms(100));
+        assert_eq!(fresh.by, GroupedBy::FreshKey);
+    }
+
+    /// gRPC errors travel as HTTP 200 with `grpc-status` trailers: a retry the client
+    /// numbers 2 after one stays a retry.
+    #[test]
+    fn a_stated_retry_after_a_2xx_stays_a_retry() {
+        let mut retries = Retries::new(Judging::default(), 1000, Duration::from_secs(60));
+        let call = retries.arrive(unnamed(Some(1)), ms(0));
+        retries.answered(call.entry, ms(1), Seen::Status(200), None);
+        let retry = retries.arrive(unnamed(Some(2)), ms(50));
+        assert_eq!(retry.id, call.id);
+        assert_eq!(retries.snapshot().split.after_success, 0);
+    }
+
+    /// Attempts are stamped on arrival and grouped once their body is read, so they reach
+    /// the judge a little out of order: a late one joins the second under way instead of
+    /// starting a fragment of the second before (which read 6 attempts of one call).
+    #[test]
+    fn attempts_grouped_out_of_order_do_not_inflate_the_busiest_second() {
+        let mut retries = Retries::new(Judging::default(), 1000, Duration::from_secs(60));
+        let ids = ["x1", "x2", "x3", "x4", "x5"];
+        for id in ids {
+            let g = retries.arrive(named(id), ms(900));
+            retries.answered(g.entry, ms(901), Seen::Status(503), None);
+        }
+        let g = retries.arrive(named("z"), ms(1001));
+        retries.answered(g.entry, ms(1002), Seen::Status(200), None);
+        for id in ids {
+            let g = retries.arrive(named(id), ms(999));
+            retries.answered(g.entry, ms(1003), Seen::Status(200), None);
+        }
+        let busiest = retries.snapshot().busiest_second;
+        assert!(busiest.ratio() <= 2.0, "{busiest:?}");
     }
 }

@@ -51,7 +51,7 @@ pub(super) async fn handle(
             fingerprint,
             stated_attempt: group::stated_attempt(&parts.headers),
             side_effect: crate::wire::has_side_effect(parts.method.as_str()),
-            keyed: kept.key.is_some(),
+            key: kept.key.as_deref(),
         },
         shared.ledger_time(arrived),
     );

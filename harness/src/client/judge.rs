@@ -278,7 +278,7 @@ mod tests {
                 fingerprint: i,
                 stated_attempt: None,
                 side_effect: false,
-                keyed: false,
+                key: None,
             };
             let grouped = ledger
                 .group(arriving, Duration::ZERO)
