@@ -34,6 +34,16 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+/// Every error found in a plan, in the file's order: what `harness validate` reports.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{} error{} in the plan{}", errors.len(), if errors.len() == 1 { "" } else { "s" }, if *more { ", and more not looked for" } else { "" })]
+pub struct PlanErrors {
+    /// At least one.
+    pub errors: Vec<PlanError>,
+    /// The search stopped at its cap ([`super::MAX_ERRORS`]) with errors still to find.
+    pub more: bool,
+}
+
 /// An error found while resolving: what is wrong and the path to the part at fault.
 pub(super) struct Found {
     pub(super) path: Vec<Seg>,
