@@ -212,23 +212,23 @@ struct Failure {
     at: Option<Vec<Seg>>,
 }
 
-impl From<PlanError> for Failure {
-    fn from(error: PlanError) -> Failure {
-        Failure { error, at: None }
+impl From<PlanError> for Box<Failure> {
+    fn from(error: PlanError) -> Box<Failure> {
+        Box::new(Failure { error, at: None })
     }
 }
 
 /// [`parse`], keeping the path of an error found while resolving.
-fn parse_traced(path: &Path, text: &str) -> Result<Plan, Failure> {
+fn parse_traced(path: &Path, text: &str) -> Result<Plan, Box<Failure>> {
     check_depth(path, text)?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
     let proxies = tiers::import(path, text, &spec.tiers)?;
     let (mut plan, sources) = resolve(path, spec, proxies).map_err(|f| {
         let at = f.path.clone();
-        Failure {
+        Box::new(Failure {
             error: located(path, text, f),
             at: Some(at),
-        }
+        })
     })?;
     let chains = chain::warnings(&plan, text);
     plan.warnings.extend(chains);
