@@ -296,6 +296,21 @@ gates:
     assert!(said.contains("every.yaml: 6 errors"), "{said}");
 }
 
+/// Past its cap, `validate` says it stopped, and still exits 2.
+#[test]
+fn validate_says_when_it_stopped_at_its_cap() {
+    let policies: String = (0..harness::plan::MAX_ERRORS + 3)
+        .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+        .collect();
+    let said = validate_error("capped", &format!("{BASE}policies:\n{policies}"));
+    let errors = said.lines().filter(|l| l.starts_with("error: ")).count();
+    assert_eq!(errors, harness::plan::MAX_ERRORS, "{said}");
+    assert!(
+        said.contains("capped.yaml: stopped after 20 errors (the most one run reports); fix these and validate again for the rest"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_missing_plan_file_is_exit_2() {
     let out = harness()

@@ -452,6 +452,34 @@ gates:
     }
 
     #[test]
+    fn a_key_is_found_from_any_place_in_it_or_its_value() {
+        use super::key_span;
+        let plan = "\
+duration: 10
+load:
+  rate: 10
+policies:
+  - name: a
+    retry_on:
+    - 503
+    - 50x
+  - { name: b, backoff: { fixed: 1x }, jitter: full }
+";
+        let at =
+            |line, column| key_span(plan, line, column).map(|s| (s.key, s.line, s.start, s.end));
+        // Block keys: at the key, at the value; a list item's key is the list's.
+        assert_eq!(at(1, 11), Some(("duration".into(), 0, 0, None)));
+        assert_eq!(at(3, 3), Some(("rate".into(), 2, 2, None)));
+        assert_eq!(at(5, 5), Some(("name".into(), 4, 4, None)));
+        assert_eq!(at(8, 7), Some(("retry_on".into(), 5, 4, None)));
+        // Flow keys, to the end of their value and its comma; the innermost map's.
+        assert_eq!(at(9, 7), Some(("name".into(), 8, 6, Some(14))));
+        assert_eq!(at(9, 16), Some(("backoff".into(), 8, 15, Some(38))));
+        assert_eq!(at(9, 34), Some(("fixed".into(), 8, 26, Some(36))));
+        assert_eq!(at(9, 40), Some(("jitter".into(), 8, 39, Some(52))));
+    }
+
+    #[test]
     fn a_missing_step_is_none() {
         assert_eq!(locate(PLAN, &[Seg::Key("telemetry")]), None);
     }

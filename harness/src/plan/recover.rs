@@ -168,9 +168,9 @@ fn set_key_aside(text: &str, span: &KeySpan, edits: &mut Edits) -> String {
         .iter()
         .find(|(key, _)| *key == span.key)
         .map(|(_, value)| *value);
-    let last = match (span.end, placeholder) {
-        (_, Some(_)) | (Some(_), None) => span.line + 1,
-        (None, None) => block_value_end(text, span),
+    let last = match span.end {
+        Some(_) => span.line + 1,
+        None => block_value_end(text, span),
     };
     let mut out = String::with_capacity(text.len());
     for (i, l) in text.lines().enumerate() {
@@ -180,9 +180,12 @@ fn set_key_aside(text: &str, span: &KeySpan, edits: &mut Edits) -> String {
             let (from, to, with) = match placeholder {
                 // The value replaced, padded to keep the columns after it.
                 Some(value) => {
-                    let written: String = chars[span.value.min(end)..end].iter().collect();
+                    let from = span.value.min(end);
+                    let written: String = chars[from..end].iter().collect();
                     let width = written.trim_end().chars().count().max(value.len());
-                    (span.value.min(end), end, format!("{value:width$}"))
+                    // `key:` at the end of its line takes the placeholder after a space.
+                    let space = if written.trim().is_empty() { " " } else { "" };
+                    (from, end, format!("{space}{value:width$}"))
                 }
                 None => (
                     span.start.min(end),
@@ -409,6 +412,19 @@ policies:
                 ("11:16", "`max_attempts` is 0"),
                 ("11:33", "unknown field `jitter`"),
                 ("11:47", "unknown preset `envoi`"),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_value_on_the_lines_below_its_key_is_set_aside_with_it() {
+        let text = "duration:\n  10\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n  nope:\n    - 1\n    - 2\npolicies:\n  - name: a\n    max_attempts: 0\n";
+        assert_found(
+            text,
+            &[
+                ("2:3", "no unit"),
+                ("6:3", "unknown field `nope`"),
+                ("11:5", "`max_attempts` is 0"),
             ],
         );
     }
