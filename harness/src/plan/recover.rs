@@ -12,11 +12,13 @@
 //!   (a gate naming an unknown metric, a policy without `name`) becomes a placeholder that
 //!   keeps the entry's name, so a gate naming that policy is still right.
 //!
-//! What the recovery could have caused (an error at a place it edited, a field it
-//! removed now missing, the same error twice) ends the search unreported, as does an
-//! error it has no way past. The search stops at [`MAX_ERRORS`], saying so. Nesting
-//! past the guard's depth is refused before anything is parsed, and nothing is looked
-//! for past it: a nesting bomb costs one linear scan.
+//! An error the recovery could have caused is never reported: one at a place it edited,
+//! at what holds a key it removed (the request that now has no `path`), a field it
+//! removed now missing, the same error twice. The key is then put back and its list
+//! entry set aside instead, if it is in one; otherwise the search ends, as it does at an
+//! error it has no way past. The search stops at [`MAX_ERRORS`], saying so. Nesting past
+//! the guard's depth is refused before anything is parsed, and nothing is looked for past
+//! it: a nesting bomb costs one linear scan.
 
 use std::path::Path;
 
