@@ -215,34 +215,27 @@ fn set_key_aside(text: &str, span: &KeySpan, edits: &mut Edits) -> String {
     out
 }
 
-/// The places that hold the key at `span`: on its line, what comes before it (a `-`, the
-/// key of the map it is in); above, each less indented line it is under, up to its
-/// indentation (a `-` or a key).
+/// The places that directly hold the key at `span` (where an error that the key's absence
+/// causes is located): on its line, what comes before its map (the `{`, the key or the
+/// `-` before it); for a block key, also the less indented line it is under, up to its
+/// first key (a list entry's `-` and that key, or a map's key).
 fn holders(text: &str, span: &KeySpan) -> Vec<(usize, usize)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = vec![(span.line + 1, span.holder)];
-    let Some(line) = lines.get(span.line) else {
+    let Some(line) = lines.get(span.line).filter(|_| span.end.is_none()) else {
         return out;
     };
-    let mut within = line.len() - line.trim_start().len();
-    for i in (0..span.line).rev() {
-        if within == 0 {
-            break;
-        }
+    let within = line.len() - line.trim_start().len();
+    let above = (0..span.line).rev().find(|&i| {
         let trimmed = lines[i].trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
+        !trimmed.is_empty() && !trimmed.starts_with('#') && lines[i].len() - trimmed.len() < within
+    });
+    if let Some(i) = above {
+        let mut content = lines[i].trim_start();
+        while let Some(rest) = content.strip_prefix("- ") {
+            content = rest.trim_start();
         }
-        let indent = lines[i].len() - trimmed.len();
-        if indent < within {
-            // Up to its first key: a list entry's `-` and the key after it.
-            let mut content = trimmed;
-            while let Some(rest) = content.strip_prefix("- ") {
-                content = rest.trim_start();
-            }
-            out.push((i + 1, lines[i].len() - content.len() + 1));
-            within = indent;
-        }
+        out.push((i + 1, lines[i].len() - content.len() + 1));
     }
     out
 }
@@ -427,6 +420,30 @@ policies:
                 ("2:3", "no unit"),
                 ("6:3", "unknown field `nope`"),
                 ("11:5", "`max_attempts` is 0"),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_key_set_aside_deep_in_an_entry_leaves_the_entrys_own_errors_found() {
+        let text = "\
+duration: 30s
+load: { rate: 10, requests: [ { name: r, path: / } ] }
+faults:
+  - name: outage
+    from: 10s
+    until: 5s
+    respond: { status: 503, retry_afer: 1s }
+policies:
+  - name: b
+    retry_on: [transient, nope]
+";
+        assert_found(
+            text,
+            &[
+                ("4:3", "`until` (5s) must be after `from` (10s)"),
+                ("7:29", "unknown field `retry_afer`"),
+                ("10:5", "unknown retry_on condition `nope`"),
             ],
         );
     }
