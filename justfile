@@ -126,6 +126,11 @@ bench-policy:
 bench-ledger:
     cargo bench -p fault-server --bench ledger
 
+# Criterion benchmark of `harness validate`: the 100,000-level nesting bomb, a plan with six
+# mistakes, a valid plan.
+bench-validate:
+    cargo bench -p harness --bench validate
+
 # Reports land in reports/compose/, written as you (your uid and gid are passed in).
 # Start the compose stack (fault-server, harness, collector, Jaeger UI on :16686; docs/docker.md).
 up:

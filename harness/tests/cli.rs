@@ -224,6 +224,93 @@ fn plan_errors_name_the_place_and_suggest_a_fix() {
     );
 }
 
+/// One `validate` reports every mistake of a plan, each at its line and column with what
+/// to write instead: a misspelt key in `load`, a duration without a unit, two in one
+/// policy, an unknown preset and an unknown metric.
+#[test]
+fn validate_reports_every_mistake_of_a_plan_in_one_run() {
+    let said = validate_error(
+        "every",
+        "\
+name: every
+duration: 10
+load:
+  rate: 10
+  arival: poisson
+  requests:
+    - name: read
+      path: /items/{n}
+policies:
+  - name: naive
+    max_attempts: 0
+    backof: { fixed: 1s }
+  - name: aws
+    preset: aws-standrd
+gates:
+  - no_retry_of_permanent
+  - { metric: sucess_rate, min: 0.5 }
+",
+    );
+    let errors: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("error: $DIR/every.yaml:"))
+        .collect();
+    let expected = [
+        ("2:11", "has no unit", None),
+        (
+            "5:3",
+            "unknown field `arival`",
+            Some("did you mean `arrivals`?"),
+        ),
+        ("11:5", "`max_attempts` is 0", None),
+        (
+            "12:5",
+            "unknown field `backof`",
+            Some("did you mean `backoff`?"),
+        ),
+        (
+            "14:5",
+            "unknown preset `aws-standrd`",
+            Some("did you mean `aws-standard`?"),
+        ),
+        (
+            "17:3",
+            "unknown metric `sucess_rate`",
+            Some("did you mean `success_rate`?"),
+        ),
+    ];
+    assert_eq!(errors.len(), expected.len(), "{said}");
+    for (error, (at, what, _)) in errors.iter().zip(expected) {
+        assert!(
+            error.starts_with(&format!("{at}: ")) && error.contains(what),
+            "expected {at}: {what}\n{said}"
+        );
+    }
+    for (_, what, hint) in expected {
+        if let Some(hint) = hint {
+            let at = said.find(what).expect("the error");
+            let next = said[at..].lines().nth(1).unwrap_or_default();
+            assert_eq!(next, format!("  hint: {hint}"), "{said}");
+        }
+    }
+    assert!(said.contains("every.yaml: 6 errors"), "{said}");
+}
+
+/// Past its cap, `validate` says it stopped, and still exits 2.
+#[test]
+fn validate_says_when_it_stopped_at_its_cap() {
+    let policies: String = (0..harness::plan::MAX_ERRORS + 3)
+        .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+        .collect();
+    let said = validate_error("capped", &format!("{BASE}policies:\n{policies}"));
+    let errors = said.lines().filter(|l| l.starts_with("error: ")).count();
+    assert_eq!(errors, harness::plan::MAX_ERRORS, "{said}");
+    assert!(
+        said.contains("capped.yaml: stopped after 20 errors (the most one run reports); fix these and validate again for the rest"),
+        "{said}"
+    );
+}
+
 #[test]
 fn a_missing_plan_file_is_exit_2() {
     let out = harness()

@@ -73,6 +73,25 @@ fn an_oversized_plan_is_refused_before_it_is_parsed() {
         "{said}"
     );
     assert!(said.contains("deep.yaml:6:78"), "{said}");
+    // The same bomb as `load:` beside other mistakes: refused alone, nothing else looked
+    // for (docs/benchmarks.md times it: `cargo bench -p harness --bench validate`).
+    let said = validate_error(
+        "bomb",
+        &format!(
+            "duration: 10\nload: {}{}\npolicies: [ {{ name: a, max_attempts: 0 }} ]\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    );
+    assert_eq!(
+        said.lines().filter(|l| l.starts_with("error: ")).count(),
+        1,
+        "{said}"
+    );
+    assert!(
+        said.contains("bomb.yaml:2:71: nested 65 levels deep (at most 64)"),
+        "{said}"
+    );
 }
 
 #[test]

@@ -162,6 +162,38 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// What `validate` runs: the recovery that looks past each error never panics nor
+    /// hangs, loads what `parse` loads, and reports at most its cap, each error located.
+    #[test]
+    fn every_error_of_a_mutated_plan_is_found_located_and_bounded(
+        which in 0usize..64,
+        edits in prop::collection::vec(mutation(), 1..6),
+    ) {
+        let plans = shipped();
+        let (path, text) = &plans[which % plans.len()];
+        let mutated = edits.iter().fold(text.clone(), |t, m| apply(&t, m));
+        let started = Instant::now();
+        let all = harness::plan::parse_all(path, &mutated);
+        let first = harness::plan::parse(path, &mutated);
+        match (all, first) {
+            (Ok(_), Ok(_)) => {}
+            (Err(found), Err(first)) => {
+                prop_assert!(!found.errors.is_empty());
+                prop_assert!(found.errors.len() <= harness::plan::MAX_ERRORS);
+                prop_assert!(found.errors.contains(&first), "{first} not in {found:#?}");
+                for e in &found.errors {
+                    prop_assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+                }
+            }
+            (all, first) => prop_assert!(false, "parse_all {:?} but parse {:?}", all.is_ok(), first.is_ok()),
+        }
+        prop_assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    }
+}
+
 /// The text of a repository file.
 fn repo_text(path: &str) -> String {
     std::fs::read_to_string(common::repo().join(path)).expect("a repository file")

@@ -36,12 +36,18 @@ pub(super) fn validate(paths: &[PathBuf], explain: bool) -> u8 {
                     }
                 }
             }
-            Err(errors) => {
-                for e in &errors {
+            Err(found) => {
+                for e in &found.errors {
                     eprintln!("error: {e}");
                 }
-                if errors.len() > 1 {
-                    eprintln!("{}: {} errors", path.display(), errors.len());
+                if found.more {
+                    eprintln!(
+                        "{}: stopped after {} errors (the most one run reports); fix these and validate again for the rest",
+                        path.display(),
+                        found.errors.len()
+                    );
+                } else if found.errors.len() > 1 {
+                    eprintln!("{}: {} errors", path.display(), found.errors.len());
                 }
                 code = EXIT_INVALID;
             }

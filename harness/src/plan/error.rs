@@ -34,6 +34,16 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
+/// Every error found in a plan, in the file's order: what `harness validate` reports.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{} error{} in the plan{}", errors.len(), if errors.len() == 1 { "" } else { "s" }, if *more { ", and more not looked for" } else { "" })]
+pub struct PlanErrors {
+    /// At least one.
+    pub errors: Vec<PlanError>,
+    /// The search stopped at its cap ([`super::MAX_ERRORS`]) with errors still to find.
+    pub more: bool,
+}
+
 /// An error found while resolving: what is wrong and the path to the part at fault.
 pub(super) struct Found {
     pub(super) path: Vec<Seg>,
@@ -194,12 +204,35 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 /// "did you mean `x`?", for the name in `names` closest to `word`, if it is close enough to
-/// be a likely typo.
+/// be a likely typo (and not a name of one or two letters for another: `c` for `a`).
+/// The one suggestion of the plan's errors: keys, presets, metrics, gates, policy names.
 pub(super) fn did_you_mean(word: &str, names: &[&str]) -> Option<String> {
+    let length = |s: &str| s.chars().count();
     let (_, name) = names
         .iter()
         .map(|n| (edit_distance(word, n), *n))
         .min()
-        .filter(|(d, n)| *d <= 2.max(n.len() / 3))?;
+        .filter(|(d, n)| *d <= 2.max(n.len() / 3) && *d < length(n).max(length(word)))?;
     Some(format!("did you mean `{name}`?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn a_suggestion_is_a_likely_typo_of_the_closest_name() {
+        let names = ["good", "naive", "a"];
+        assert_eq!(
+            did_you_mean("godo", &names).as_deref(),
+            Some("did you mean `good`?")
+        );
+        assert_eq!(
+            did_you_mean("naiv", &names).as_deref(),
+            Some("did you mean `naive`?")
+        );
+        // One letter for another is not a typo of a one-letter name; far is far.
+        assert_eq!(did_you_mean("c", &["a", "b"]), None);
+        assert_eq!(did_you_mean("jittered-budget", &names), None);
+    }
 }

@@ -40,7 +40,10 @@ pub(super) fn resolve(
                 vec![Key("gates"), Index(i), Key("policy")],
                 format!("gate names policy `{unknown}`, which the plan does not define"),
             )
-            .hint(format!("the policies are: {}", known.join(", "))));
+            .hint(did_you_mean(unknown, &known).map_or_else(
+                || format!("the policies are: {}", known.join(", ")),
+                |m| format!("{m} The policies are: {}", known.join(", ")),
+            )));
         }
         gates.push(gate);
     }
@@ -249,5 +252,55 @@ mod tests {
             named,
             [vec![], vec!["a"], vec!["a", "b"], vec!["b"], vec!["b", "a"]]
         );
+    }
+
+    /// A misspelt metric, gate or policy name is refused at its gate with the closest
+    /// name; one close to none lists them all.
+    #[test]
+    fn misspelt_metrics_gates_and_policies_suggest_the_closest_name() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n\
+                    policies: [ { name: jittered-budget }, { name: naive } ]\ngates:\n";
+        for (gate, message, hint) in [
+            (
+                "{ metric: sucess_rate, min: 0.5 }",
+                "unknown metric `sucess_rate`",
+                "did you mean `success_rate`?",
+            ),
+            (
+                "{ metric: p99ms, max: 100 }",
+                "unknown metric `p99ms`",
+                "did you mean `p99_ms`?",
+            ),
+            (
+                "{ metric: zzz, max: 1 }",
+                "unknown metric `zzz`",
+                "metrics: success_rate",
+            ),
+            (
+                "no_retry_of_permanant",
+                "unknown gate `no_retry_of_permanant`",
+                "did you mean `no_retry_of_permanent`?",
+            ),
+            (
+                "{ check: no_duplicate_side_efects }",
+                "unknown gate `no_duplicate_side_efects`",
+                "did you mean `no_duplicate_side_effects`?",
+            ),
+            (
+                "{ metric: success_rate, min: 0.5, policy: jitered-budget }",
+                "gate names policy `jitered-budget`",
+                "did you mean `jittered-budget`? The policies are: jittered-budget, naive",
+            ),
+        ] {
+            let text = format!("{base}  - {gate}\n");
+            let error = super::super::parse(Path::new("p.yaml"), &text).expect_err(gate);
+            assert_eq!(error.line, Some(7), "{error}");
+            assert!(error.message.starts_with(message), "{error}");
+            assert_eq!(
+                error.hint.as_deref().map(|h| h.starts_with(hint)),
+                Some(true),
+                "{gate}: {error}"
+            );
+        }
     }
 }

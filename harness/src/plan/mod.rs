@@ -34,8 +34,8 @@ use std::time::Duration;
 use fault_server::script::{Script, ScriptError, ScriptSpec};
 
 pub use chain::{ABSURD_LEAF_AMPLIFICATION, worst_leaf_amplification};
-pub use error::PlanError;
 use error::{Found, found, yaml_error, yaml_error_in};
+pub use error::{PlanError, PlanErrors};
 pub use load::DEFAULT_MAX_CONNECTIONS;
 use locate::{Seg, locate};
 pub use model::{
@@ -44,6 +44,7 @@ pub use model::{
     fill_path, start_request,
 };
 pub use policy::forward_once;
+pub use recover::MAX_ERRORS;
 pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
 pub use target::is_loopback_host;
@@ -60,10 +61,18 @@ pub fn load(path: &Path) -> Result<Plan, PlanError> {
 }
 
 /// [`load`], reporting every error it can find in one pass (at most
-/// [`recover::MAX_ERRORS`]) rather than the first: what `harness validate` shows.
-pub fn load_all(path: &Path) -> Result<Plan, Vec<PlanError>> {
-    let text = read(path).map_err(|e| vec![e])?;
-    recover::check(path, &text)
+/// [`MAX_ERRORS`]) rather than the first: what `harness validate` shows.
+pub fn load_all(path: &Path) -> Result<Plan, PlanErrors> {
+    let text = read(path).map_err(|e| PlanErrors {
+        errors: vec![e],
+        more: false,
+    })?;
+    parse_all(path, &text)
+}
+
+/// [`parse`], reporting every error it can find (see [`load_all`]).
+pub fn parse_all(path: &Path, text: &str) -> Result<Plan, PlanErrors> {
+    recover::check(path, text)
 }
 
 /// [`load`], and refuses what `harness simulate` cannot model: on an HTTP/2 target a
@@ -193,10 +202,34 @@ fn check_depth(path: &Path, text: &str) -> Result<(), PlanError> {
 
 /// Resolves a plan from its text; `path` names it in errors and reports.
 pub fn parse(path: &Path, text: &str) -> Result<Plan, PlanError> {
+    parse_traced(path, text).map_err(|f| f.error)
+}
+
+/// [`parse`]'s error, with what recovery needs to look past it.
+struct Failure {
+    error: PlanError,
+    /// The path to the part at fault, for an error found after parsing.
+    at: Option<Vec<Seg>>,
+}
+
+impl From<PlanError> for Box<Failure> {
+    fn from(error: PlanError) -> Box<Failure> {
+        Box::new(Failure { error, at: None })
+    }
+}
+
+/// [`parse`], keeping the path of an error found while resolving.
+fn parse_traced(path: &Path, text: &str) -> Result<Plan, Box<Failure>> {
     check_depth(path, text)?;
     let spec: PlanSpec = serde_yaml::from_str(text).map_err(|e| yaml_error_in(path, text, &e))?;
     let proxies = tiers::import(path, text, &spec.tiers)?;
-    let (mut plan, sources) = resolve(path, spec, proxies).map_err(|f| located(path, text, f))?;
+    let (mut plan, sources) = resolve(path, spec, proxies).map_err(|f| {
+        let at = f.path.clone();
+        Box::new(Failure {
+            error: located(path, text, f),
+            at: Some(at),
+        })
+    })?;
     let chains = chain::warnings(&plan, text);
     plan.warnings.extend(chains);
     // The imported files are part of the experiment: a changed config, a changed digest.

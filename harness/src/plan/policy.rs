@@ -9,7 +9,7 @@ use chaos_policy::{
     Backoff, ConfigError, Policy, PolicyConfig, Preset, RetryAfter, RetryCondition, RetryOn,
 };
 
-use super::error::{Found, found};
+use super::error::{Found, did_you_mean, found};
 use super::import;
 use super::locate::Seg;
 use super::merge;
@@ -371,7 +371,15 @@ fn starting_config(
         .as_deref()
         .map(Preset::parse)
         .transpose()
-        .map_err(|e| found(at("preset"), e.to_string()))?;
+        .map_err(|e| {
+            let names = Preset::ALL.map(Preset::name);
+            let written = spec.preset.as_deref().unwrap_or_default().trim();
+            let f = found(at("preset"), e.to_string());
+            match did_you_mean(&written.to_ascii_lowercase(), &names) {
+                Some(hint) => f.hint(hint),
+                None => f.hint("`harness presets` shows each preset's policy and its source"),
+            }
+        })?;
     let mut imported = None;
     let config = match (&spec.import, preset) {
         (Some(_), Some(_)) => {
@@ -644,6 +652,33 @@ mod tests {
             assert!(
                 error.message.starts_with(&format!("policy `a`: {message}")),
                 "{error}"
+            );
+        }
+    }
+
+    /// A misspelt preset is located at its key and the closest name suggested; one too far
+    /// from every name points at `harness presets`.
+    #[test]
+    fn an_unknown_preset_suggests_the_closest_one() {
+        let base = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n";
+        for (written, hint) in [
+            ("aws-standrd", "did you mean `aws-standard`?"),
+            ("envoi", "did you mean `envoy`?"),
+            ("aws-standard-206", "did you mean `aws-standard-2026`?"),
+            ("Finagel", "did you mean `finagle`?"),
+            (
+                "something-else-entirely",
+                "`harness presets` shows each preset",
+            ),
+        ] {
+            let text = format!("{base}    preset: {written}\n");
+            let error = super::super::parse(Path::new("p.yaml"), &text).expect_err(written);
+            assert_eq!((error.line, error.column), (Some(7), Some(5)), "{error}");
+            assert!(error.message.contains(written), "{error}");
+            assert_eq!(
+                error.hint.as_deref().map(|h| h.starts_with(hint)),
+                Some(true),
+                "{written}: {error}"
             );
         }
     }
