@@ -337,16 +337,7 @@ fn policy_html(
     }
     out.push_str(&tables::gates(p).html());
     if let Some(c) = &p.client {
-        let (facts, table) = super::client::section(c);
-        out.push_str("<h3>The program under test</h3><ul>");
-        for fact in facts {
-            let _ = write!(out, "<li>{}</li>", esc(&fact));
-        }
-        out.push_str("</ul>");
-        if let Some(table) = tables::waits(table) {
-            out.push_str("<p>Waits before each attempt (from the previous answer, Retry-After waits aside):</p>");
-            out.push_str(&table.html());
-        }
+        client_html(out, c);
     }
     chain_html(out, p, window, seconds);
     peers_html(out, p);
@@ -375,6 +366,28 @@ fn policy_html(
             &s.iter().map(|x| x.breaker_open).collect::<Vec<_>>(),
         ));
     }
+    counts_html(out, p, proxied);
+}
+
+/// What only a client test shows: the program, what the ledger found of it, its waits.
+fn client_html(out: &mut String, c: &super::ClientView) {
+    let (facts, table) = super::client::section(c);
+    out.push_str("<h3>The program under test</h3><ul>");
+    for fact in facts {
+        let _ = write!(out, "<li>{}</li>", esc(&fact));
+    }
+    out.push_str("</ul>");
+    if let Some(table) = tables::waits(table) {
+        out.push_str(
+            "<p>Waits before each attempt (from the previous answer, Retry-After waits aside):</p>",
+        );
+        out.push_str(&table.html());
+    }
+}
+
+/// A policy's latency table and its counts in sentences: arrivals, connections, give-ups
+/// and outcomes, the service behind the fault-server, the ledger.
+fn counts_html(out: &mut String, p: &PolicyReport, proxied: bool) {
     out.push_str(&tables::latency(p).html());
     if p.client.is_some() {
         let _ = write!(

@@ -19,6 +19,7 @@ mod tables;
 #[cfg(test)]
 mod tests;
 mod upstream;
+mod verdict;
 mod write;
 
 pub use build::{
@@ -35,6 +36,7 @@ pub use markdown::{baseline_table, describe_row, render as markdown, summary_tab
 pub use model::*;
 pub use rank::{Delta, RankRow, Ranking, order as rank_order, rank, row as rank_row};
 pub use upstream::UpstreamSplit;
+pub use verdict::failed_gates_cell;
 pub use write::{Files, WriteError, Written, run_id, timestamp, write, write_to_temp};
 
 /// `report.json`.

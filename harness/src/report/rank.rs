@@ -284,7 +284,7 @@ impl Ranking {
                     r.gates,
                     if r.partial { " partial" } else { "" }
                 ),
-                super::model::failed_gates_cell(&r.failed_gates),
+                super::verdict::failed_gates_cell(&r.failed_gates),
                 format!("{:.2}", r.server_load),
                 format!("{:.2}", r.peak_1s),
                 format!("{:.1}%", r.success_rate * 100.0),

@@ -144,6 +144,54 @@ fn across(values: &[String]) -> (Vec<f64>, Across) {
     (places, Across::Linear)
 }
 
+/// The y axis of a chart: the range asked for, or one around the values it shows.
+fn y_scale(c: &SweepTable, range: Range, metric: &impl Fn(&Point) -> Option<f64>) -> Scale {
+    match range {
+        Range::Fixed(lo, hi, step) => Scale::fixed(lo, hi, step),
+        Range::Around => {
+            let values: Vec<f64> = c
+                .points
+                .iter()
+                .filter_map(metric)
+                .filter(|v| v.is_finite())
+                .collect();
+            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            if values.is_empty() {
+                Scale::fixed(0.0, 1.0, 0.5)
+            } else {
+                Scale::around(lo, hi)
+            }
+        }
+    }
+}
+
+/// The values under the x axis (at `bottom`), left to right: a label too close to the
+/// last one drawn is left out (its point is still drawn, and the table below names every
+/// value).
+fn x_labels(svg: &mut String, values: &[String], x: &impl Fn(usize) -> f64, w: f64, bottom: f64) {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|a, b| x(*a).total_cmp(&x(*b)));
+    let mut last: Option<f64> = None;
+    for i in order {
+        let (at, v) = (x(i), &values[i]);
+        let width = 6.5 * v.chars().count() as f64;
+        // Its middle, moved in so a long label at either end stays on the chart.
+        let mid = at.max(width / 2.0 + 2.0).min(w - width / 2.0 - 2.0);
+        if last.is_some_and(|l| mid - l < width.max(24.0)) {
+            continue;
+        }
+        last = Some(mid);
+        let _ = write!(
+            svg,
+            r##"<line x1="{at:.1}" y1="{bottom}" x2="{at:.1}" y2="{t}" stroke="#888"/><text x="{mid:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
+            bottom + 16.0,
+            escape(v),
+            t = bottom + 4.0,
+        );
+    }
+}
+
 /// One small line chart: `metric` of every policy across the values; a policy the sweep
 /// did not change is a dashed line, the reference the others move against.
 fn chart(
@@ -157,24 +205,7 @@ fn chart(
     let plot_h = h - bottom - top;
     let policies = c.policies();
     let unchanged = c.unchanged();
-    let scale = match range {
-        Range::Fixed(lo, hi, step) => Scale::fixed(lo, hi, step),
-        Range::Around => {
-            let values: Vec<f64> = c
-                .points
-                .iter()
-                .filter_map(&metric)
-                .filter(|v| v.is_finite())
-                .collect();
-            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            if values.is_empty() {
-                Scale::fixed(0.0, 1.0, 0.5)
-            } else {
-                Scale::around(lo, hi)
-            }
-        }
-    };
+    let scale = y_scale(c, range, &metric);
     // A little room at either end, so the first and last labels are not cut.
     let (places, kind) = across(&c.values);
     let x = |i: usize| left + 8.0 + (plot_w - 16.0) * places.get(i).copied().unwrap_or(0.5);
@@ -204,29 +235,7 @@ fn chart(
         top + plot_h + 34.0,
         escape(&kind.caption(&c.key))
     );
-    // Left to right, a label too close to the last one drawn is left out (its point is
-    // still drawn, and the table below names every value).
-    let mut order: Vec<usize> = (0..c.values.len()).collect();
-    order.sort_by(|a, b| x(*a).total_cmp(&x(*b)));
-    let mut last: Option<f64> = None;
-    for i in order {
-        let (at, v) = (x(i), &c.values[i]);
-        let width = 6.5 * v.chars().count() as f64;
-        // Its middle, moved in so a long label at either end stays on the chart.
-        let mid = at.max(width / 2.0 + 2.0).min(w - width / 2.0 - 2.0);
-        if last.is_some_and(|l| mid - l < width.max(24.0)) {
-            continue;
-        }
-        last = Some(mid);
-        let _ = write!(
-            svg,
-            r##"<line x1="{at:.1}" y1="{b}" x2="{at:.1}" y2="{t}" stroke="#888"/><text x="{mid:.1}" y="{:.1}" font-size="11" text-anchor="middle">{}</text>"##,
-            top + plot_h + 16.0,
-            escape(v),
-            b = top + plot_h,
-            t = top + plot_h + 4.0,
-        );
-    }
+    x_labels(&mut svg, &c.values, &x, w, top + plot_h);
     for (k, policy) in policies.iter().enumerate() {
         let colour = COLOURS[k % COLOURS.len()];
         // Left to right, whatever order the values were given in.
