@@ -92,6 +92,11 @@ pub enum PartialError {
     Missing { path: String },
     #[error("{path}: not a partial report ({PARTIAL_SCHEMA}): {detail}")]
     Invalid { path: String, detail: String },
+    #[error("{path}: {source}")]
+    Inconsistent {
+        path: String,
+        source: super::consistent::Inconsistent,
+    },
 }
 
 impl Partial {
@@ -104,10 +109,15 @@ impl Partial {
 
 /// Reads a partial report from a file: its JSON, or the last line of a log that carries
 /// one after [`LOG_MARKER`] (anything before the marker on that line, a timestamp or a
-/// pod name that `kubectl logs --prefix` added, is ignored).
+/// pod name that `kubectl logs --prefix` added, is ignored); then checks it holds together
+/// ([`super::consistent::partial`]).
+///
+/// A file larger than [`MAX_PARTIAL_BYTES`] is refused by its size before a byte is read;
+/// one read whole goes into a buffer of its size, parsed in place: the peak is about the
+/// file's size plus the partial it holds.
 pub fn read(path: &Path) -> Result<Partial, PartialError> {
     let shown = path.display().to_string();
-    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PARTIAL_BYTES)
+    let bytes = read_capped(path)
         .map_err(|e| PartialError::Io {
             path: shown.clone(),
             detail: e.to_string(),
@@ -115,14 +125,42 @@ pub fn read(path: &Path) -> Result<Partial, PartialError> {
         .ok_or_else(|| PartialError::TooLarge {
             path: shown.clone(),
         })?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse(&text).map_err(|e| match e {
-        None => PartialError::Missing { path: shown },
+    let parsed = parse(&String::from_utf8_lossy(&bytes));
+    drop(bytes);
+    let partial = parsed.map_err(|e| match e {
+        None => PartialError::Missing {
+            path: shown.clone(),
+        },
         Some(detail) => PartialError::Invalid {
-            path: shown,
+            path: shown.clone(),
             detail,
         },
-    })
+    })?;
+    super::consistent::partial(&partial).map_err(|source| PartialError::Inconsistent {
+        path: shown,
+        source,
+    })?;
+    Ok(partial)
+}
+
+/// A file of at most [`MAX_PARTIAL_BYTES`]; `None` when it is larger. A regular file is
+/// refused by its size, unread, and read into a buffer of that size (no doubling as it
+/// grows); anything else (a FIFO, `/dev/stdin`) is read to one byte past the limit.
+fn read_capped(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let mut bytes = Vec::new();
+    if meta.is_file() {
+        if meta.len() > MAX_PARTIAL_BYTES {
+            return Ok(None);
+        }
+        // At most the cap, so it fits a usize on every target the harness builds for.
+        bytes.reserve_exact(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    }
+    file.take(MAX_PARTIAL_BYTES.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_PARTIAL_BYTES).then_some(bytes))
 }
 
 /// A partial report from text: `Err(None)` when there is none in it.
