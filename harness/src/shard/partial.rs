@@ -83,8 +83,16 @@ pub struct PartialPolicy {
 pub enum PartialError {
     #[error("cannot read {path}: {detail}")]
     Io { path: String, detail: String },
-    #[error("{path} is larger than {} MiB: not a partial report", MAX_PARTIAL_BYTES >> 20)]
-    TooLarge { path: String },
+    #[error(
+        "{path} is larger than {} MiB{}: not a partial report",
+        MAX_PARTIAL_BYTES >> 20,
+        size.map(|n| format!(" ({n} bytes)")).unwrap_or_default()
+    )]
+    TooLarge {
+        path: String,
+        /// Its size, when the file system knows it (a regular file, refused unread).
+        size: Option<u64>,
+    },
     #[error(
         "{path} holds no partial report: neither JSON nor a log with a line that starts `{}`",
         LOG_MARKER.trim_end()
@@ -122,8 +130,9 @@ pub fn read(path: &Path) -> Result<Partial, PartialError> {
             path: shown.clone(),
             detail: e.to_string(),
         })?
-        .ok_or_else(|| PartialError::TooLarge {
+        .map_err(|size| PartialError::TooLarge {
             path: shown.clone(),
+            size,
         })?;
     let parsed = parse(&String::from_utf8_lossy(&bytes));
     drop(bytes);
@@ -143,24 +152,29 @@ pub fn read(path: &Path) -> Result<Partial, PartialError> {
     Ok(partial)
 }
 
-/// A file of at most [`MAX_PARTIAL_BYTES`]; `None` when it is larger. A regular file is
-/// refused by its size, unread, and read into a buffer of that size (no doubling as it
-/// grows); anything else (a FIFO, `/dev/stdin`) is read to one byte past the limit.
-fn read_capped(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+/// A file of at most [`MAX_PARTIAL_BYTES`]; `Err` when it is larger, with its size when
+/// the file system knows it. A regular file is refused by its size, unread, and read into
+/// a buffer of that size (no doubling as it grows); anything else (a FIFO, `/dev/stdin`)
+/// is read to one byte past the limit.
+fn read_capped(path: &Path) -> std::io::Result<Result<Vec<u8>, Option<u64>>> {
     use std::io::Read as _;
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
     let mut bytes = Vec::new();
     if meta.is_file() {
         if meta.len() > MAX_PARTIAL_BYTES {
-            return Ok(None);
+            return Ok(Err(Some(meta.len())));
         }
         // At most the cap, so it fits a usize on every target the harness builds for.
         bytes.reserve_exact(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
     }
     file.take(MAX_PARTIAL_BYTES.saturating_add(1))
         .read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= MAX_PARTIAL_BYTES).then_some(bytes))
+    Ok(if bytes.len() as u64 <= MAX_PARTIAL_BYTES {
+        Ok(bytes)
+    } else {
+        Err(None)
+    })
 }
 
 /// A partial report from text: `Err(None)` when there is none in it.
