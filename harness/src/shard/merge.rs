@@ -231,13 +231,6 @@ fn relayed(sources: &[Source]) -> Vec<Relayed> {
 fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
     let first = sources.first().ok_or(MergeError::Empty)?;
     let mut shards: BTreeMap<u32, &str> = BTreeMap::new();
-    let keepers: Vec<&Source> = sources.iter().filter(|s| s.partial.keeper).collect();
-    if let [one, other, ..] = keepers.as_slice() {
-        return Err(MergeError::TwoKeepers {
-            path: one.path.clone(),
-            other: other.path.clone(),
-        });
-    }
     for s in sources {
         let p = &s.partial;
         super::consistent::partial(p).map_err(|source| MergeError::Inconsistent {
@@ -277,12 +270,6 @@ fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
                 shard: p.shard,
             });
         }
-        if p.keeper && !p.shard.is_keeper() {
-            return Err(MergeError::KeeperNotFirst {
-                path: s.path.clone(),
-                shard: p.shard,
-            });
-        }
         for policy in &p.policies {
             if !plan.policies.iter().any(|q| q.name == policy.name) {
                 return Err(MergeError::UnknownPolicy {
@@ -291,6 +278,19 @@ fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
                 });
             }
         }
+    }
+    let keepers: Vec<&Source> = sources.iter().filter(|s| s.partial.keeper).collect();
+    if let [one, other, ..] = keepers.as_slice() {
+        return Err(MergeError::TwoKeepers {
+            path: one.path.clone(),
+            other: other.path.clone(),
+        });
+    }
+    if let Some(k) = keepers.first().filter(|k| !k.partial.shard.is_keeper()) {
+        return Err(MergeError::KeeperNotFirst {
+            path: k.path.clone(),
+            shard: k.partial.shard,
+        });
     }
     Ok(())
 }
