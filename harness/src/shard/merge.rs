@@ -74,6 +74,19 @@ pub enum MergeError {
     },
     #[error("{path}: policy `{policy}` is not in the plan")]
     UnknownPolicy { path: String, policy: String },
+    #[error(
+        "{path} and {other} both say they are the keeper (the shard that resets the fault-server and reads its ledger): a run has one"
+    )]
+    TwoKeepers { path: String, other: String },
+    #[error("{path} says it is the keeper, and it is shard {shard}: the keeper is shard 0")]
+    KeeperNotFirst { path: String, shard: Shard },
+    #[error("{path}: {source}")]
+    Inconsistent {
+        path: String,
+        source: super::consistent::Inconsistent,
+    },
+    #[error("{0}")]
+    Overflow(super::consistent::Inconsistent),
 }
 
 /// Merges the partial reports of one sharded run of `plan` into its report.
@@ -87,6 +100,11 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     let missing: Vec<u32> = (0..count).filter(|i| !reported.contains(i)).collect();
     let mut problems = shard_problems(&sources, count, &missing);
     let keeper = sources.iter().find(|s| s.partial.keeper);
+    if keeper.is_none() && !missing.contains(&0) {
+        problems.push(
+            "no partial is the keeper's (shard 0 reported, and says it did not reset the fault-server or read its ledger): the report has no ledger".to_owned(),
+        );
+    }
     // The plan's order; a policy any shard ran.
     let names: Vec<&str> = plan
         .policies
@@ -121,6 +139,9 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
                 without.join(", ")
             ));
         }
+        let paths: Vec<(&str, &PartialPolicy)> =
+            ran.iter().map(|(s, p)| (s.path.as_str(), *p)).collect();
+        super::consistent::sums_fit(name, &paths).map_err(MergeError::Overflow)?;
         let run = merged_run(&ran)?;
         let ledger = keeper.and_then(|k| {
             k.partial
@@ -205,13 +226,17 @@ fn relayed(sources: &[Source]) -> Vec<Relayed> {
         .collect()
 }
 
-/// The partials are of one run of this plan: one digest, one count, one start, each
-/// shard once.
+/// The partials are of one run of this plan: each holds together, one digest, one count,
+/// one start, each shard once, at most one keeper and it shard 0.
 fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
     let first = sources.first().ok_or(MergeError::Empty)?;
     let mut shards: BTreeMap<u32, &str> = BTreeMap::new();
     for s in sources {
         let p = &s.partial;
+        super::consistent::partial(p).map_err(|source| MergeError::Inconsistent {
+            path: s.path.clone(),
+            source,
+        })?;
         if p.plan.digest != plan.digest() {
             return Err(MergeError::OtherPlan {
                 path: s.path.clone(),
@@ -253,6 +278,19 @@ fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
                 });
             }
         }
+    }
+    let keepers: Vec<&Source> = sources.iter().filter(|s| s.partial.keeper).collect();
+    if let [one, other, ..] = keepers.as_slice() {
+        return Err(MergeError::TwoKeepers {
+            path: one.path.clone(),
+            other: other.path.clone(),
+        });
+    }
+    if let Some(k) = keepers.first().filter(|k| !k.partial.shard.is_keeper()) {
+        return Err(MergeError::KeeperNotFirst {
+            path: k.path.clone(),
+            shard: k.partial.shard,
+        });
     }
     Ok(())
 }
@@ -350,4 +388,178 @@ fn merged_tiers(ran: &[(&Source, &PartialPolicy)]) -> Vec<HopCounts> {
         }
     }
     tiers
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use chaos_policy::{GiveUp, Outcome, Verdict};
+
+    use super::{MergeError, Source, merge};
+    use crate::plan::Plan;
+    use crate::shard::Shard;
+    use crate::shard::partial::{PARTIAL_SCHEMA, Partial, PartialPlan, PartialPolicy};
+    use crate::stats::Recorder;
+
+    pub(crate) const PLAN: &str = "name: even
+seed: 11
+duration: 1s
+drain: 1s
+target: { url: \"http://127.0.0.1:1\", fault_server: true }
+load:
+  rate: 300
+  requests:
+    - { name: read, method: GET, path: \"/items/{n}\" }
+policies:
+  - { name: plain, max_attempts: 3, attempt_timeout: 1s, backoff: { fixed: 10ms } }
+gates:
+  - no_duplicate_side_effects
+";
+
+    pub(crate) fn plan() -> Plan {
+        crate::plan::parse(Path::new("even.yaml"), PLAN).expect("a valid plan")
+    }
+
+    /// A recorder of `n` requests: every third fails once with a 503 and gives up.
+    pub(crate) fn recorder(n: u64) -> Recorder {
+        let mut r = Recorder::new(None);
+        for i in 0..n {
+            let at = Duration::from_millis(i * 3);
+            r.arrived(at, Duration::ZERO);
+            r.sent(at, at, false, &format!("r-{i}"), std::iter::empty());
+            if i % 3 == 0 {
+                r.attempt_done(Outcome::Status(503), Duration::from_millis(2), false);
+                let verdict = Verdict::GaveUp {
+                    reason: GiveUp::MaxAttempts,
+                    attempts: 1,
+                    last: None,
+                };
+                r.finished(at, Duration::from_millis(2), &verdict);
+            } else {
+                r.attempt_done(Outcome::Status(200), Duration::from_millis(2), false);
+                r.finished(
+                    at,
+                    Duration::from_millis(2),
+                    &Verdict::Succeeded { attempts: 1 },
+                );
+            }
+        }
+        r
+    }
+
+    pub(crate) fn partial(plan: &Plan, shard: Shard, recorder: &Recorder) -> Partial {
+        Partial {
+            schema: PARTIAL_SCHEMA.to_owned(),
+            plan: PartialPlan {
+                name: plan.name.clone(),
+                file: "even.yaml".into(),
+                seed: 11,
+                digest: plan.digest(),
+                target: "http://127.0.0.1:1".into(),
+            },
+            shard,
+            start_at: "2026-12-07T08:00:00.000Z".into(),
+            finished_at: "2026-12-07T08:01:00.000Z".into(),
+            keeper: shard.index == 0,
+            policies: vec![PartialPolicy {
+                name: "plain".into(),
+                recorder: recorder.saved(),
+                budget_bound: None,
+                breaker_trips: 0,
+                elapsed_ms: 1000,
+                aborted: false,
+                gone: None,
+                ledger: None,
+                tiers: Vec::new(),
+            }],
+            aborted: false,
+            error: None,
+            warnings: Vec::new(),
+            faults: None,
+            faults_from: String::new(),
+        }
+    }
+
+    fn sources(plan: &Plan, n: u32) -> Vec<Source> {
+        (0..n)
+            .map(|index| Source {
+                path: format!("shard-{index}.json"),
+                partial: partial(plan, Shard { index, count: n }, &recorder(30)),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consistent_partials_merge() {
+        let plan = plan();
+        let report = merge(&plan, sources(&plan, 2)).expect("merges");
+        assert_eq!(report.error, None);
+    }
+
+    #[test]
+    fn two_keepers_are_refused_naming_both() {
+        let plan = plan();
+        let mut s = sources(&plan, 3);
+        s[2].partial.keeper = true;
+        let e = merge(&plan, s).expect_err("two keepers");
+        assert!(matches!(e, MergeError::TwoKeepers { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("shard-0.json") && text.contains("shard-2.json"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_keeper_that_is_not_shard_0_is_refused() {
+        let plan = plan();
+        let mut s = sources(&plan, 2);
+        s[0].partial.keeper = false;
+        s[1].partial.keeper = true;
+        let e = merge(&plan, s).expect_err("keeper not shard 0");
+        assert!(matches!(e, MergeError::KeeperNotFirst { .. }), "{e}");
+    }
+
+    #[test]
+    fn without_a_keeper_the_merge_is_incomplete() {
+        let plan = plan();
+        let mut s = sources(&plan, 2);
+        s[0].partial.keeper = false;
+        let report = merge(&plan, s).expect("merges");
+        let error = report.error.expect("incomplete");
+        assert!(error.contains("no partial is the keeper's"), "{error}");
+    }
+
+    #[test]
+    fn counts_that_overflow_a_u64_are_refused_not_wrapped() {
+        let plan = plan();
+        let mut s = sources(&plan, 2);
+        for source in &mut s {
+            let r = &mut source.partial.policies[0].recorder;
+            let more = u64::MAX - r.logical;
+            r.logical = u64::MAX;
+            r.series[0].offered += more;
+        }
+        let e = merge(&plan, s).expect_err("overflows");
+        let text = e.to_string();
+        assert!(
+            text.contains("policies[plain].recorder.logical adds up to more than 2^64 - 1"),
+            "{text}"
+        );
+        assert!(text.contains("shard-0.json, shard-1.json"), "{text}");
+    }
+
+    #[test]
+    fn an_inconsistent_partial_is_refused_naming_file_and_field() {
+        let plan = plan();
+        let mut s = sources(&plan, 2);
+        s[1].partial.policies[0].recorder.failed = 0;
+        let text = merge(&plan, s).expect_err("inconsistent").to_string();
+        assert_eq!(
+            text,
+            "shard-1.json: policies[plain].failed is 0 but give_ups (10) and unfinished (0) count 10 failed requests"
+        );
+    }
 }

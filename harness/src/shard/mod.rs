@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Plan;
 use crate::schedule::Arrival;
 
+pub mod consistent;
 pub mod merge;
 pub mod partial;
 

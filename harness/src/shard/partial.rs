@@ -83,8 +83,16 @@ pub struct PartialPolicy {
 pub enum PartialError {
     #[error("cannot read {path}: {detail}")]
     Io { path: String, detail: String },
-    #[error("{path} is larger than {} MiB: not a partial report", MAX_PARTIAL_BYTES >> 20)]
-    TooLarge { path: String },
+    #[error(
+        "{path} is larger than {} MiB{}: not a partial report",
+        MAX_PARTIAL_BYTES >> 20,
+        size.map(|n| format!(" ({n} bytes)")).unwrap_or_default()
+    )]
+    TooLarge {
+        path: String,
+        /// Its size, when the file system knows it (a regular file, refused unread).
+        size: Option<u64>,
+    },
     #[error(
         "{path} holds no partial report: neither JSON nor a log with a line that starts `{}`",
         LOG_MARKER.trim_end()
@@ -92,6 +100,11 @@ pub enum PartialError {
     Missing { path: String },
     #[error("{path}: not a partial report ({PARTIAL_SCHEMA}): {detail}")]
     Invalid { path: String, detail: String },
+    #[error("{path}: {source}")]
+    Inconsistent {
+        path: String,
+        source: super::consistent::Inconsistent,
+    },
 }
 
 impl Partial {
@@ -104,24 +117,63 @@ impl Partial {
 
 /// Reads a partial report from a file: its JSON, or the last line of a log that carries
 /// one after [`LOG_MARKER`] (anything before the marker on that line, a timestamp or a
-/// pod name that `kubectl logs --prefix` added, is ignored).
+/// pod name that `kubectl logs --prefix` added, is ignored); then checks it holds together
+/// ([`super::consistent::partial`]).
+///
+/// A file larger than [`MAX_PARTIAL_BYTES`] is refused by its size before a byte is read;
+/// one read whole goes into a buffer of its size, parsed in place: the peak is about the
+/// file's size plus the partial it holds.
 pub fn read(path: &Path) -> Result<Partial, PartialError> {
     let shown = path.display().to_string();
-    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_PARTIAL_BYTES)
+    let bytes = read_capped(path)
         .map_err(|e| PartialError::Io {
             path: shown.clone(),
             detail: e.to_string(),
         })?
-        .ok_or_else(|| PartialError::TooLarge {
+        .map_err(|size| PartialError::TooLarge {
             path: shown.clone(),
+            size,
         })?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse(&text).map_err(|e| match e {
-        None => PartialError::Missing { path: shown },
+    let parsed = parse(&String::from_utf8_lossy(&bytes));
+    drop(bytes);
+    let partial = parsed.map_err(|e| match e {
+        None => PartialError::Missing {
+            path: shown.clone(),
+        },
         Some(detail) => PartialError::Invalid {
-            path: shown,
+            path: shown.clone(),
             detail,
         },
+    })?;
+    super::consistent::partial(&partial).map_err(|source| PartialError::Inconsistent {
+        path: shown,
+        source,
+    })?;
+    Ok(partial)
+}
+
+/// A file of at most [`MAX_PARTIAL_BYTES`]; `Err` when it is larger, with its size when
+/// the file system knows it. A regular file is refused by its size, unread, and read into
+/// a buffer of that size (no doubling as it grows); anything else (a FIFO, `/dev/stdin`)
+/// is read to one byte past the limit.
+fn read_capped(path: &Path) -> std::io::Result<Result<Vec<u8>, Option<u64>>> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let mut bytes = Vec::new();
+    if meta.is_file() {
+        if meta.len() > MAX_PARTIAL_BYTES {
+            return Ok(Err(Some(meta.len())));
+        }
+        // At most the cap, so it fits a usize on every target the harness builds for.
+        bytes.reserve_exact(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    }
+    file.take(MAX_PARTIAL_BYTES.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok(if bytes.len() as u64 <= MAX_PARTIAL_BYTES {
+        Ok(bytes)
+    } else {
+        Err(None)
     })
 }
 

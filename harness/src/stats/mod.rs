@@ -14,11 +14,12 @@ use hdrhistogram::Histogram;
 mod memory;
 mod run;
 mod saved;
+pub mod v2;
 mod waves;
 
 pub use memory::peak_resident_kib;
 pub use run::PolicyRun;
-pub use saved::{SavedError, SavedRecorder, decode_histogram, encode_histogram};
+pub use saved::{SavedError, SavedRecorder, SavedSecond, decode_histogram, encode_histogram};
 pub use waves::{MAX_WAVE_BUCKETS, WAVE_BUCKET, Waves, synchrony};
 
 /// How many example ids each violation keeps for the report.

@@ -21,6 +21,11 @@ use super::{Connects, Recorder, Sampled, Second, Waves};
 pub enum SavedError {
     #[error("histogram `{name}` is not base64 of hdrhistogram's V2 format: {detail}")]
     Histogram { name: &'static str, detail: String },
+    #[error("histogram `{name}` is refused before it is decoded: {source}")]
+    Bounded {
+        name: &'static str,
+        source: super::v2::V2Error,
+    },
     #[error("`{0}` is not an outcome this harness knows")]
     Outcome(String),
     #[error("`{0}` is not a give-up reason this harness knows")]
@@ -103,8 +108,11 @@ pub fn decode_histogram(name: &'static str, text: &str) -> Result<Histogram<u64>
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(text)
         .map_err(|e| fail(e.to_string()))?;
+    // Its header checked against what the field holds first: the deserializer allocates
+    // what the header declares.
+    let v2 = super::v2::bounded(&bytes).map_err(|source| SavedError::Bounded { name, source })?;
     let decoded: Histogram<u64> = Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
+        .deserialize(&mut v2.as_ref())
         .map_err(|e| fail(format!("{e:?}")))?;
     // The recorder's own bounds, so the merge can add it: a histogram from another
     // tool with other bounds is copied in, value by value.
