@@ -36,7 +36,7 @@ pub mod grpc;
 pub mod seed;
 mod seen;
 
-pub use seen::{Seen, status_forbids_retry};
+pub use seen::{LOOP_DETECTED, Seen, status_forbids_retry};
 
 /// The logical request's id, unchanged across attempts and hops.
 pub const REQUEST_ID: &str = "x-request-id";
