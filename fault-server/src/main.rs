@@ -285,12 +285,10 @@ fn start_failure(error: StartError) -> Failure {
         StartError::OpenControl { .. }
         | StartError::Token(_)
         | StartError::Peers { .. }
-        | StartError::UpstreamIsSelf { .. } => {
-            Failure {
-                code: 2,
-                message: error.to_string(),
-            }
-        }
+        | StartError::UpstreamIsSelf { .. } => Failure {
+            code: 2,
+            message: error.to_string(),
+        },
         StartError::AddrInUse { .. } => Failure {
             code: 3,
             message: format!("{error}; pick another with --listen"),

@@ -313,7 +313,10 @@ mod tests {
             );
             assert!(error.to_string().contains("1 to 65535"), "{error}");
         }
-        assert_eq!(parse("http://127.0.0.1:65535").expect("parses").port(), 65535);
+        assert_eq!(
+            parse("http://127.0.0.1:65535").expect("parses").port(),
+            65535
+        );
         assert_eq!(parse("http://127.0.0.1:1").expect("parses").port(), 1);
         assert!(matches!(
             refused("http://127.0.0.1/?a=1"),

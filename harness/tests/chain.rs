@@ -748,9 +748,7 @@ async fn two_tiers_forwarding_to_each_other_answer_508_at_the_first_return() {
 async fn retrying_tiers_in_a_loop_end_each_request_with_one_508_in_three_hops() {
     let policy = harness::policy::Policy::new(harness::policy::PolicyConfig {
         max_attempts: 3,
-        retry_on: harness::policy::RetryOn::new(vec![
-            harness::policy::RetryCondition::ServerError,
-        ]),
+        retry_on: harness::policy::RetryOn::new(vec![harness::policy::RetryCondition::ServerError]),
         backoff: harness::policy::Backoff::none(),
         honor_no_retry: false,
         ..harness::policy::PolicyConfig::default()

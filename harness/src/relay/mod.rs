@@ -484,12 +484,12 @@ async fn admit(
                     )
                 } else {
                     format!(
-                    "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
-                    shared.name,
-                    wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
-                    wire::UPSTREAM_ATTEMPTS,
-                    wire::MAX_TIERS,
-                )
+                        "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
+                        shared.name,
+                        wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
+                        wire::UPSTREAM_ATTEMPTS,
+                        wire::MAX_TIERS,
+                    )
                 },
             );
             Err(response)

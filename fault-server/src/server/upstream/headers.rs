@@ -199,7 +199,10 @@ mod tests {
             ("retry-after", "1"),
         ]);
         for_client(&mut map);
-        assert_eq!(names(&map), ["retry-after", "x-chaosmonkey", "x-request-id"]);
+        assert_eq!(
+            names(&map),
+            ["retry-after", "x-chaosmonkey", "x-request-id"]
+        );
     }
 
     #[test]
