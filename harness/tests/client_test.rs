@@ -266,7 +266,7 @@ fn a_client_that_mints_a_key_per_attempt_fails_naming_the_fresh_keys_and_the_cha
     assert!(
         fresh["detail"]
             .as_str()
-            .unwrap()
+            .expect("a gate's detail is text")
             .contains("idempotency-key:call-0-attempt-1"),
         "{fresh}"
     );
