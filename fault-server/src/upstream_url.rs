@@ -133,13 +133,16 @@ impl Upstream {
         }
         // `host:port`, the port as written: the parser keeps a port it cannot read as a
         // `u16` in the authority but gives it as none, which would mean 80.
-        if let Some(port) = authority.as_str()[host.len()..].strip_prefix(':') {
-            if !port.parse::<u16>().is_ok_and(|p| p != 0) {
-                return Err(UpstreamError::Port {
-                    url: given(),
-                    port: port.to_string(),
-                });
-            }
+        if let Some(port) = authority
+            .as_str()
+            .get(host.len()..)
+            .and_then(|rest| rest.strip_prefix(':'))
+            && !port.parse::<u16>().is_ok_and(|p| p != 0)
+        {
+            return Err(UpstreamError::Port {
+                url: given(),
+                port: port.to_string(),
+            });
         }
         if !allow_remote && !is_loopback_host(host) {
             return Err(UpstreamError::Remote {

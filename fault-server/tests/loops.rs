@@ -104,10 +104,11 @@ fn the_binary_refuses_an_upstream_port_no_socket_has() {
 #[tokio::test]
 async fn the_library_refuses_to_forward_to_its_own_address_too() {
     let port = free_port();
-    let mut config = ServerConfig::default();
-    config.listen = SocketAddr::from(([127, 0, 0, 1], port));
-    config.upstream =
-        Some(Upstream::parse(&format!("http://127.0.0.1:{port}"), false).expect("a URL"));
+    let config = ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], port)),
+        upstream: Some(Upstream::parse(&format!("http://127.0.0.1:{port}"), false).expect("a URL")),
+        ..ServerConfig::default()
+    };
     let error = start(config).await.expect_err("refused");
     assert!(
         matches!(error, StartError::UpstreamIsSelf { addr, .. } if addr.port() == port),
@@ -117,10 +118,12 @@ async fn the_library_refuses_to_forward_to_its_own_address_too() {
 
 /// A proxy on `port` forwarding to `upstream`.
 async fn proxy_on(port: u16, upstream: &str) -> Result<ServerHandle, StartError> {
-    let mut config = ServerConfig::default();
-    config.listen = SocketAddr::from(([127, 0, 0, 1], port));
-    config.upstream = Some(Upstream::parse(upstream, false).expect("a URL"));
-    start(config).await
+    start(ServerConfig {
+        listen: SocketAddr::from(([127, 0, 0, 1], port)),
+        upstream: Some(Upstream::parse(upstream, false).expect("a URL")),
+        ..ServerConfig::default()
+    })
+    .await
 }
 
 /// Two proxies, each the other's upstream: B is started forwarding to a port nothing
