@@ -282,12 +282,13 @@ fn read_script(path: &Path) -> Result<Script, Failure> {
 /// change, 3 for an address that cannot be had.
 fn start_failure(error: StartError) -> Failure {
     match &error {
-        StartError::OpenControl { .. } | StartError::Token(_) | StartError::Peers { .. } => {
-            Failure {
-                code: 2,
-                message: error.to_string(),
-            }
-        }
+        StartError::OpenControl { .. }
+        | StartError::Token(_)
+        | StartError::Peers { .. }
+        | StartError::UpstreamIsSelf { .. } => Failure {
+            code: 2,
+            message: error.to_string(),
+        },
         StartError::AddrInUse { .. } => Failure {
             code: 3,
             message: format!("{error}; pick another with --listen"),

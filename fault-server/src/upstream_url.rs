@@ -69,6 +69,18 @@ pub enum UpstreamError {
         /// What was given.
         url: String,
     },
+    /// A port that no socket has: 0, above 65535, or not a number. (Port 0 means "any
+    /// free port" to a listener; to a client it reaches nothing, so every request would
+    /// be answered 502.)
+    #[error(
+        "the upstream `{url}` names port `{port}`, which nothing can listen on: a port is 1 to 65535, e.g. `http://127.0.0.1:8080`"
+    )]
+    Port {
+        /// What was given.
+        url: String,
+        /// The port as written.
+        port: String,
+    },
     /// Not on loopback, and remote upstreams were not allowed.
     #[error(
         "the upstream `{url}` is not on loopback (127.0.0.0/8, [::1] or localhost): load and faults go only to machines you own; pass --allow-remote if you really mean to forward to `{host}`"
@@ -119,6 +131,19 @@ impl Upstream {
                 reason: "it names no host".to_string(),
             });
         }
+        // `host:port`, the port as written: the parser keeps a port it cannot read as a
+        // `u16` in the authority but gives it as none, which would mean 80.
+        if let Some(port) = authority
+            .as_str()
+            .get(host.len()..)
+            .and_then(|rest| rest.strip_prefix(':'))
+            && !port.parse::<u16>().is_ok_and(|p| p != 0)
+        {
+            return Err(UpstreamError::Port {
+                url: given(),
+                port: port.to_string(),
+            });
+        }
         if !allow_remote && !is_loopback_host(host) {
             return Err(UpstreamError::Remote {
                 url: given(),
@@ -152,6 +177,16 @@ impl Upstream {
     /// The port to connect to.
     pub(crate) fn port(&self) -> u16 {
         self.authority.port_u16().unwrap_or(80)
+    }
+
+    #[cfg(feature = "server")]
+    /// The addresses the upstream's host resolves to (none when it does not), with its
+    /// port: what the server compares with its own to refuse forwarding to itself.
+    pub(crate) async fn socket_addrs(&self) -> Vec<std::net::SocketAddr> {
+        tokio::net::lookup_host((self.host(), self.port()))
+            .await
+            .map(Iterator::collect)
+            .unwrap_or_default()
     }
 
     #[cfg(feature = "server")]
@@ -262,6 +297,30 @@ mod tests {
             refused("http://u:p@127.0.0.1"),
             UpstreamError::Credentials { .. }
         ));
+        for (url, port) in [
+            ("http://127.0.0.1:0", "0"),
+            ("http://127.0.0.1:99999", "99999"),
+            ("http://127.0.0.1:65536/api", "65536"),
+            ("http://localhost:00", "00"),
+            ("http://[::1]:0", "0"),
+            ("http://127.0.0.1:", ""),
+        ] {
+            let error = refused(url);
+            assert_eq!(
+                error,
+                UpstreamError::Port {
+                    url: url.to_string(),
+                    port: port.to_string()
+                },
+                "{url}"
+            );
+            assert!(error.to_string().contains("1 to 65535"), "{error}");
+        }
+        assert_eq!(
+            parse("http://127.0.0.1:65535").expect("parses").port(),
+            65535
+        );
+        assert_eq!(parse("http://127.0.0.1:1").expect("parses").port(), 1);
         assert!(matches!(
             refused("http://127.0.0.1/?a=1"),
             UpstreamError::Query { .. }

@@ -100,6 +100,42 @@ async fn put_script_replaces_the_script_and_bad_scripts_get_400() {
     assert_eq!(spec["faults"][0]["respond"][0]["status"], 418);
 }
 
+/// Issue 50: a script whose fault sets a header that frames the response (here
+/// `content-length: "0"` before a body, and `transfer-encoding`) desynchronised the next
+/// response on a kept-alive connection. The control API refuses it with 400, the reason
+/// and its line and column, and the script in force stays.
+#[tokio::test]
+async fn a_script_setting_a_framing_header_is_refused_with_its_place() {
+    let server =
+        server("faults: [ { name: kept, match: { path: /kept }, respond: { status: 418 } } ]")
+            .await;
+    let url = server.url();
+    for (name, value) in [
+        ("content-length", "\"0\""),
+        ("Transfer-Encoding", "chunked"),
+        ("connection", "close"),
+        ("upgrade", "h2c"),
+    ] {
+        let refused = client()
+            .put(format!("{url}/__chaos/script"))
+            .body(format!(
+                "faults:\n  - name: drill\n    respond:\n      status: 200\n      body: hello\n      headers: {{ {name}: {value} }}\n"
+            ))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(refused.status().as_u16(), 400, "{name}");
+        let message = refused.text().await.expect("body");
+        assert!(
+            message.contains(&format!("`{}`", name.to_ascii_lowercase())),
+            "{message}"
+        );
+        assert!(message.contains("frames the response"), "{message}");
+        assert!(message.contains("line 6 column"), "{message}");
+    }
+    assert_eq!(get(&format!("{url}/kept")).await.status().as_u16(), 418);
+}
+
 /// Sends one request on a kept-alive connection and reads its answer whole; returns the
 /// status.
 async fn exchange(stream: &mut tokio::net::TcpStream, head: &str, body: &str) -> u16 {

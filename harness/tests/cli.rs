@@ -57,6 +57,34 @@ fn plan_schema_prints_a_valid_plan_that_the_plans_readme_shows() {
     );
 }
 
+/// Issue 50: a fault that sets a header framing the response (`content-length`,
+/// `transfer-encoding`, ...) desynchronised kept-alive connections; a plan with one is
+/// invalid, at the header's own line and column.
+#[test]
+fn a_fault_setting_a_framing_header_is_a_plan_error_at_its_place() {
+    for (name, column) in [
+        ("content-length", 40),
+        ("Transfer-Encoding", 40),
+        ("te", 40),
+    ] {
+        let said = validate_error(
+            "framing",
+            &format!(
+                "{BASE}policies: [ {{ name: a }} ]\nfaults:\n  - name: drill\n    respond: {{ status: 200, headers: {{ {name}: '0' }} }}\n"
+            ),
+        );
+        assert!(
+            said.contains(&format!("$DIR/framing.yaml:8:{column}: faults[0].respond")),
+            "{said}"
+        );
+        assert!(
+            said.contains(&format!("`{}`", name.to_ascii_lowercase())),
+            "{said}"
+        );
+        assert!(said.contains("frames the response"), "{said}");
+    }
+}
+
 /// Issue 27: each preset's values, not only its sources: the `sre` preset says it has no
 /// attempt timeout and no deadline.
 #[test]

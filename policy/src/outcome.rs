@@ -68,7 +68,8 @@ pub enum Class {
     Success,
     /// Worth retrying: connect errors, resets, timeouts, 408, 429, 502, 503, 504.
     Transient,
-    /// Retrying will not help: other 4xx, 501, and 500 (ambiguous; see [`Outcome::class`]).
+    /// Retrying will not help: other 4xx, 501, 508 and the other 5xx, and 500 (ambiguous;
+    /// see [`Outcome::class`]).
     Permanent,
 }
 
@@ -138,7 +139,8 @@ impl Outcome {
     }
 
     /// Retrying after this outcome is a violation whatever a policy says: a 4xx other than
-    /// 408 and 429, or a 501. (A 500 is ambiguous and not flagged.)
+    /// 408 and 429, a 501, or a 508 (which no policy retries: [`RetryOn::matches`]).
+    /// (A 500 is ambiguous and not flagged.)
     /// For gRPC, the codes those map to: INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
     /// PERMISSION_DENIED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED, UNAUTHENTICATED.
     pub fn forbids_retry(self) -> bool {
@@ -277,9 +279,13 @@ impl RetryOn {
         &self.0
     }
 
-    /// Whether the policy may retry after `outcome`: a failure some condition names.
+    /// Whether the policy may retry after `outcome`: a failure some condition names, but
+    /// never a 508 Loop Detected ([`chaos_wire::LOOP_DETECTED`]), which no condition
+    /// retries (`any` and `5xx` included): every retry would go round the same loop.
     pub fn matches(&self, outcome: Outcome) -> bool {
-        !outcome.is_success() && self.0.iter().any(|c| c.matches(outcome))
+        !outcome.is_success()
+            && outcome != Outcome::Status(chaos_wire::LOOP_DETECTED)
+            && self.0.iter().any(|c| c.matches(outcome))
     }
 }
 
@@ -292,7 +298,7 @@ impl Default for RetryOn {
 /// A retry that breaks one of the invariants the harness proves, whatever the policy said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Violation {
-    /// Retried after a 4xx other than 408/429, or after a 501.
+    /// Retried after a 4xx other than 408/429, or after a 501 or a 508.
     RetriedPermanent,
     /// Retried a non-idempotent request after an outcome that does not prove it was unsent.
     RetriedNonIdempotent,

@@ -65,11 +65,11 @@ fn only_connect_failures_prove_a_request_unsent() {
 }
 
 #[test]
-fn forbids_retry_after_4xx_except_408_429_and_after_501() {
-    for code in [400, 401, 403, 404, 409, 410, 422, 451, 501] {
+fn forbids_retry_after_4xx_except_408_429_and_after_501_and_508() {
+    for code in [400, 401, 403, 404, 409, 410, 422, 451, 501, 508] {
         assert!(Outcome::Status(code).forbids_retry(), "{code}");
     }
-    for code in [200, 408, 429, 500, 502, 503, 504] {
+    for code in [200, 408, 429, 500, 502, 503, 504, 507] {
         assert!(!Outcome::Status(code).forbids_retry(), "{code}");
     }
     assert!(!Outcome::AttemptTimeout.forbids_retry());
@@ -105,6 +105,11 @@ fn retry_on_narrows_and_widens() {
     check(&["any"], Outcome::Status(400), true);
     check(&["any"], Outcome::Status(200), false);
     check(&["ANY"], Outcome::Status(404), true);
+    // A loop is retried by no condition: each retry would go round it again.
+    for conditions in [&["any"][..], &["5xx"], &["508"], &["transient", "500"]] {
+        check(conditions, Outcome::Status(508), false);
+    }
+    check(&["5xx"], Outcome::Status(507), true);
     assert_eq!(RetryCondition::parse("teapot"), None);
     assert_eq!(RetryCondition::parse("99"), None);
     assert_eq!(RetryCondition::parse("600"), None);

@@ -19,6 +19,8 @@
 //!   A chain names at most [`MAX_TIERS`] hops: a longer one is a loop ([`loops`]);
 //! - [`DEADLINE_MS`] how long the sender waits for this attempt;
 //! - [`POLICY`], [`IDEMPOTENCY_KEY`] and [`TRACEPARENT`] as the design says;
+//! - [`VIA`] the forwarding hops it passed, each naming itself alone ([`ViaName`]): a
+//!   hop that finds its own entry answers [`LOOP_DETECTED`] (508) and forwards nothing;
 //! - in answers: [`NO_RETRY`] from a tier that gave up, [`GAVE_UP`] its reason, [`FAULT`]
 //!   the phase that injected a fault, [`DUPLICATE`] a side effect run again, [`REPLAYED`]
 //!   an answer replayed for an idempotency key.
@@ -35,8 +37,10 @@ use crate::seed::{IdSeed, fnv1a, splitmix64};
 pub mod grpc;
 pub mod seed;
 mod seen;
+mod via;
 
-pub use seen::{Seen, status_forbids_retry};
+pub use seen::{LOOP_DETECTED, Seen, status_forbids_retry};
+pub use via::{HopKind, VIA, ViaName, forwards_to_itself};
 
 /// The logical request's id, unchanged across attempts and hops.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -115,10 +119,15 @@ pub const RESERVED: [&str; 8] = [
 /// Whether `name` is a header of this contract that only the hops may set: one of
 /// [`RESERVED`], or any other `x-chaos-` name (the contract's own prefix).
 pub fn is_reserved(name: &str) -> bool {
-    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name))
-        || name
-            .get(..8)
-            .is_some_and(|p| p.eq_ignore_ascii_case("x-chaos-"))
+    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name)) || has_contract_prefix(name)
+}
+
+/// Whether `name` starts with `x-chaos-` (any case), the prefix of this contract's own
+/// headers: what a proxying hop removes from its upstream's answers, which may not speak
+/// for it.
+pub fn has_contract_prefix(name: &str) -> bool {
+    name.get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("x-chaos-"))
 }
 
 /// Whether a request of `method` runs a side effect at the fault-server (and so can run

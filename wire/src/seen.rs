@@ -36,12 +36,21 @@ impl Seen {
 }
 
 /// A status no retry can change: a 4xx but 408 (the request timed out) and 429 (too
-/// many requests), or 501 (not implemented). The one reading of it: the policy core's
-/// `Outcome::forbids_retry`, the ledger's resends after a permanent answer, and the judge
-/// of a client's calls all call this.
+/// many requests), 501 (not implemented), or 508 (loop detected: a hop saw the request
+/// come back to it, and every retry would go round the same loop). The one reading of
+/// it: the policy core's `Outcome::forbids_retry`, the ledger's resends after a permanent
+/// answer, and the judge of a client's calls all call this.
 pub fn status_forbids_retry(code: u16) -> bool {
-    ((400..500).contains(&code) && code != 408 && code != 429) || code == 501
+    ((400..500).contains(&code) && code != 408 && code != 429)
+        || code == 501
+        || code == LOOP_DETECTED
 }
+
+/// 508 Loop Detected (RFC 5842 §7.2): what a hop answers a request that came back to it
+/// (its own `Via` entry in the request, or more hops than any chain has). No policy
+/// retries it, whatever its `retry_on` says (`any` and `5xx` included): the retry would
+/// go round the same loop.
+pub const LOOP_DETECTED: u16 = 508;
 
 /// `status_503`, `reset`, `close`, `truncate`, `timeout`, `refuse`.
 impl fmt::Display for Seen {
@@ -113,5 +122,15 @@ mod tests {
         }
         assert!("status_x".parse::<Seen>().is_err());
         assert!("refused".parse::<Seen>().is_err());
+    }
+
+    #[test]
+    fn a_loop_is_as_permanent_as_a_bad_request() {
+        for code in [400, 404, 409, 422, 501, 508] {
+            assert!(status_forbids_retry(code), "{code}");
+        }
+        for code in [200, 408, 429, 500, 502, 503, 504, 507, 509] {
+            assert!(!status_forbids_retry(code), "{code}");
+        }
     }
 }

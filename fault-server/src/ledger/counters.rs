@@ -40,6 +40,9 @@ pub enum Disposition {
     BadHeader,
     /// The request's body could not be read: too large (413), malformed or cut off (400).
     BadRequest,
+    /// Refused before the script saw it: its `Via` named this server, so it had come round
+    /// a loop of proxies (508, never forwarded).
+    LoopDetected,
     /// Forwarded to the upstream (`--upstream`), which answered with this status: the
     /// upstream's own statuses, counted apart from the injected ones ([`Disposition::Status`]).
     Upstream(u16),
@@ -59,7 +62,7 @@ pub enum Disposition {
     Abandoned,
 }
 
-const FIXED_OUTCOMES: [Disposition; 16] = [
+const FIXED_OUTCOMES: [Disposition; 17] = [
     Disposition::Served,
     Disposition::Replayed,
     Disposition::KeyInFlight,
@@ -72,6 +75,7 @@ const FIXED_OUTCOMES: [Disposition; 16] = [
     Disposition::Refused,
     Disposition::BadHeader,
     Disposition::BadRequest,
+    Disposition::LoopDetected,
     Disposition::UpstreamUnreachable,
     Disposition::UpstreamTimeout,
     Disposition::UpstreamFailed,
@@ -86,7 +90,7 @@ const CODES: std::ops::RangeInclusive<u16> = 100..=599;
 
 impl Disposition {
     /// Whether the client was answered with a status that forbids a retry: a 4xx but 408
-    /// and 429, or 501, as the policy core's `Outcome::forbids_retry` reads one. What a
+    /// and 429, a 501 or a 508, as the policy core's `Outcome::forbids_retry` reads one. What a
     /// resend after it is counted by ([`super::RepeatLedger::after_4xx`]): a proxy that
     /// resends a 429 retries a transient refusal, not a permanent one.
     pub fn is_4xx(self) -> bool {
@@ -97,7 +101,8 @@ impl Disposition {
             Disposition::KeyInFlight
             | Disposition::KeyMismatch
             | Disposition::BadHeader
-            | Disposition::BadRequest => true,
+            | Disposition::BadRequest
+            | Disposition::LoopDetected => true,
             // The reject status is the script's (503 by default): not known here.
             _ => false,
         }
@@ -132,6 +137,7 @@ impl Disposition {
             Disposition::Refused => FaultKind::Refuse.name(),
             Disposition::BadHeader => "bad_header",
             Disposition::BadRequest => "bad_request",
+            Disposition::LoopDetected => "loop_detected",
             Disposition::Upstream(_) => "upstream",
             Disposition::UpstreamUnreachable => "upstream_unreachable",
             Disposition::UpstreamTimeout => "upstream_timeout",

@@ -53,7 +53,7 @@ pub struct LedgerSnapshot {
     pub idempotency_mismatches: u64,
     /// Requests by how they ended: `served`, `replayed`, `rejected`, `status_503`,
     /// `reset`, `close`, `truncate`, `timeout`, `key_in_flight`, `key_mismatch`,
-    /// `bad_header`, `bad_request`, `abandoned`.
+    /// `bad_header`, `bad_request`, `loop_detected`, `abandoned`.
     ///
     /// With an upstream (`fault-server --upstream`), what the upstream did is counted
     /// apart from the faults the script injected: `upstream_<code>` for a request

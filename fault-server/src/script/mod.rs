@@ -40,9 +40,9 @@ pub use facts::{HeaderLookup, NoHeaders, RequestFacts};
 pub use fault::{Decision, Fault, FaultAction, FaultKind, FaultResponse, GrpcStatus, Pushback};
 use resolve::Phase;
 pub use spec::{
-    AttemptNumber, CapacitySpec, GrpcCodeSpec, HeaderNameSpec, MatchSpec, MethodSpec, OneOrMany,
-    PathSpec, PeerNumber, PhaseSpec, Probability, PushbackSpec, RespondSpec, ScriptSpec,
-    StatusCodeSpec, Weight,
+    AttemptNumber, CapacitySpec, FRAMING_HEADERS, GrpcCodeSpec, HeaderNameSpec, MatchSpec,
+    MethodSpec, OneOrMany, PathSpec, PeerNumber, PhaseSpec, Probability, PushbackSpec, RespondSpec,
+    ResponseHeaderName, ScriptSpec, StatusCodeSpec, Weight,
 };
 
 /// The largest script accepted, in bytes: the harness's limit on a plan file

@@ -9,7 +9,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use super::spec::{
     AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, PeerNumber,
-    Probability, PushbackSpec, StatusCodeSpec, Weight,
+    Probability, PushbackSpec, ResponseHeaderName, StatusCodeSpec, Weight,
 };
 use crate::dist::DistributionSpec;
 use crate::duration::DurationSpec;
@@ -89,6 +89,12 @@ fixed_schema!(PathSpec, "PathPattern", {
 fixed_schema!(HeaderNameSpec, "HeaderName", {
     "description": "An HTTP header name",
     "type": "string", "pattern": "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+});
+
+fixed_schema!(ResponseHeaderName, "ResponseHeaderName", {
+    "description": "An HTTP header name, but none that frames the response or manages its connection",
+    "type": "string", "pattern": "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$",
+    "not": { "enum": ["content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "proxy-connection"] }
 });
 
 fixed_schema!(PushbackSpec, "Pushback", {

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::fault::FaultKind;
 pub use super::values::{
-    AttemptNumber, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec, PeerNumber,
-    Probability, PushbackSpec, StatusCodeSpec, Weight,
+    AttemptNumber, FRAMING_HEADERS, GrpcCodeSpec, HeaderNameSpec, MethodSpec, OneOrMany, PathSpec,
+    PeerNumber, Probability, PushbackSpec, ResponseHeaderName, StatusCodeSpec, Weight,
 };
 use crate::dist::DistributionSpec;
 use crate::duration::DurationSpec;
@@ -159,9 +159,10 @@ pub struct RespondSpec {
     /// The response body (`status` and `truncate` faults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
-    /// Extra response headers (`status` and `truncate` faults).
+    /// Extra response headers (`status` and `truncate` faults), but none that frames the
+    /// response or manages its connection (`content-length`, `transfer-encoding`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<BTreeMap<HeaderNameSpec, String>>,
+    pub headers: Option<BTreeMap<ResponseHeaderName, String>>,
     /// The delay (`delay` faults): a duration or a distribution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<DistributionSpec>,

@@ -340,6 +340,56 @@ impl From<HeaderNameSpec> for String {
     }
 }
 
+/// The name of a header a fault adds to its response (`respond.headers`): a header name
+/// ([`HeaderNameSpec`]) that is not one of [`FRAMING_HEADERS`], stored lower-case.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct ResponseHeaderName(String);
+
+/// The headers that frame a message or manage its connection (RFC 9112 §6, RFC 9110
+/// §7.6.1): the server writes them from the body and the connection it keeps. One
+/// scripted beside its own (`content-length: "0"` before a body, a `transfer-encoding`
+/// the body does not follow) makes the client read the response wrong and, on a
+/// kept-alive connection, the next response too: a script may not set them.
+pub const FRAMING_HEADERS: [&str; 8] = [
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+];
+
+impl ResponseHeaderName {
+    /// The name, lower-case.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ResponseHeaderName {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        let name = HeaderNameSpec::try_from(value)?.0;
+        if FRAMING_HEADERS.contains(&name.as_str()) {
+            return Err(format!(
+                "`{name}` frames the response or manages its connection, which the server does itself: a scripted one would desynchronise a kept-alive connection (a fault may not set {})",
+                FRAMING_HEADERS.join(", ")
+            ));
+        }
+        Ok(ResponseHeaderName(name))
+    }
+}
+
+impl From<ResponseHeaderName> for String {
+    fn from(h: ResponseHeaderName) -> String {
+        h.0
+    }
+}
+
 /// One value or a list of values: `respond: { status: 503 }` or `respond: [ … ]`,
 /// `method: POST` or `method: [POST, PATCH]`. Serialises as a list.
 #[derive(Debug, Clone, PartialEq)]
@@ -560,4 +610,9 @@ deserialize_with!(
     HeaderNameSpec,
     deserialize_str,
     StringVisitor::<HeaderNameSpec>("an HTTP header name", PhantomData)
+);
+deserialize_with!(
+    ResponseHeaderName,
+    deserialize_str,
+    StringVisitor::<ResponseHeaderName>("an HTTP header name", PhantomData)
 );

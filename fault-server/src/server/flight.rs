@@ -125,7 +125,8 @@ fn annotate(span: &mut ServerSpan, outcome: Disposition) {
         Disposition::Replayed
         | Disposition::Rejected
         | Disposition::BadHeader
-        | Disposition::BadRequest => {}
+        | Disposition::BadRequest
+        | Disposition::LoopDetected => {}
     }
     span.set("chaos.server.outcome", outcome.fixed_label());
 }

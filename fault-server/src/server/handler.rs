@@ -2,7 +2,8 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
-//! 0. refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//! 0. with an upstream, answer 508 Loop Detected if its `Via` names this server (it came
+//!    round a loop of proxies, and is never forwarded again); refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
 //!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`] (431),
 //!    so the ledger's memory is bounded in bytes, not only in entries; or is not UTF-8
 //!    text, or is an empty key (400), rather than read it as absent: a key dropped
@@ -111,6 +112,21 @@ fn handle_http(view: Arc<View>, request: Request) -> Handled {
             parts.method.as_str(),
             parts.uri.path(),
         )));
+    }
+    if shared
+        .upstream
+        .as_ref()
+        .is_some_and(|proxy| proxy.came_back(headers))
+    {
+        // Counted (`requests`, `loop_detected`), never tracked nor forwarded.
+        flight.arrived(
+            shared
+                .ledger
+                .record_request(RequestIdentity::default(), shared.ledger_now()),
+        );
+        flight.span(|span| span.status(crate::wire::LOOP_DETECTED));
+        flight.outcome(Disposition::LoopDetected);
+        return ready(upstream::loop_detected());
     }
     let kept = match kept_headers(headers, shared.ledger.limits().max_value_bytes) {
         Ok(kept) => kept,

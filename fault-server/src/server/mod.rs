@@ -92,6 +92,17 @@ pub enum StartError {
         /// The count asked for.
         peers: u32,
     },
+    /// `--upstream` is this server's own address: every request it forwards would come
+    /// back to it, and be forwarded again.
+    #[error(
+        "the upstream {upstream} is this server's own address ({addr}): every request it forwards would come back to it; point --upstream at the service, or listen on another port"
+    )]
+    UpstreamIsSelf {
+        /// The address the server listens on.
+        addr: SocketAddr,
+        /// The upstream as given.
+        upstream: String,
+    },
     /// Any other bind failure (permission denied, address not available …).
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -115,6 +126,11 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         });
     }
     let addrs = peer_addrs(config.listen, config.peers)?;
+    let upstream_addrs = match &config.upstream {
+        Some(upstream) => upstream.socket_addrs().await,
+        None => Vec::new(),
+    };
+    refuse_self_upstream(&config, &addrs, &upstream_addrs)?;
     let mut listeners = Vec::with_capacity(addrs.len());
     let mut bound = Vec::with_capacity(addrs.len());
     for addr in addrs {
@@ -126,6 +142,8 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
         );
         listeners.push(listener);
     }
+    // A port 0 is known once bound.
+    refuse_self_upstream(&config, &bound, &upstream_addrs)?;
     let shutdown_grace = config.shutdown_grace;
     let limits = conn::Limits {
         max_connections: config.max_connections.unwrap_or_else(|| {
@@ -157,6 +175,29 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
             shutdown_grace,
         }),
     })
+}
+
+/// [`StartError::UpstreamIsSelf`] when the upstream (which resolves to `upstream`) is one
+/// of `listening` ([`crate::wire::forwards_to_itself`]). Proxies forwarding to each
+/// other are found per request instead, by `Via`: a 508.
+fn refuse_self_upstream(
+    config: &ServerConfig,
+    listening: &[SocketAddr],
+    upstream: &[SocketAddr],
+) -> Result<(), StartError> {
+    let Some(given) = &config.upstream else {
+        return Ok(());
+    };
+    match listening
+        .iter()
+        .find(|addr| crate::wire::forwards_to_itself(**addr, upstream))
+    {
+        Some(addr) => Err(StartError::UpstreamIsSelf {
+            addr: *addr,
+            upstream: given.to_string(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The addresses the `peers` of a server listening at `listen` bind: `listen`, then the

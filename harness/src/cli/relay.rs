@@ -49,7 +49,7 @@ pub(super) fn relay(args: RelayArgs) -> u8 {
     };
     // A name is resolved as the tier's client will resolve it: `localhost` is 127.0.0.1.
     let to = url.socket_addrs(|| None).unwrap_or_default();
-    if forwards_to_itself(args.listen, &to) {
+    if fault_server::wire::forwards_to_itself(args.listen, &to) {
         eprintln!(
             "error: --to {} is the relay's own --listen address ({}): every request would come back to it",
             args.to, args.listen
@@ -145,55 +145,4 @@ fn within(policy: chaos_policy::Policy, timeout: std::time::Duration) -> chaos_p
     let mut config = policy.config().clone();
     config.deadline = Some(config.deadline.map_or(timeout, |d| d.min(timeout)));
     chaos_policy::Policy::new(config).expect("a positive deadline keeps a valid policy valid")
-}
-
-/// Whether a tier listening on `listen` and forwarding to `to` (the addresses `--to`
-/// resolves to) would forward to itself: the same port on the same address, or on a
-/// loopback one when it listens on every address. A port given as 0 is chosen at start,
-/// so it cannot be named in `--to`. (Two tiers forwarding to each other are found by the
-/// hop count instead: a 508.)
-fn forwards_to_itself(listen: std::net::SocketAddr, to: &[std::net::SocketAddr]) -> bool {
-    listen.port() != 0
-        && to.iter().any(|t| {
-            t.port() == listen.port()
-                && (t.ip() == listen.ip()
-                    || (listen.ip().is_unspecified()
-                        && (t.ip().is_loopback() || t.ip().is_unspecified())))
-        })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::SocketAddr;
-
-    use super::forwards_to_itself;
-
-    fn addr(s: &str) -> SocketAddr {
-        s.parse().expect("an address")
-    }
-
-    #[test]
-    fn a_tier_forwarding_to_its_own_address_is_refused_and_others_are_not() {
-        let cases = [
-            ("127.0.0.1:8081", "127.0.0.1:8081", true),
-            ("0.0.0.0:8081", "127.0.0.1:8081", true),
-            ("[::]:8081", "[::1]:8081", true),
-            ("[::1]:8081", "[::1]:8081", true),
-            ("127.0.0.1:8081", "127.0.0.1:8080", false),
-            ("127.0.0.1:8081", "127.0.0.2:8081", false),
-            ("127.0.0.1:0", "127.0.0.1:0", false),
-        ];
-        for (listen, to, loops) in cases {
-            assert_eq!(
-                forwards_to_itself(addr(listen), &[addr(to)]),
-                loops,
-                "{listen} → {to}"
-            );
-        }
-        // `localhost`: one of the addresses it resolves to is enough.
-        assert!(forwards_to_itself(
-            addr("127.0.0.1:8081"),
-            &[addr("[::1]:8081"), addr("127.0.0.1:8081")]
-        ));
-    }
 }

@@ -62,6 +62,9 @@ pub struct Incoming<'a> {
     /// The peer (listening socket, numbered from 1) it arrived at; `None` at a tier that
     /// listens as one.
     pub peer: Option<u32>,
+    /// Its `Via` names this tier ([`wire::ViaName`]): it has been forwarded by this tier
+    /// before, and come round a loop back to it.
+    pub came_back: bool,
 }
 
 impl std::fmt::Debug for Incoming<'_> {
@@ -74,6 +77,7 @@ impl std::fmt::Debug for Incoming<'_> {
             .field("upstream", &self.upstream)
             .field("deadline", &self.deadline)
             .field("peer", &self.peer)
+            .field("came_back", &self.came_back)
             .finish_non_exhaustive()
     }
 }
@@ -88,8 +92,9 @@ pub enum Admission {
     },
     /// A fault the plan does not allow at a tier (only statuses and delays are): 503.
     Unsupported,
-    /// The request has passed more hops than any chain has ([`wire::loops`]): it is going
-    /// round a loop of relays, so the tier answers 508 Loop Detected, marked
+    /// The request came back to this tier (its `Via` names it: [`Incoming::came_back`])
+    /// or has passed more hops than any chain has ([`wire::loops`]): it is going round a
+    /// loop, so the tier answers 508 Loop Detected (which no policy retries), marked
     /// `x-chaos-no-retry`, instead of forwarding it again. Counted as `faulted`.
     Loop,
     /// Hold it this long (a delay fault), then [`Tier::start`] it.
@@ -101,7 +106,7 @@ pub enum Admission {
 /// What a tier answers when it does not forward (a fault it cannot inject at a tier).
 pub const UNSUPPORTED_STATUS: u16 = 503;
 /// What a tier answers a request going round a loop of relays: 508 Loop Detected.
-pub const LOOP_STATUS: u16 = 508;
+pub const LOOP_STATUS: u16 = wire::LOOP_DETECTED;
 
 impl Admission {
     /// What the tier answers on its own instead of forwarding, as the hop above reads it:
@@ -279,7 +284,7 @@ impl Tier {
         } else {
             0
         };
-        let admission = if wire::loops(incoming.upstream) {
+        let admission = if incoming.came_back || wire::loops(incoming.upstream) {
             Admission::Loop
         } else {
             self.admit(now, incoming, anonymous, arrival)
@@ -491,6 +496,7 @@ mod tests {
             idempotency_key: false,
             headers: &NoHeaders,
             peer: None,
+            came_back: false,
         }
     }
 
@@ -677,6 +683,28 @@ mod tests {
         assert!(matches!(admission, Admission::Loop), "{admission:?}");
         let counts = t.counts();
         assert_eq!((counts.received, counts.faulted, counts.sent), (3, 2, 0));
+    }
+
+    /// A request whose `Via` names the tier came round a loop: 508 at once, whatever its
+    /// chain, and whatever the tier's fault phases say.
+    #[test]
+    fn a_request_that_came_back_is_a_loop_at_its_first_return() {
+        let mut t = tier(3, false, None);
+        let (_, admission) = t.receive(
+            Duration::ZERO,
+            &Incoming {
+                upstream: Some("1.1"),
+                came_back: true,
+                ..incoming("GET", "back-1", 1)
+            },
+        );
+        assert!(matches!(admission, Admission::Loop), "{admission:?}");
+        let reply = admission.own_reply(None).expect("answered here");
+        assert_eq!(reply.outcome, Outcome::Status(508));
+        assert!(reply.no_retry);
+        let (_, admission) = t.receive(Duration::ZERO, &incoming("GET", "fresh-1", 1));
+        assert!(matches!(admission, Admission::Forward), "{admission:?}");
+        assert_eq!(t.counts().faulted, 1);
     }
 
     /// A proxy above the tier resends requests as they came: the tier counts a resend of a

@@ -89,6 +89,9 @@ pub(super) async fn forward(
     if let Some(traceparent) = traceparent {
         request = request.header(TRACEPARENT, traceparent);
     }
+    // After the `Via` fields it received (appended, not replacing them): the tier that
+    // finds this entry in a request has been passed by it before.
+    request = request.header(wire::VIA, shared.via.entry());
     if !chain.is_empty() {
         request = request.header(UPSTREAM_ATTEMPTS, chain);
     }

@@ -20,6 +20,9 @@
 //!   `x-chaos-retry-allowance-left`;
 //! - `traceparent`: the tier's own CLIENT span when the run is traced
 //!   ([`crate::telemetry::tier`]), else the caller's, unchanged;
+//! - `Via`: what the request carried, and the tier's own entry (`1.1 harness-relay-<id>`,
+//!   [`wire::ViaName`], unique to the tier); a request that arrives carrying it has come
+//!   round a loop, and is answered 508 Loop Detected at once, which no policy retries;
 //! - every end-to-end header (`Idempotency-Key`, a request kind's own) and the body, both
 //!   ways; never the fault-server's control API.
 //!
@@ -103,6 +106,9 @@ struct Shared {
     in_flight: AtomicU64,
     /// The most bytes read of one answer's body so far.
     largest_answer: AtomicU64,
+    /// The tier's own name in `Via`, drawn when it starts: a request that carries it has
+    /// come round a loop back to this tier.
+    via: wire::ViaName,
 }
 
 impl Shared {
@@ -209,6 +215,7 @@ impl Relay {
             tracing: config.tracing,
             in_flight: AtomicU64::new(0),
             largest_answer: AtomicU64::new(0),
+            via: wire::ViaName::new(wire::HopKind::Relay),
         });
         let stop = CancellationToken::new();
         let several = listeners.len() > 1;
@@ -422,6 +429,9 @@ async fn admit(
 ) -> Result<Forwarding, Response> {
     let headers = &parts.headers;
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let came_back = shared
+        .via
+        .is_in_any(headers.get_all(wire::VIA).iter().map(|v| v.as_bytes()));
     // Built inside the call: the header view is not `Sync`, so it must not live across an
     // await.
     let (forwarding, admission) = shared.core().receive(
@@ -441,6 +451,7 @@ async fn admit(
             idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
             headers,
             peer: parts.extensions.get::<Peer>().map(|p| p.0),
+            came_back,
         },
     );
     // An answer of the tier's own spent nothing of a shared allowance: all of it goes back.
@@ -465,13 +476,21 @@ async fn admit(
             }
             let response = problem(
                 StatusCode::LOOP_DETECTED,
-                &format!(
-                    "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
-                    shared.name,
-                    wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
-                    wire::UPSTREAM_ATTEMPTS,
-                    wire::MAX_TIERS,
-                ),
+                &if came_back {
+                    format!(
+                        "tier `{}`: the request came back to this tier (its Via names it, {}): it is going round a loop; check where each tier's --to points",
+                        shared.name,
+                        shared.via.pseudonym(),
+                    )
+                } else {
+                    format!(
+                        "tier `{}`: the request has passed {} hops ({}), more than a call chain of at most {} tiers has: it is going round a loop of relays; check where each tier's --to points",
+                        shared.name,
+                        wire::chain_hops(text(wire::UPSTREAM_ATTEMPTS)),
+                        wire::UPSTREAM_ATTEMPTS,
+                        wire::MAX_TIERS,
+                    )
+                },
             );
             Err(response)
         }

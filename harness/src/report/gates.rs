@@ -186,7 +186,7 @@ fn no_retry_of_permanent(name: String, r: &PolicyReport) -> GateResult {
         name,
         r,
         "retried_permanent",
-        "retries after a permanent outcome (4xx other than 408/429, or 501)",
+        "retries after a permanent outcome (4xx other than 408/429, 501 or 508)",
         |v| v.retried_permanent,
     )
 }

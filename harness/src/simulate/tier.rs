@@ -112,6 +112,8 @@ impl<'a> Tier<'a> {
             idempotency_key: kind.keyed,
             headers: &headers,
             peer: (self.peers > 1).then_some(peer),
+            // A simulated chain is the plan's, which has no loop.
+            came_back: false,
         };
         let (request, admission) = self.core.receive(now, &incoming);
         // A fault of the tier's own (or a loop, which no plan's chain is long enough for)

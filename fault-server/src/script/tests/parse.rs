@@ -128,6 +128,40 @@ fn the_field_path_is_in_the_message() {
     );
 }
 
+/// Issue 50: a header that frames the response or manages its connection, scripted on a
+/// fault's response, corrupted the next response on a kept-alive connection. Each is
+/// refused at its own line and column, in any case, with the reason; others pass.
+#[test]
+fn a_fault_may_not_set_a_framing_header() {
+    for name in FRAMING_HEADERS.iter().map(|n| n.to_string()).chain([
+        "Content-Length".to_string(),
+        "TRANSFER-ENCODING".to_string(),
+    ]) {
+        let text = format!(
+            "faults:\n  - name: a\n    respond:\n      status: 200\n      headers:\n        x-why: drill\n        {name}: \"0\"\n"
+        );
+        match Script::from_yaml_str(&text) {
+            Err(ScriptError::Parse {
+                message,
+                line: Some(7),
+                column: Some(9),
+            }) => {
+                assert!(
+                    message.contains(&format!("`{}`", name.to_ascii_lowercase())),
+                    "{message}"
+                );
+                assert!(message.contains("desynchronise"), "{message}");
+                assert!(message.starts_with("faults[0].respond"), "{message}");
+            }
+            other => panic!("{name}: expected a parse error at 7:9, got {other:?}"),
+        }
+    }
+    let fine = script(
+        "faults:\n  - respond: { status: 503, headers: { x-why: drill, retry-after-ms: '5', content-type: text/plain } }\n",
+    );
+    assert_eq!(fine.phase_count(), 1);
+}
+
 /// Cross-field errors: (script, phase, field, needle).
 #[test]
 fn cross_field_errors_name_the_phase_and_the_field() {

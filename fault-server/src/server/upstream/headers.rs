@@ -1,17 +1,15 @@
 //! The headers a reverse proxy rewrites: the hop-by-hop ones it removes both ways (RFC
-//! 9110 §7.6.1), and the ones it adds on the way up (`Host`, `X-Forwarded-For`, `Via`).
+//! 9110 §7.6.1), the ones it adds on the way up (`Host`, `X-Forwarded-For`, `Via`), and
+//! the contract's `x-chaos-` ones it removes on the way down (the upstream does not speak
+//! for this hop).
 
 use axum::http::header::Entry;
 use axum::http::header::{CONNECTION, EXPECT, HOST, VIA};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::wire::{HOP_BY_HOP, hop_by_hop_index};
+use crate::wire::{HOP_BY_HOP, ViaName, has_contract_prefix, hop_by_hop_index};
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-
-/// This hop, as it names itself in `Via` (RFC 9110 §7.6.3: protocol version and a
-/// pseudonym).
-const VIA_THIS: &str = "1.1 fault-server";
 
 const HOPS: usize = HOP_BY_HOP.len();
 
@@ -66,11 +64,13 @@ fn hop_by_hop(name: &HeaderName) -> Option<usize> {
 ///   does by default (`$proxy_host`): the service sees the name it is reached by, as if
 ///   called directly;
 /// - the client's address is appended to `X-Forwarded-For` (nginx's
-///   `$proxy_add_x_forwarded_for`: one field, comma-separated), and this hop to `Via`.
+///   `$proxy_add_x_forwarded_for`: one field, comma-separated), and this hop's own
+///   entry (`via`: [`ViaName::entry`], unique to this server) to `Via`.
 pub(super) fn for_upstream(
     headers: &mut HeaderMap,
     host: &HeaderValue,
     client: Option<HeaderValue>,
+    via: &HeaderValue,
 ) {
     remove_hop_by_hop(headers);
     headers.remove(EXPECT);
@@ -78,7 +78,29 @@ pub(super) fn for_upstream(
     if let Some(client) = client {
         append_to_list(headers, X_FORWARDED_FOR, client);
     }
-    append_to_list(headers, VIA, HeaderValue::from_static(VIA_THIS));
+    append_to_list(headers, VIA, via.clone());
+}
+
+/// Whether a request's `Via` holds this server's own entry: it has been forwarded by
+/// this server before, and forwarding it again would go round the loop once more.
+pub(super) fn came_back(headers: &HeaderMap, me: &ViaName) -> bool {
+    me.is_in_any(headers.get_all(VIA).iter().map(HeaderValue::as_bytes))
+}
+
+/// Rewrites the upstream's answer for the client: the hop-by-hop headers go
+/// ([`remove_hop_by_hop`]), and every `x-chaos-` header too ([`has_contract_prefix`]):
+/// those are this hop's to say (`x-chaos-no-retry`, `x-chaos-fault`, …), and an upstream
+/// that sent one could stop an `honor_no_retry` client's retries or forge a fault.
+pub(super) fn for_client(headers: &mut HeaderMap) {
+    remove_hop_by_hop(headers);
+    let contract: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| has_contract_prefix(name.as_str()))
+        .cloned()
+        .collect();
+    for name in contract {
+        headers.remove(name);
+    }
 }
 
 /// Appends `item` to a comma-separated list header, merging the fields already there
@@ -166,14 +188,50 @@ mod tests {
     }
 
     #[test]
+    fn the_upstreams_contract_headers_never_reach_the_client() {
+        let mut map = headers(&[
+            ("X-Chaos-No-Retry", "1"),
+            ("x-chaos-fault", "forged"),
+            ("x-chaos-gave-up", "budget_exhausted"),
+            ("transfer-encoding", "chunked"),
+            ("x-chaosmonkey", "kept"),
+            ("x-request-id", "a-1"),
+            ("retry-after", "1"),
+        ]);
+        for_client(&mut map);
+        assert_eq!(
+            names(&map),
+            ["retry-after", "x-chaosmonkey", "x-request-id"]
+        );
+    }
+
+    #[test]
+    fn a_request_carrying_this_servers_entry_came_back() {
+        let me = ViaName::with_id(crate::wire::HopKind::FaultServer, 7);
+        let other = ViaName::with_id(crate::wire::HopKind::FaultServer, 8);
+        let mut map = headers(&[("via", "1.0 edge")]);
+        assert!(!came_back(&map, &me));
+        for_upstream(
+            &mut map,
+            &HeaderValue::from_static("h:1"),
+            None,
+            &HeaderValue::from_str(other.entry()).expect("a value"),
+        );
+        assert!(!came_back(&map, &me));
+        map.append("via", HeaderValue::from_str(me.entry()).expect("a value"));
+        assert!(came_back(&map, &me));
+    }
+
+    #[test]
     fn the_upstream_gets_its_host_and_the_forwarding_headers() {
+        let via = HeaderValue::from_static("1.1 fault-server-0000000000000007");
         let host = HeaderValue::from_static("127.0.0.1:9000");
         let ip = || Some(HeaderValue::from_static("127.0.0.7"));
         let mut map = headers(&[("host", "proxy:80"), ("expect", "100-continue")]);
-        for_upstream(&mut map, &host, ip());
+        for_upstream(&mut map, &host, ip(), &via);
         assert_eq!(map["host"], "127.0.0.1:9000");
         assert_eq!(map["x-forwarded-for"], "127.0.0.7");
-        assert_eq!(map["via"], "1.1 fault-server");
+        assert_eq!(map["via"], "1.1 fault-server-0000000000000007");
         assert!(map.get("expect").is_none());
 
         let mut map = headers(&[
@@ -181,9 +239,9 @@ mod tests {
             ("x-forwarded-for", "10.0.0.2"),
             ("via", "1.0 edge"),
         ]);
-        for_upstream(&mut map, &host, ip());
+        for_upstream(&mut map, &host, ip(), &via);
         let all: Vec<_> = map.get_all("x-forwarded-for").iter().collect();
         assert_eq!(all, ["10.0.0.1, 10.0.0.2, 127.0.0.7"]);
-        assert_eq!(map["via"], "1.0 edge, 1.1 fault-server");
+        assert_eq!(map["via"], "1.0 edge, 1.1 fault-server-0000000000000007");
     }
 }

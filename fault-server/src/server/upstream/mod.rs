@@ -57,12 +57,16 @@ use super::socket::current_peer;
 use super::state::{Shared, View};
 use crate::ledger::Disposition;
 use crate::script::{Decision, FaultAction};
-use crate::wire::DUPLICATE;
+use crate::wire::{DUPLICATE, HopKind, LOOP_DETECTED, ViaName};
 
 /// The upstream and the pool of connections that reach it, made once per server.
 pub(crate) struct Proxy {
     /// `Host` for every forwarded request: the upstream's `host:port`.
     host: HeaderValue,
+    /// This server's own name in `Via`, drawn when it starts.
+    via: ViaName,
+    /// [`Proxy::via`]'s entry, as every forwarded request carries it.
+    via_entry: HeaderValue,
     pool: pool::Pool,
 }
 
@@ -78,10 +82,21 @@ impl Proxy {
     pub(crate) fn new(upstream: Upstream) -> Proxy {
         let host = HeaderValue::from_str(upstream.authority().as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("localhost"));
+        let via = ViaName::new(HopKind::FaultServer);
+        let via_entry = HeaderValue::from_str(via.entry())
+            .expect("a Via entry is ASCII letters, digits, dots, dashes and a space");
         Proxy {
             host,
+            via,
+            via_entry,
             pool: pool::Pool::new(upstream),
         }
+    }
+
+    /// Whether a request carries this server's own `Via` entry: it has come round a loop
+    /// (this server forwarding to itself, or through other proxies back to it).
+    pub(super) fn came_back(&self, headers: &axum::http::HeaderMap) -> bool {
+        headers::came_back(headers, &self.via)
     }
 
     fn upstream(&self) -> &Upstream {
@@ -96,9 +111,18 @@ impl Proxy {
         }
         parts.version = Version::HTTP_11;
         let client = current_peer().and_then(|peer| HeaderValue::from_maybe_shared(peer).ok());
-        headers::for_upstream(&mut parts.headers, &self.host, client);
+        headers::for_upstream(&mut parts.headers, &self.host, client, &self.via_entry);
         Request::from_parts(parts, body)
     }
+}
+
+/// What a request that came round a loop gets, at once and never forwarded: 508 Loop
+/// Detected, which no policy retries.
+pub(super) fn loop_detected() -> Response {
+    problem(
+        StatusCode::from_u16(LOOP_DETECTED).expect("508 is a valid status"),
+        "loop detected: this request already passed this fault-server (its Via names it), so forwarding it again would go round the loop once more; check the --upstream of every proxy on its way",
+    )
 }
 
 /// Whether the upstream sees a request the script decided this for: one served or
@@ -182,7 +206,7 @@ fn answered(
                 && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
             let (mut parts, body) = response.into_parts();
             flight.outcome(Disposition::Upstream(parts.status.as_u16()));
-            headers::remove_hop_by_hop(&mut parts.headers);
+            headers::for_client(&mut parts.headers);
             if duplicate {
                 // Tells a tracing client that this logical request broke an invariant.
                 parts
