@@ -105,17 +105,7 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
             "no partial is the keeper's (shard 0 reported, and says it did not reset the fault-server or read its ledger): the report has no ledger".to_owned(),
         );
     }
-    // The plan's order; a policy any shard ran.
-    let names: Vec<&str> = plan
-        .policies
-        .iter()
-        .map(|p| p.name.as_str())
-        .filter(|name| {
-            sources
-                .iter()
-                .any(|s| s.partial.policies.iter().any(|p| p.name == *name))
-        })
-        .collect();
+    let names = names_run(plan, &sources);
     let mut policies = Vec::new();
     for name in names {
         let Some(policy) = plan.policies.iter().find(|p| p.name == name) else {
@@ -191,6 +181,19 @@ pub fn merge(plan: &Plan, mut sources: Vec<Source>) -> Result<Report, MergeError
     };
     let report = report::build(plan, policies, context);
     Ok(report)
+}
+
+/// The policies any shard ran, in the plan's order.
+fn names_run<'p>(plan: &'p Plan, sources: &[Source]) -> Vec<&'p str> {
+    plan.policies
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|name| {
+            sources
+                .iter()
+                .any(|s| s.partial.policies.iter().any(|p| p.name == *name))
+        })
+        .collect()
 }
 
 /// What makes the run incomplete, shard by shard: those that never reported, and those
