@@ -7,7 +7,8 @@
 //! - a key (`arival:` misspelt, `max_attempts: 0`, `preset: aws-standrd`), with its value,
 //!   is blanked out, in a block or a one-line flow map; so each mistake in one policy, in
 //!   `load:` or at the top is found. A key a plan cannot go without (`duration`) gets a
-//!   placeholder value instead.
+//!   placeholder value instead, and a misspelt block key with one likely meaning (`rat:`
+//!   for `rate:`) is read as that key, so the part that needs it still parses.
 //! - a list entry (a policy, a request, a gate, a fault phase) whose fault is not one key
 //!   (a gate naming an unknown metric, a policy without `name`) becomes a placeholder that
 //!   keeps the entry's name, so a gate naming that policy is still right.
@@ -158,10 +159,50 @@ fn set_aside(text: &str, failure: &Failure, edits: &mut Edits) -> Option<Aside> 
         None if error.message.starts_with("missing field") => None,
         None => key_span(text, line, error.column.unwrap_or(1)),
     };
-    match span.filter(|s| !KEPT.contains(&s.key.as_str())) {
-        Some(span) => Some(Aside::Key(set_key_aside(text, &span, edits))),
-        None => set_entry_aside(text, line, edits).map(Aside::Entry),
+    let suggested = span.as_ref().and_then(|s| suggestion(error, &s.key));
+    match (span, suggested) {
+        // A misspelt block key (`rat:` for `rate:`, which `load:` needs) read as what it
+        // was meant to be, so its part still parses and the search goes on past it. Not in
+        // a flow map: the keys after it on its line would move.
+        (Some(span), Some(meant)) if span.end.is_none() => {
+            Some(Aside::Key(rename_key(text, &span, &meant, edits)))
+        }
+        (Some(span), _) if !KEPT.contains(&span.key.as_str()) => {
+            Some(Aside::Key(set_key_aside(text, &span, edits)))
+        }
+        _ => set_entry_aside(text, line, edits).map(Aside::Entry),
     }
+}
+
+/// The key an `unknown field` error's did-you-mean names for `key`, if it has one.
+fn suggestion(error: &PlanError, key: &str) -> Option<String> {
+    if !error.message.contains(&format!("unknown field `{key}`")) {
+        return None;
+    }
+    let hint = error.hint.as_deref()?;
+    let meant = hint.strip_prefix("did you mean `")?.strip_suffix("`?")?;
+    (!meant.is_empty() && meant != key).then(|| meant.to_owned())
+}
+
+/// `text` with the key at `span` written as `meant`. Its line's columns after the key
+/// move, so the whole line counts as edited: an error on it is not reported.
+fn rename_key(text: &str, span: &KeySpan, meant: &str, edits: &mut Edits) -> String {
+    let mut out = String::with_capacity(text.len() + meant.len());
+    for (i, l) in text.lines().enumerate() {
+        if i == span.line {
+            let chars: Vec<char> = l.chars().collect();
+            let from = span.start.min(chars.len());
+            let to = (from + span.key.chars().count()).min(chars.len());
+            out.extend(&chars[..from]);
+            out.push_str(meant);
+            out.extend(&chars[to..]);
+            edits.line(i);
+        } else {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// `text` with the key at `span` and its value blanked out, or its value a placeholder.
@@ -347,6 +388,30 @@ mod tests {
                 "expected {at} {says}, got {got}; all: {found:#?}"
             );
         }
+    }
+
+    /// Blanked out, `rat:` left `load:` without its `rate` and ended the search there.
+    #[test]
+    fn a_misspelt_key_a_part_needs_is_read_as_meant_and_the_search_goes_on() {
+        let text = "\
+duration: 10s
+load:
+  rat: 10
+  requests: [ { name: r, path: / } ]
+policies:
+  - name: a
+    max_attempts: 0
+gates:
+  - { metric: sucess_rate, min: 0.9 }
+";
+        assert_found(
+            text,
+            &[
+                ("3:3", "unknown field `rat`"),
+                ("7:5", "`max_attempts` is 0"),
+                ("9:3", "unknown metric"),
+            ],
+        );
     }
 
     #[test]
