@@ -581,6 +581,8 @@ async fn start_refuses_an_empty_or_blank_token() {
         ("\t", TokenError::Blank),
         ("\u{a0}", TokenError::Blank),
         ("\u{3000}\u{85}", TokenError::Blank),
+        ("\u{200b}", TokenError::Blank),
+        ("\u{feff}\u{200d} \u{2060}", TokenError::Blank),
     ] {
         for listen in ["127.0.0.1:0", "0.0.0.0:0"] {
             let config = ServerConfig {
@@ -789,6 +791,7 @@ fn binary_refuses_an_empty_or_blank_token() {
             ("", "is empty"),
             ("  ", "only whitespace"),
             ("\t \u{a0}\u{3000}\u{85}", "only whitespace"),
+            ("\u{200b}", "invisible characters"),
         ] {
             let (code, stderr) = exit_of(
                 binary()

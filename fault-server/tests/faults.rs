@@ -458,6 +458,29 @@ async fn requests_without_ids_are_served_and_counted_as_untracked() {
     );
 }
 
+/// Issue 50: an empty or blank `x-request-id` named one logical request, so every
+/// request sending it counted as a retry of the first. It names none.
+#[tokio::test]
+async fn an_empty_or_blank_request_id_names_no_request() {
+    let server = server("").await;
+    for id in ["", "  ", ""] {
+        let response = client()
+            .post(format!("{}/orders", server.url()))
+            .header("x-request-id", id)
+            .body("{}")
+            .send()
+            .await
+            .expect("served");
+        assert_eq!(response.status().as_u16(), 200);
+    }
+    let ledger = server.ledger();
+    assert_eq!(
+        (ledger.requests, ledger.untracked, ledger.attempts, ledger.logical),
+        (3, 3, 0, 0)
+    );
+    assert_eq!(ledger.duplicate_side_effects, 0);
+}
+
 #[tokio::test]
 async fn probability_draws_are_deterministic_per_request_id_and_attempt() {
     let yaml = "faults: [ { probability: 0.5, respond: { status: 503 } } ]";

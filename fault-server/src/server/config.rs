@@ -56,27 +56,48 @@ pub enum TokenError {
         "the control token is empty (a variable left unset?), and an empty token guards nothing; give a real token, or none at all"
     )]
     Empty,
-    /// The token is whitespace only (any Unicode whitespace): no client can present it,
-    /// since spaces and tabs around a bearer credential are not part of it, and a
-    /// whitespace credential is no secret.
+    /// The token is whitespace or invisible characters only (any Unicode whitespace,
+    /// control and format characters such as U+200B ZERO WIDTH SPACE): no client can
+    /// present it reliably (spaces and tabs around a bearer credential are not part of
+    /// it), nobody can read it back, and it is no secret.
     #[error(
-        "the control token is only whitespace, which guards nothing; give a token of visible characters, or none at all"
+        "the control token is only whitespace or invisible characters, which guards nothing; give a token of visible characters, or none at all"
     )]
     Blank,
 }
 
-/// Checks a control token: refused when empty or whitespace only (Unicode whitespace:
-/// `U+00A0`, `U+3000` and `U+0085` count). [`super::start`] applies it to
+/// Checks a control token: refused when empty, or when every character is invisible:
+/// Unicode whitespace (`U+00A0`, `U+3000` and `U+0085` count), a control character, or a
+/// format character that draws nothing ([`invisible`]). [`super::start`] applies it to
 /// [`ServerConfig::token`]; the binary applies it to `--token` and `FAULT_SERVER_TOKEN`
 /// before anything else.
 pub fn check_token(token: &str) -> Result<(), TokenError> {
     if token.is_empty() {
         Err(TokenError::Empty)
-    } else if token.chars().all(char::is_whitespace) {
+    } else if token.chars().all(invisible) {
         Err(TokenError::Blank)
     } else {
         Ok(())
     }
+}
+
+/// A character that shows nothing: whitespace, a control character, or one of the
+/// format characters (Unicode category Cf) a copied token picks up: zero-width spaces
+/// and joiners, direction marks and embeddings, the word joiner and invisible operators,
+/// the byte order mark, the soft hyphen, the Mongolian vowel separator.
+fn invisible(c: char) -> bool {
+    c.is_whitespace()
+        || c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+        )
 }
 
 /// How to run a server.

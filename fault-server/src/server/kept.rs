@@ -155,7 +155,10 @@ pub(super) fn kept_headers(headers: &HeaderMap, max: usize) -> Result<Kept, BadH
     }
     .number();
     Ok(Kept {
-        request_id: read(request_id, REQUEST_ID)?,
+        // A blank id names no request, as it names none to the judge (`group::claim`):
+        // otherwise every request sending `x-request-id:` empty would be one logical
+        // request.
+        request_id: read(request_id, REQUEST_ID)?.filter(|id| !id.trim().is_empty()),
         policy: read(policy, POLICY)?,
         key,
         attempt,
