@@ -475,7 +475,12 @@ async fn an_empty_or_blank_request_id_names_no_request() {
     }
     let ledger = server.ledger();
     assert_eq!(
-        (ledger.requests, ledger.untracked, ledger.attempts, ledger.logical),
+        (
+            ledger.requests,
+            ledger.untracked,
+            ledger.attempts,
+            ledger.logical
+        ),
         (3, 3, 0, 0)
     );
     assert_eq!(ledger.duplicate_side_effects, 0);
