@@ -359,6 +359,39 @@ async fn the_token_guards_the_control_api_only() {
     assert_eq!(get(&format!("{url}/metrics")).await.status().as_u16(), 200);
 }
 
+/// Issue 50: a wrong method got axum's 405 before any token check, so a caller without
+/// the token could map the control routes. The token comes first; then the 405 says the
+/// methods the route takes.
+#[tokio::test]
+async fn a_wrong_method_on_a_control_route_is_unauthorized_before_it_is_not_allowed() {
+    let server = server_with("", |config| config.token = Some("s3cret".into())).await;
+    let url = server.url();
+    for (method, path, allow) in [
+        (reqwest::Method::DELETE, "/__chaos/script", "GET, PUT"),
+        (reqwest::Method::GET, "/__chaos/reset", "POST"),
+        (reqwest::Method::POST, "/__chaos/ledger", "GET"),
+    ] {
+        let anonymous = client()
+            .request(method.clone(), format!("{url}{path}"))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(anonymous.status().as_u16(), 401, "{method} {path}");
+        let known = client()
+            .request(method.clone(), format!("{url}{path}"))
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(known.status().as_u16(), 405, "{method} {path}");
+        assert_eq!(
+            known.headers().get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{method} {path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn the_bearer_scheme_is_matched_case_insensitively() {
     let server = server_with("", |config| config.token = Some("s3cret".into())).await;

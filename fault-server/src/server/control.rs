@@ -100,9 +100,20 @@ fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/__chaos/script", get(get_script).put(put_script))
-        .route("/__chaos/reset", post(reset))
-        .route("/__chaos/ledger", get(ledger))
+        .route(
+            "/__chaos/script",
+            get(get_script)
+                .put(put_script)
+                .fallback(|s: State<Arc<Shared>>, h: HeaderMap| wrong_method(s, h, "GET, PUT")),
+        )
+        .route(
+            "/__chaos/reset",
+            post(reset).fallback(|s: State<Arc<Shared>>, h: HeaderMap| wrong_method(s, h, "POST")),
+        )
+        .route(
+            "/__chaos/ledger",
+            get(ledger).fallback(|s: State<Arc<Shared>>, h: HeaderMap| wrong_method(s, h, "GET")),
+        )
         .route("/__chaos", any(not_found))
         .route("/__chaos/", any(not_found))
         .route("/__chaos/{*rest}", any(not_found))
@@ -123,6 +134,8 @@ enum AppError {
     /// The parser's task panicked (a bug).
     ParserFailed,
     NotFound,
+    /// A method the route does not take; the ones it does.
+    WrongMethod(&'static str),
     BadClockIn(String),
 }
 
@@ -141,6 +154,12 @@ impl IntoResponse for AppError {
             AppError::BadScript(error) => {
                 (StatusCode::BAD_REQUEST, format!("invalid script: {error}\n")).into_response()
             }
+            AppError::WrongMethod(allow) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                [(axum::http::header::ALLOW, allow)],
+                format!("this control endpoint takes {allow}\n"),
+            )
+                .into_response(),
             AppError::BadClockIn(ms) => (
                 StatusCode::BAD_REQUEST,
                 format!(
@@ -396,6 +415,17 @@ async fn ledger(
 ) -> Result<Response, AppError> {
     authorize(&shared, &headers)?;
     Ok(axum::Json(shared.ledger.snapshot()).into_response())
+}
+
+/// A method a control route does not take: the token is checked first, so a caller
+/// without it learns nothing of the routes (axum's own 405 came before any handler).
+async fn wrong_method(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    allow: &'static str,
+) -> Result<Response, AppError> {
+    authorize(&shared, &headers)?;
+    Err(AppError::WrongMethod(allow))
 }
 
 async fn not_found(
