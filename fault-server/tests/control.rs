@@ -8,7 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{chain, client, client_with_timeout, is_incomplete, metric, server, server_with};
+use common::{
+    chain, client, client_with_timeout, exit_of, is_incomplete, metric, server, server_with,
+};
 use fault_server::{LedgerSnapshot, Script, ServerConfig, StartError, TokenError, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -785,32 +787,6 @@ async fn binary_serves_a_plan_and_stops_on_sigterm() {
         .expect("waiter")
         .expect("exits");
     assert_eq!(status.code(), Some(0));
-}
-
-/// Runs the binary to its exit, or kills it after ten seconds (a server that started
-/// runs until stopped): its exit code (None when it had to be killed) and its stderr.
-fn exit_of(command: &mut Command) -> (Option<i32>, String) {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawns");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().expect("waits") {
-            break status.code();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr);
-    (code, stderr)
 }
 
 /// `--token ''`, a blank `--token`, and `FAULT_SERVER_TOKEN=` (an unset variable in a

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::any;
-use common::client_with_timeout;
+use common::{client_with_timeout, exit_of};
 use fault_server::{ServerConfig, ServerHandle, StartError, Upstream, start};
 use tokio::net::TcpListener;
 
@@ -26,32 +26,10 @@ fn fault_server() -> Command {
     command
 }
 
-/// Runs the binary with `args` for at most 10 s (a server that starts runs until killed):
-/// its exit code (`None` when it had to be killed) and its stderr.
+/// Runs the binary with `args` to its exit, or kills it after ten seconds: its exit
+/// code (`None` when it had to be killed) and its stderr.
 fn run_briefly(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = fault_server()
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fault-server");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status.code();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut said = String::new();
-    if let Some(mut stderr) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
-    }
-    (code, said)
+    exit_of(fault_server().args(args))
 }
 
 /// A port nothing listens on just now (bound, then let go).

@@ -135,3 +135,29 @@ pub(crate) async fn hang_up(mut stream: TcpStream) {
         "the server never closed the connection of a client that hung up"
     );
 }
+
+/// Runs the binary to its exit, or kills it after ten seconds (a server that started
+/// runs until stopped): its exit code (None when it had to be killed) and its stderr.
+pub(crate) fn exit_of(command: &mut std::process::Command) -> (Option<i32>, String) {
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawns");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("piped"), &mut stderr);
+    (code, stderr)
+}
