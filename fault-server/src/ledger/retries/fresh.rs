@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Arriving, Claim, EXAMPLES, Grouped, GroupedBy, Retries, SUCCEEDED};
+use super::{Arriving, Grouped, GroupedBy, Retries, SUCCEEDED, note_example};
 
 /// How many windows after its first attempt a named call can still be repeated under a
 /// fresh key: a call retried this many times, each within the window of the last answer.
@@ -101,26 +101,22 @@ impl Retries {
     }
 
     /// A side effect that repeats a named call: that call's retry, under a fresh key or
-    /// not. A fresh name becomes the call's alias.
+    /// not. A fresh name (`name`, hashed as [`Retries::repeated_call`] took it) becomes
+    /// the call's alias.
     pub(super) fn repeat(
         &mut self,
         call: Named,
         repeat: Repeat,
         arriving: &Arriving<'_>,
+        name: u64,
         now: Duration,
     ) -> Grouped {
         let fresh = repeat == Repeat::FreshKey;
         if fresh {
             self.fresh_keys.retries += 1;
-            if self.fresh_keys.examples.len() < EXAMPLES
-                && !self.fresh_keys.examples.contains(&call.id)
-            {
-                self.fresh_keys.examples.push(call.id.clone());
-            }
-            if let (Some(named), Claim::Named(_, _)) =
-                (self.named.get_mut(&arriving.fingerprint), &arriving.claim)
-            {
-                named.alias = arriving.claim.id().map(|id| self.keys.hash_one(&id));
+            note_example(&mut self.fresh_keys.examples, &call.id);
+            if let Some(named) = self.named.get_mut(&arriving.fingerprint) {
+                named.alias = Some(name);
             }
         }
         let attempt = self.retry(call.entry, &call.id, arriving, now, fresh);

@@ -230,6 +230,13 @@ impl Entry {
     }
 }
 
+/// Names `id` among a snapshot's few examples, once, while there is room.
+fn note_example(examples: &mut Vec<String>, id: &str) {
+    if examples.len() < EXAMPLES && !examples.iter().any(|e| e == id) {
+        examples.push(id.to_owned());
+    }
+}
+
 /// The logical request a fingerprint stands for now.
 #[derive(Debug, Clone, Copy)]
 struct Guess {
@@ -356,7 +363,7 @@ impl Retries {
                 if !self.entries.contains_key(&entry)
                     && let Some((call, repeat)) = self.repeated_call(*by, &arriving, entry, now)
                 {
-                    return self.repeat(call, repeat, &arriving, now);
+                    return self.repeat(call, repeat, &arriving, entry, now);
                 }
                 (id, *by, entry)
             }
@@ -501,11 +508,7 @@ impl Retries {
                 } else {
                     honoured.early += 1;
                     honoured.worst_early_us = honoured.worst_early_us.max(micros(asked - gap));
-                    if honoured.examples.len() < EXAMPLES
-                        && !honoured.examples.iter().any(|e| e == id)
-                    {
-                        honoured.examples.push(id.to_string());
-                    }
+                    note_example(&mut honoured.examples, id);
                 }
             }
             seen
