@@ -85,8 +85,10 @@ impl InForce {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Decision {
     /// Install the plan's script (the server has none of its own, or one this or an
-    /// earlier harness run installed, or the same as the plan's).
-    Install,
+    /// earlier harness run installed, or the same as the plan's), and put this one back
+    /// after the run: a standalone server, a proxy in front of a real service above all,
+    /// must not keep failing real traffic with the plan's faults once the run is over.
+    Install(InForce),
     /// Install the plan's, and put this one back after the run (`script: replace`).
     Replace(InForce),
     /// Run against the server's own script (`script: keep`).
@@ -105,7 +107,7 @@ pub(crate) fn decide(
     let same = in_force.spec.faults == plan.faults && in_force.spec.server == plan.server;
     match consent {
         Some(ScriptConsent::Keep) => Ok(Decision::Keep(in_force)),
-        _ if ours || same || !in_force.does_something() => Ok(Decision::Install),
+        _ if ours || same || !in_force.does_something() => Ok(Decision::Install(in_force)),
         Some(ScriptConsent::Replace) => Ok(Decision::Replace(in_force)),
         None => Err(ControlError::ScriptInForce {
             url: url.to_owned(),
@@ -192,15 +194,19 @@ impl Remote<'_> {
         self.call("the script", request).await
     }
 
-    /// Puts back a script that was there before the run, as it was: not marked as the
-    /// harness's, so a later run asks again before replacing it.
+    /// Puts back a script that was there before the run, as it was: marked as the
+    /// harness's only if it was, so a later run asks again before replacing anyone
+    /// else's.
     pub(crate) async fn restore(&self, in_force: &InForce) -> Result<(), ControlError> {
         let body = serde_json::to_string(&in_force.spec).expect("a script spec always serialises");
-        let request = self
+        let mut request = self
             .client
             .put(format!("{}/__chaos/script", self.url))
             .header("content-type", "application/json")
             .body(body);
+        if in_force.origin == wire::ORIGIN_HARNESS {
+            request = request.header(wire::SCRIPT_BY, wire::ORIGIN_HARNESS);
+        }
         self.call("its script back", request).await
     }
 

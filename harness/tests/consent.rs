@@ -102,11 +102,12 @@ async fn a_script_the_harness_did_not_install_is_replaced_only_when_the_plan_say
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_script_a_harness_run_installed_is_replaced_by_the_next_plan_without_asking() {
+async fn a_run_puts_back_the_script_it_found_faults_or_none() {
     let server = fault_server::start(fault_server::ServerConfig::default())
         .await
         .expect("a fault-server");
     let url = server.url();
+    let (before, _) = in_force(&url).await;
     let first = format!(
         "{}faults: [ {{ name: flaky, probability: 0.2, respond: {{ status: 503 }} }} ]\n",
         plan(&url, "")
@@ -118,13 +119,91 @@ async fn a_script_a_harness_run_installed_is_replaced_by_the_next_plan_without_a
             .faults_from
             .contains("installed on the running fault-server")
     );
-    assert_eq!(in_force(&url).await.1, "harness");
-    // The next plan (no faults) replaces what the last run installed.
+    // The plan's faults end with the run: a proxy in front of a real service would
+    // otherwise keep failing its real traffic.
+    let (after, origin) = in_force(&url).await;
+    assert_eq!(after, before, "the server's own (empty) script is back");
+    assert!(after.faults.is_empty());
+    assert_eq!(origin, "control");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_a_harness_run_left_is_replaced_without_asking_and_put_back() {
+    let server = fault_server::start(fault_server::ServerConfig::default())
+        .await
+        .expect("a fault-server");
+    let url = server.url();
+    // What an earlier run that never finished left behind, marked as a harness's.
+    let left = reqwest::Client::new()
+        .put(format!("{url}/__chaos/script"))
+        .header(wire::SCRIPT_BY, wire::ORIGIN_HARNESS)
+        .body("faults: [ { name: flaky, probability: 0.2, respond: { status: 503 } } ]\n")
+        .send()
+        .await
+        .expect("a script");
+    assert!(left.status().is_success());
+    let (leftover, _) = in_force(&url).await;
     let next = run(&plan(&url, ""))
         .await
         .expect("the harness's own script is replaced");
     let once = policy(&next, "once");
     assert_eq!(once.succeeded, once.logical, "no fault was in force");
+    assert_eq!(
+        in_force(&url).await,
+        (leftover, "harness".to_owned()),
+        "put back as it was found, still the harness's"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_someone_else_installs_during_a_run_makes_it_incomplete_naming_it() {
+    let server = fault_server::start(fault_server::ServerConfig::default())
+        .await
+        .expect("a fault-server");
+    let url = server.url();
+    let yaml = plan(&url, "").replace("duration: 1s", "duration: 3s");
+    let foreign = {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            // Once the run's traffic has begun: the ledger was reset for it.
+            loop {
+                let text = client
+                    .get(format!("{url}/__chaos/ledger"))
+                    .send()
+                    .await
+                    .expect("the ledger")
+                    .text()
+                    .await
+                    .expect("text");
+                let ledger: serde_json::Value = serde_json::from_str(&text).expect("json");
+                if ledger["requests"].as_u64().unwrap_or(0) > 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            let put = client
+                .put(format!("{url}/__chaos/script"))
+                .body(
+                    "faults: [ { name: other-job, probability: 1.0, respond: { status: 503 } } ]\n",
+                )
+                .send()
+                .await
+                .expect("a script");
+            assert!(put.status().is_success());
+        })
+    };
+    let report = run(&yaml).await.expect("a report");
+    foreign.await.expect("the foreign PUT");
+    assert_eq!(report.verdict_label(), "INCOMPLETE");
+    let error = report.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("replaced during the run by someone else") && error.contains("other-job"),
+        "{error}"
+    );
+    assert!(error.contains("policy `once`"), "{error}");
     server.shutdown().await;
 }
 

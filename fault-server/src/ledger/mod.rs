@@ -36,6 +36,7 @@
 //! Time comes in as `now` (an offset from a fixed epoch the caller owns); the ledger
 //! never reads a clock.
 
+pub mod changes;
 mod counters;
 pub mod group;
 mod ids;
@@ -54,6 +55,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::script::FaultKind;
+pub use changes::ScriptChange;
 pub use counters::Disposition;
 use counters::{Counts, OutcomeCounters};
 pub use ids::Execution;
@@ -158,6 +160,8 @@ struct Inner {
     faults: [u64; FaultKind::ALL.len()],
     /// The ledger's generation these tables count.
     epoch: u64,
+    /// Scripts installed over the control API since the last reset.
+    script_changes: changes::Changes,
 }
 
 impl Inner {
@@ -327,6 +331,12 @@ impl Ledger {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes a script installed over the control API: a reset forgets it, as it forgets
+    /// the counts the script's faults made.
+    pub fn note_script(&self, change: changes::ScriptChange) {
+        self.lock_tables().script_changes.note(change);
     }
 
     /// Forgets everything (counts, ids, keys) and starts the next generation. The

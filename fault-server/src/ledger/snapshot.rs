@@ -98,6 +98,13 @@ pub struct LedgerSnapshot {
     /// `repeats` by method, each with those whose previous arrival was answered 4xx.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub repeats_by_method: BTreeMap<String, super::RepeatLedger>,
+    /// Scripts installed over the control API since the last reset (at most
+    /// [`super::changes::MAX_KEPT`]; `script_changes_dropped` counts the rest). A run
+    /// resets after installing its own, so any here came from someone else during it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub script_changes: Vec<super::ScriptChange>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub script_changes_dropped: u64,
     /// The judgement of the client's retries, when the server judges (`client-test`, a
     /// proxy in front of a service).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -163,8 +170,17 @@ impl Ledger {
             by_peer: books.by_peer,
             repeats: books.repeats,
             repeats_by_method: books.repeats_by_method,
+            script_changes: inner.script_changes.kept.clone(),
+            script_changes_dropped: inner.script_changes.dropped,
             judged: self.retries().map(|r| r.snapshot()),
         }
+    }
+}
+
+impl LedgerSnapshot {
+    /// Why these figures are not the run's own, when a script was installed during it.
+    pub fn foreign_script(&self) -> Option<String> {
+        super::changes::foreign(&self.script_changes, self.script_changes_dropped)
     }
 }
 

@@ -27,6 +27,7 @@ use super::conn::{DeadlineBody, Serve};
 use super::handler;
 use super::state::{Shared, View};
 use crate::duration::format_duration;
+use crate::ledger::ScriptChange;
 use crate::metrics::Format;
 use crate::script::{HeaderLookup, MAX_SCRIPT_BYTES, Script, ScriptError};
 use crate::wire;
@@ -331,8 +332,16 @@ async fn put_script(
         Some(b) if b == wire::ORIGIN_HARNESS.as_bytes() => wire::ORIGIN_HARNESS,
         _ => wire::ORIGIN_CONTROL,
     };
-    let was = describe(&shared.active());
+    let before = shared.active();
+    let was = describe(&before);
+    let at = tokio::time::Instant::now().saturating_duration_since(before.epoch);
     shared.install(script, origin);
+    shared.ledger.note_script(ScriptChange {
+        at_ms: u64::try_from(at.as_millis()).unwrap_or(u64::MAX),
+        origin: origin.to_owned(),
+        now: describe(&shared.active()),
+        was: was.clone(),
+    });
     if let Some(log) = &shared.script_log {
         (log.0)(&format!(
             "fault-server: script replaced over the control API by {origin}: now {}; was {was}",

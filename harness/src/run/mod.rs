@@ -188,9 +188,10 @@ async fn measure<'a, T>(
     }
     // The server's own script back, as it was, whatever happened.
     let restored = match (&setup.decision, setup.remote()) {
-        (Some(control::Decision::Replace(theirs)), Some(remote)) => {
-            Some(remote.restore(theirs).await.map_err(|e| e.to_string()))
-        }
+        (
+            Some(control::Decision::Replace(theirs) | control::Decision::Install(theirs)),
+            Some(remote),
+        ) => Some(remote.restore(theirs).await.map_err(|e| e.to_string())),
         _ => None,
     };
     let decision = setup.decision.clone();
@@ -243,8 +244,15 @@ impl Faults {
                     theirs.describe()
                 ));
             }
-            Some(control::Decision::Install) => {
+            Some(control::Decision::Install(theirs)) => {
                 said.from = Some("the plan, installed on the running fault-server".to_owned());
+                if let Some(Err(e)) = &self.restored {
+                    warning = Some(format!(
+                        "the fault-server's script from before the run ({}: {}) was NOT put back: {e}; the plan's faults may still be in force there",
+                        theirs.origin,
+                        theirs.describe()
+                    ));
+                }
             }
             None => {}
         }
@@ -436,7 +444,15 @@ async fn run_policy<'a>(
         proxy.shutdown().await;
     }
     let (ledger, error) = match read {
-        Ok(ledger) => (ledger, None),
+        // A script someone else installed during the run: its figures are not the
+        // policy's, so the run stops here, INCOMPLETE, naming that script.
+        Ok(ledger) => {
+            let foreign = ledger.as_ref().and_then(LedgerSnapshot::foreign_script);
+            (
+                ledger,
+                foreign.map(|why| format!("policy `{}`: {why}", policy.name)),
+            )
+        }
         Err(why) => (None, Some(why)),
     };
     let proxies = tiers::from_outside(policy, &run, &mut tiers, ledger.as_ref());
