@@ -328,13 +328,58 @@ gates:
 #[test]
 fn validate_says_when_it_stopped_at_its_cap() {
     let policies: String = (0..harness::plan::MAX_ERRORS + 3)
-        .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+        .map(|i| format!("  - name: p{i}\n    retry_on: [nope{i}]\n"))
         .collect();
     let said = validate_error("capped", &format!("{BASE}policies:\n{policies}"));
     let errors = said.lines().filter(|l| l.starts_with("error: ")).count();
     assert_eq!(errors, harness::plan::MAX_ERRORS, "{said}");
     assert!(
         said.contains("capped.yaml: stopped after 20 errors (the most one run reports); fix these and validate again for the rest"),
+        "{said}"
+    );
+}
+
+/// One mistake copied into every policy of the largest plan is one error with its
+/// places, not the cap's worth of the same lines.
+#[test]
+fn one_mistake_in_every_policy_is_said_once_with_its_places() {
+    let policies: String = (0..64)
+        .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+        .collect();
+    let said = validate_error("copied", &format!("{BASE}policies:\n{policies}"));
+    let errors: Vec<&str> = said.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(
+        errors,
+        [
+            "error: $DIR/copied.yaml:7:5: policy `p0`: `max_attempts` is 0: a request needs at least one attempt (1 means never retry)"
+        ],
+        "{said}"
+    );
+    assert!(
+        said.contains("  the same error also at 9:5, 11:5, 13:5, 15:5, 17:5, 19:5, 21:5, 23:5 and 55 more place(s)"),
+        "{said}"
+    );
+    assert!(!said.contains("stopped after"), "{said}");
+}
+
+/// A byte that is not UTF-8 is placed at its line and column, as an editor shows it.
+#[test]
+fn a_plan_that_is_not_utf8_is_refused_at_the_line_and_column_of_its_first_bad_byte() {
+    let dir = scratch("not-utf8");
+    let path = dir.join("latin1.yaml");
+    let mut bytes = BASE.replace("name: r", "name: caf").into_bytes();
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"caf")
+        .expect("the name")
+        + 3;
+    bytes.insert(at, 0xe9);
+    std::fs::write(&path, bytes).expect("write");
+    let out = harness().arg("validate").arg(&path).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(
+        said.contains("latin1.yaml:4:26: the plan is not UTF-8 text (byte 55)"),
         "{said}"
     );
 }

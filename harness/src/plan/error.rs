@@ -13,6 +13,55 @@ pub struct PlanError {
     pub column: Option<usize>,
     pub message: String,
     pub hint: Option<String>,
+    /// The same error (message and hint) at other places, line and column: a plan of 64
+    /// policies with one mistake copied into each reads as one error and its places, not
+    /// as the cap's worth of the same lines.
+    /// (A boxed slice: a plan error is returned by value everywhere, and stays small.)
+    pub also_at: Box<[(usize, Option<usize>)]>,
+}
+
+/// A message without the part it names first (`policy `p7`: `, `tier `edge`: `): what
+/// is wrong, whichever copy it is wrong in.
+fn gist(message: &str) -> &str {
+    let named = message.split_once(" `").and_then(|(word, rest)| {
+        let one_word = !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase());
+        let (_, after) = rest.split_once("`: ")?;
+        one_word.then_some(after)
+    });
+    named.unwrap_or(message)
+}
+
+/// The most places [`PlanError::also_at`] lists; the rest are counted.
+const MAX_SHOWN_PLACES: usize = 8;
+
+impl PlanError {
+    /// Notes `other`'s place as one more of this error's.
+    pub fn also(&mut self, other: &PlanError) {
+        let mut places = std::mem::take(&mut self.also_at).into_vec();
+        places.push((other.line.unwrap_or(0), other.column));
+        self.also_at = places.into_boxed_slice();
+    }
+
+    /// Whether `other` is this error, at its own place or one of its `also_at`.
+    pub fn holds(&self, other: &PlanError) -> bool {
+        self.says_as(other)
+            && ((self.line, self.column) == (other.line, other.column)
+                || self
+                    .also_at
+                    .contains(&(other.line.unwrap_or(0), other.column)))
+    }
+
+    /// Whether `other` says the same as this, somewhere else in the same file.
+    pub fn repeats(&self, other: &PlanError) -> bool {
+        self.says_as(other) && (self.line, self.column) != (other.line, other.column)
+    }
+
+    /// The same file, hint and message but for the part it names (`policy `p7`: `).
+    fn says_as(&self, other: &PlanError) -> bool {
+        self.file == other.file
+            && self.hint == other.hint
+            && gist(&self.message) == gist(&other.message)
+    }
 }
 
 impl fmt::Display for PlanError {
@@ -25,6 +74,22 @@ impl fmt::Display for PlanError {
             }
         }
         write!(f, ": {}", self.message)?;
+        if !self.also_at.is_empty() {
+            let shown: Vec<String> = self
+                .also_at
+                .iter()
+                .take(MAX_SHOWN_PLACES)
+                .map(|(line, column)| match column {
+                    Some(column) => format!("{line}:{column}"),
+                    None => line.to_string(),
+                })
+                .collect();
+            let rest = self.also_at.len().saturating_sub(MAX_SHOWN_PLACES);
+            write!(f, "\n  the same error also at {}", shown.join(", "))?;
+            if rest > 0 {
+                write!(f, " and {rest} more place(s)")?;
+            }
+        }
         if let Some(hint) = &self.hint {
             write!(f, "\n  hint: {hint}")?;
         }
@@ -91,6 +156,7 @@ pub(super) fn yaml_error(path: &Path, e: &serde_yaml::Error) -> PlanError {
         column: location.as_ref().map(|l| l.column()),
         message,
         hint,
+        also_at: Box::default(),
     }
 }
 

@@ -154,14 +154,30 @@ fn read_yaml(
             )
         })?;
     String::from_utf8(bytes).map_err(|e| {
-        whole(
-            format!(
-                "the {what} is not UTF-8 text (byte {})",
-                e.utf8_error().valid_up_to()
-            ),
-            &format!("save the {what} as UTF-8"),
-        )
+        let valid = e.utf8_error().valid_up_to();
+        let (line, column) = position_of(&e.as_bytes()[..valid]);
+        PlanError {
+            line: Some(line),
+            column: Some(column),
+            ..whole(
+                format!("the {what} is not UTF-8 text (byte {valid})"),
+                &format!("save the {what} as UTF-8"),
+            )
+        }
     })
+}
+
+/// The line and column (counted in characters, from 1) just after `valid`, the UTF-8
+/// text before a file's first byte that is not: where an editor shows that byte.
+fn position_of(valid: &[u8]) -> (usize, usize) {
+    let line_start = valid
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+    // Valid UTF-8 up to here by construction.
+    let column = std::str::from_utf8(&valid[line_start..]).map_or(1, |l| l.chars().count() + 1);
+    (line, column)
 }
 
 /// A problem of the whole file (no line to point at), with a hint.
@@ -172,6 +188,7 @@ fn whole_file(path: &Path, message: String, hint: &str) -> PlanError {
         column: None,
         message,
         hint: Some(hint.into()),
+        also_at: Box::default(),
     }
 }
 
@@ -184,6 +201,7 @@ fn located(path: &Path, text: &str, f: Found) -> PlanError {
         column: at.map(|(_, c)| c),
         message: f.message,
         hint: f.hint,
+        also_at: Box::default(),
     }
 }
 
@@ -196,6 +214,8 @@ fn check_depth(path: &Path, text: &str) -> Result<(), PlanError> {
             column: Some(deep.column),
             message: format!("nested {} levels deep (at most {})", deep.depth, deep.max),
             hint: Some("a plan nests a few levels; this looks generated or corrupted".into()),
+
+            also_at: Box::default(),
         },
     )
 }

@@ -29,6 +29,10 @@ use super::{Failure, Plan, PlanError, PlanErrors, check_depth, parse_traced};
 /// The most errors one `validate` reports for a plan.
 pub const MAX_ERRORS: usize = 20;
 
+/// The most parses one search makes, repeats of an error included: each costs a parse of
+/// the whole plan.
+const MAX_ROUNDS: usize = 200;
+
 /// Keys never blanked out on their own: a plan, a list entry or another part needs them
 /// (`name`: gates and tiers refer to it), or they hold a list whose entries are set
 /// aside one by one. An error at one sets aside the list entry holding it, if any.
@@ -89,6 +93,7 @@ pub(super) fn check(path: &Path, text: &str) -> Result<Plan, PlanErrors> {
     let mut errors: Vec<PlanError> = Vec::new();
     let mut edits = Edits::default();
     let mut more = false;
+    let mut rounds = 0;
     // The text before the last key was blanked out, and the line of its error: where the
     // key turns out to be needed, its list entry is set aside instead.
     let mut last_key: Option<(String, usize)> = None;
@@ -98,7 +103,7 @@ pub(super) fn check(path: &Path, text: &str) -> Result<Plan, PlanErrors> {
             Ok(_) => break,
             Err(f) => f,
         };
-        if edits.caused(&failure.error) || errors.contains(&failure.error) {
+        if edits.caused(&failure.error) || errors.iter().any(|e| e.holds(&failure.error)) {
             let instead = last_key
                 .take()
                 .and_then(|(before, line)| set_entry_aside(&before, line, &mut edits));
@@ -110,10 +115,14 @@ pub(super) fn check(path: &Path, text: &str) -> Result<Plan, PlanErrors> {
                 None => break,
             }
         }
-        if errors.len() == MAX_ERRORS {
+        // The same mistake copied elsewhere: a place of the error already found, not
+        // one more error towards the cap (but the search itself stays bounded).
+        let repeated = errors.iter().position(|e| e.repeats(&failure.error));
+        if repeated.is_none() && errors.len() == MAX_ERRORS || rounds == MAX_ROUNDS {
             more = true;
             break;
         }
+        rounds += 1;
         // An error in a file the plan imports (a proxy tier's config) has nothing of the
         // plan's to set aside.
         let next = if failure.error.file == path {
@@ -125,7 +134,10 @@ pub(super) fn check(path: &Path, text: &str) -> Result<Plan, PlanErrors> {
             (Some(Aside::Key(_)), Some(line)) => Some((current.clone(), line)),
             _ => None,
         };
-        errors.push(failure.error);
+        match repeated {
+            Some(first) => errors[first].also(&failure.error),
+            None => errors.push(failure.error),
+        }
         match next {
             Some(Aside::Key(text) | Aside::Entry(text)) if text != current => current = text,
             _ => break,
@@ -466,14 +478,16 @@ policies:
             &[
                 ("1:11", "duration"),
                 ("4:3", "unknown field `arival`"),
+                // Policy b's `max_attempts: 0` (11:16) is a place of this one.
                 ("8:5", "`max_attempts` is 0"),
                 ("9:5", "unknown field `backof`"),
                 ("10:5", "unknown preset"),
-                ("11:16", "`max_attempts` is 0"),
                 ("11:33", "unknown field `jitter`"),
                 ("11:47", "unknown preset `envoi`"),
             ],
         );
+        let errors = check(Path::new("p.yaml"), text).expect_err("broken");
+        assert_eq!(*errors.errors[2].also_at, [(11, Some(16))]);
     }
 
     #[test]
@@ -526,7 +540,7 @@ policies:
         let good = "duration: 1s\nload: { rate: 10, requests: [ { name: r, path: / } ] }\npolicies: [ { name: a } ]\n";
         assert!(check(Path::new("p.yaml"), good).is_ok());
         let many: String = (0..MAX_ERRORS + 5)
-            .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+            .map(|i| format!("  - name: p{i}\n    retry_on: [nope{i}]\n"))
             .collect();
         let text = format!(
             "duration: 1s\nload: {{ rate: 10, requests: [ {{ name: r, path: / }} ] }}\npolicies:\n{many}"
@@ -534,6 +548,27 @@ policies:
         let errors = check(Path::new("p.yaml"), &text).expect_err("broken");
         assert_eq!(errors.errors.len(), MAX_ERRORS);
         assert!(errors.more);
+    }
+
+    #[test]
+    fn one_mistake_copied_into_every_policy_is_one_error_with_its_places() {
+        let many: String = (0..40)
+            .map(|i| format!("  - name: p{i}\n    max_attempts: 0\n"))
+            .collect();
+        let text = format!(
+            "duration: 1s\nload: {{ rate: 10, requests: [ {{ name: r, path: / }} ] }}\npolicies:\n{many}  - name: last\n    retry_on: [nope]\n"
+        );
+        let errors = check(Path::new("p.yaml"), &text).expect_err("broken");
+        assert!(!errors.more, "all 41 were found: {errors:?}");
+        assert_eq!(errors.errors.len(), 2, "{errors:?}");
+        let first = &errors.errors[0];
+        assert_eq!((first.line, first.column), (Some(5), Some(5)));
+        assert_eq!(first.also_at.len(), 39);
+        assert_eq!(first.also_at[0], (7, Some(5)));
+        let shown = first.to_string();
+        assert!(shown.contains("the same error also at 7:5, 9:5"), "{shown}");
+        assert!(shown.contains("and 31 more place(s)"), "{shown}");
+        assert!(errors.errors[1].message.contains("nope"));
     }
 
     #[test]

@@ -117,6 +117,7 @@ fn config_error(file: &Path, e: ConfigError) -> PlanError {
         column: Some(e.column),
         message: e.message,
         hint: e.hint,
+        also_at: Box::default(),
     }
 }
 
