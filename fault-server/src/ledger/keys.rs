@@ -36,8 +36,12 @@ pub struct KeyClaim {
     key: Arc<str>,
     generation: u64,
     /// The ledger's generation the key was claimed in: entries' generations restart
-    /// with each, so a claim from before a reset must not touch the new table.
+    /// with each, so a claim from before a reset must not touch the new table's entry.
     epoch: u64,
+    /// The request's fingerprint and when it was claimed: what a straggler's completed
+    /// key is stored with in the table of the generation it completes in.
+    fingerprint: u64,
+    claimed_at: Duration,
 }
 
 #[derive(Debug)]
@@ -109,6 +113,8 @@ impl Ledger {
                 key: Arc::from(key),
                 generation: 0,
                 epoch: past,
+                fingerprint,
+                claimed_at: now,
             });
         }
         inner.expire_keys(now, &self.limits);
@@ -158,6 +164,8 @@ impl Ledger {
                     key,
                     generation,
                     epoch: inner.epoch,
+                    fingerprint,
+                    claimed_at: now,
                 })
             }
         }
@@ -165,10 +173,33 @@ impl Ledger {
 
     /// Stores the response of the execution that held `claim`; later requests with the
     /// key replay it.
+    ///
+    /// A straggler (claimed before a reset) stores its key too, in the new table, if the
+    /// key is not there already: it executed, as a real service's request would have, and
+    /// a retry under the same key after the reset must replay it, not execute it again
+    /// where no count can see the duplicate. Nothing is counted for it.
     pub fn complete_key(&self, claim: KeyClaim, response: StoredResponse) {
         // Keys are none of the queued arrivals' business.
         let mut inner = self.lock_tables();
         if inner.epoch != claim.epoch {
+            if !inner.keys.contains_key(&claim.key) {
+                let inner = &mut *inner;
+                let generation = inner.next_generation();
+                let entry = KeyEntry {
+                    generation,
+                    fingerprint: claim.fingerprint,
+                    state: KeyState::Done(Arc::new(response)),
+                };
+                remember(
+                    &mut inner.key_order,
+                    &mut inner.keys,
+                    claim.key,
+                    claim.claimed_at,
+                    generation,
+                    entry,
+                );
+                inner.expire_keys(claim.claimed_at, &self.limits);
+            }
             return;
         }
         if let Some(entry) = inner.keys.get_mut(&claim.key)

@@ -396,6 +396,41 @@ fn a_request_that_arrived_before_a_reset_counts_in_neither_ledger() {
 }
 
 #[test]
+fn a_key_a_straggler_executed_is_replayed_after_the_reset_not_executed_again() {
+    let ledger = Ledger::default();
+    let before = ledger.record_request(who("pay-1", "p"), T0);
+    let KeyCheck::Fresh(claim) = ledger.begin_keyed_in(before, "k", 7, who("pay-1", "p"), T0)
+    else {
+        panic!("a fresh key")
+    };
+    ledger.reset();
+    // The straggler executes and completes after the reset.
+    let stored = StoredResponse {
+        status: 201,
+        body: "{\"order\":1}".into(),
+    };
+    ledger.complete_key(claim, stored.clone());
+    ledger.record_outcome_in(before, Disposition::Served);
+
+    // The client's retry under the same key, in the new ledger: a replay.
+    let after = ledger.record_request(who("pay-1", "p"), T0);
+    assert_eq!(
+        ledger.begin_keyed_in(after, "k", 7, who("pay-1", "p"), T0),
+        KeyCheck::Replay(std::sync::Arc::new(stored))
+    );
+    // The same key for a different request is still a mismatch.
+    assert_eq!(
+        ledger.begin_keyed_in(after, "k", 8, who("pay-9", "p"), T0),
+        KeyCheck::Mismatch
+    );
+    let snap = ledger.snapshot();
+    assert_eq!(
+        (snap.side_effects, snap.idempotent_replays, snap.stragglers),
+        (0, 1, 1)
+    );
+}
+
+#[test]
 fn resets_under_load_leave_each_ledger_whole() {
     let ledger = Ledger::default();
     let (threads, per_thread) = (4, 20_000);
