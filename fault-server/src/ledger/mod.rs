@@ -54,8 +54,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::script::FaultKind;
-pub use counters::Disposition;
 use counters::{Counts, OutcomeCounters};
+pub use counters::{Disposition, Note};
 pub use ids::Execution;
 use keys::KeyEntry;
 pub use keys::{KeyCheck, KeyClaim, StoredResponse};
