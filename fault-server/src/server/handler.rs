@@ -182,12 +182,19 @@ fn handle_http(view: Arc<View>, request: Request) -> Handled {
 /// (the refusal, if any, is the answer):
 /// - `CONNECT` (501): this server is an origin or a reverse proxy and opens no tunnels
 ///   (hyper would take a 2xx to it as the start of one);
-/// - a path that climbs above the root or holds an encoded slash (400).
+/// - a path that climbs above the root or holds an encoded slash, and `*` but for
+///   `OPTIONS` (400).
 fn refused_target(parts: &mut Parts) -> Option<Response> {
     if parts.method == Method::CONNECT {
         return Some(problem(
             StatusCode::NOT_IMPLEMENTED,
             "CONNECT is not supported: this server is an origin or a reverse proxy, and opens no tunnels",
+        ));
+    }
+    if parts.uri.path() == "*" && parts.method != Method::OPTIONS {
+        return Some(problem(
+            StatusCode::BAD_REQUEST,
+            "the asterisk form (*) is a request target for OPTIONS only (RFC 9112 section 3.2.4)",
         ));
     }
     let normal = match normalise(parts.uri.path()) {
