@@ -38,7 +38,9 @@ pub enum Disposition {
     /// Refused before the script saw it: a header the ledger keeps was too long (431),
     /// not UTF-8 text or an empty `Idempotency-Key` (400).
     BadHeader,
-    /// The request's body could not be read: too large (413), malformed or cut off (400).
+    /// The request's body could not be read: too large (413), malformed or cut off (400);
+    /// or its target was refused before the script saw it: `CONNECT` (501), a path that
+    /// climbs above the root or holds an encoded slash (400).
     BadRequest,
     /// Refused before the script saw it: its `Via` named this server, so it had come round
     /// a loop of proxies (508, never forwarded).

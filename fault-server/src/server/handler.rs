@@ -2,8 +2,10 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
-//! 0. with an upstream, answer 508 Loop Detected if its `Via` names this server (it came
-//!    round a loop of proxies, and is never forwarded again); refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//! 0. refuse `CONNECT` (501), and a path that climbs above the root or holds an encoded
+//!    slash (400), and normalise any other path once, for the script and the upstream
+//!    ([`super::path`]); with an upstream, answer 508 Loop Detected if its `Via` names
+//!    this server (it came round a loop of proxies, and is never forwarded again); refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
 //!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`] (431),
 //!    so the ledger's memory is bounded in bytes, not only in entries; or is not UTF-8
 //!    text, or is an empty key (400), rather than read it as absent: a key dropped
@@ -24,7 +26,8 @@
 //!
 //! With an upstream, the user's service is the application of step 4 (and does the work
 //! of a `processed: true` fault in step 3): [`super::upstream`] forwards the request, its
-//! body streaming, and answers what the service answered.
+//! body streaming, on a task of its own whatever the method (so the ledger counts the
+//! service's answer when the caller left), and answers what the service answered.
 
 use std::borrow::Cow;
 use std::future::{self, Future};
