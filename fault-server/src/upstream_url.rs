@@ -211,13 +211,17 @@ impl Upstream {
     #[cfg(feature = "server")]
     /// The upstream's path for a request's path and query: the base path joined to it.
     pub(crate) fn path(&self, request: Option<&PathAndQuery>) -> PathAndQuery {
-        let asked = request.map_or("/", PathAndQuery::as_str);
+        let mut asked = request.map_or("/", PathAndQuery::as_str);
         if self.base.is_empty() {
             return request
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/"));
         }
-        // `/api` + `/items?x=1`; `/api` + `?x=1` (a request for `*` has no path).
+        // `/api` + `/items?x=1`; `/api` + `?x=1`. `OPTIONS *` asks about the server: under
+        // a base path, that is the base itself (`/api` + `*` would be `/api*`, a sibling).
+        if !asked.starts_with(['/', '?']) {
+            asked = "/";
+        }
         let joined = format!("{}{asked}", self.base);
         joined
             .parse()
@@ -346,5 +350,7 @@ mod tests {
         assert_eq!(path("http://127.0.0.1/api/", Some("/a?b=1")), "/api/a?b=1");
         assert_eq!(path("http://127.0.0.1/api", Some("/")), "/api/");
         assert_eq!(path("http://127.0.0.1/api", None), "/api/");
+        assert_eq!(path("http://127.0.0.1/api/", Some("*")), "/api/");
+        assert_eq!(path("http://127.0.0.1", Some("*")), "*");
     }
 }

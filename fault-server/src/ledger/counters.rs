@@ -38,7 +38,9 @@ pub enum Disposition {
     /// Refused before the script saw it: a header the ledger keeps was too long (431),
     /// not UTF-8 text or an empty `Idempotency-Key` (400).
     BadHeader,
-    /// The request's body could not be read: too large (413), malformed or cut off (400).
+    /// The request's body could not be read: too large (413), malformed or cut off (400);
+    /// or its target was refused before the script saw it: `CONNECT` (501), a path that
+    /// climbs above the root or holds an encoded slash (400).
     BadRequest,
     /// Refused before the script saw it: its `Via` named this server, so it had come round
     /// a loop of proxies (508, never forwarded).
@@ -81,6 +83,22 @@ const FIXED_OUTCOMES: [Disposition; 17] = [
     Disposition::UpstreamFailed,
     Disposition::Abandoned,
 ];
+
+/// What the ledger notes of a request beside its one outcome: facts that cut across
+/// outcomes, so a report can say them without a disposition for every combination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Note {
+    /// The upstream (`--upstream`) answered the request it was forwarded, whatever the
+    /// caller got: its `upstream_<code>` outcome, or a `processed: true` fault's.
+    UpstreamAnswered,
+    /// Of those, one whose caller had gone (hung up, timed out, or its connection ended
+    /// by another request's fault) before the answer came.
+    CallerGone,
+}
+
+impl Note {
+    const ALL: [Note; 2] = [Note::UpstreamAnswered, Note::CallerGone];
+}
 
 /// The gRPC codes counted, 0 to 16.
 const GRPC_CODES: usize = crate::wire::grpc::NAMES.len();
@@ -162,6 +180,7 @@ pub(crate) struct OutcomeCounters {
     /// gRPC faults by code.
     grpc: [AtomicU64; GRPC_CODES],
     faults: [AtomicU64; FaultKind::ALL.len()],
+    notes: [AtomicU64; Note::ALL.len()],
 }
 
 impl Default for OutcomeCounters {
@@ -172,6 +191,7 @@ impl Default for OutcomeCounters {
             upstream: CODES.map(|_| AtomicU64::new(0)).collect(),
             grpc: Default::default(),
             faults: Default::default(),
+            notes: Default::default(),
         }
     }
 }
@@ -197,6 +217,10 @@ impl OutcomeCounters {
         self.faults[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn add_note(&self, note: Note) {
+        self.notes[note as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Every counter's current value.
     pub(super) fn load(&self) -> Counts {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -206,6 +230,7 @@ impl OutcomeCounters {
             upstream: self.upstream.iter().map(load).collect(),
             grpc: self.grpc.iter().map(load).collect(),
             faults: self.faults.iter().map(load).collect(),
+            notes: self.notes.iter().map(load).collect(),
         }
     }
 }
@@ -222,6 +247,7 @@ pub(super) struct Counts {
     upstream: Vec<u64>,
     grpc: Vec<u64>,
     faults: Vec<u64>,
+    notes: Vec<u64>,
 }
 
 impl Counts {
@@ -238,7 +264,13 @@ impl Counts {
             upstream: minus(&self.upstream, &baseline.upstream),
             grpc: minus(&self.grpc, &baseline.grpc),
             faults: minus(&self.faults, &baseline.faults),
+            notes: minus(&self.notes, &baseline.notes),
         }
+    }
+
+    /// How many requests were noted `note`.
+    pub(super) fn noted(&self, note: Note) -> u64 {
+        self.notes.get(note as usize).copied().unwrap_or(0)
     }
 
     pub(super) fn outcomes(&self) -> impl Iterator<Item = (Disposition, u64)> + '_ {
@@ -287,6 +319,16 @@ impl Ledger {
         self.counters.add(outcome);
         if epoch.is_some_and(|e| e.0 != queue.epoch) {
             self.stragglers.add(outcome);
+        }
+    }
+
+    /// A note of a request that arrived in `epoch`: after a reset since, a straggler's,
+    /// left out of the ledger as its outcome is.
+    pub fn record_note_in(&self, epoch: Epoch, note: Note) {
+        let queue = self.pending.mine();
+        self.counters.add_note(note);
+        if epoch.0 != queue.epoch {
+            self.stragglers.add_note(note);
         }
     }
 

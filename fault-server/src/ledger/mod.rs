@@ -56,8 +56,8 @@ use std::time::Duration;
 
 use crate::script::FaultKind;
 pub use changes::ScriptChange;
-pub use counters::Disposition;
 use counters::{Counts, OutcomeCounters};
+pub use counters::{Disposition, Note};
 pub use ids::Execution;
 use keys::KeyEntry;
 pub use keys::{KeyCheck, KeyClaim, StoredResponse};

@@ -65,8 +65,19 @@ pub struct LedgerSnapshot {
     /// whose upstream connection broke before a response head came back (502). The
     /// requests the upstream received are the `upstream_*` outcomes but
     /// `upstream_unreachable` (a timed-out or failed one may or may not have reached it),
-    /// plus the faults with `processed: true`, which are forwarded before they fail.
+    /// plus the faults with `processed: true`, which are forwarded before they fail;
+    /// those it answered are `upstream_answered`.
     pub by_outcome: BTreeMap<String, u64>,
+    /// With an upstream: the forwarded requests it answered (with a status, 101 aside),
+    /// whatever their caller got: each `upstream_<code>` outcome and each `processed:
+    /// true` fault whose forward was answered. A request's forward goes on when its
+    /// caller leaves (bounded by the upstream timeout), so this is what the service did.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub upstream_answered: u64,
+    /// Of `upstream_answered`, those whose caller had gone (hung up, timed out, or its
+    /// connection ended by another request's fault) before the upstream answered.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub upstream_caller_gone: u64,
     /// Faults injected by kind (`status`, `delay`, `timeout`, `reset`, `close`,
     /// `truncate`); a delay is followed by another outcome.
     pub by_fault: BTreeMap<String, u64>,
@@ -154,6 +165,8 @@ impl Ledger {
             idempotency_conflicts: inner.idempotency_conflicts,
             idempotency_mismatches: inner.idempotency_mismatches,
             by_outcome: counts.outcomes().map(|(o, n)| (o.label(), n)).collect(),
+            upstream_answered: counts.noted(super::Note::UpstreamAnswered),
+            upstream_caller_gone: counts.noted(super::Note::CallerGone),
             by_fault: FaultKind::ALL
                 .iter()
                 .zip(inner.faults)

@@ -521,7 +521,7 @@ async fn serve_until_closed(
         if let Some(peer) = peer {
             request.extensions_mut().insert(peer);
         }
-        let response = socket::scope(control.clone(), service.serve(request));
+        let response = socket::scope(control.clone(), || service.serve(request));
         async move {
             let _busy = busy;
             if refused {

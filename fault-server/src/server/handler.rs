@@ -2,8 +2,10 @@
 //! pure script what to do and does it on the wire.
 //!
 //! The order of events for one request:
-//! 0. with an upstream, answer 508 Loop Detected if its `Via` names this server (it came
-//!    round a loop of proxies, and is never forwarded again); refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
+//! 0. refuse `CONNECT` (501), and a path that climbs above the root or holds an encoded
+//!    slash (400), and normalise any other path once, for the script and the upstream
+//!    ([`super::path`]); with an upstream, answer 508 Loop Detected if its `Via` names
+//!    this server (it came round a loop of proxies, and is never forwarded again); refuse it if a header the ledger keeps (`x-request-id`, `Idempotency-Key`,
 //!    `x-chaos-policy`) is longer than [`crate::LedgerLimits::max_value_bytes`] (431),
 //!    so the ledger's memory is bounded in bytes, not only in entries; or is not UTF-8
 //!    text, or is an empty key (400), rather than read it as absent: a key dropped
@@ -24,8 +26,10 @@
 //!
 //! With an upstream, the user's service is the application of step 4 (and does the work
 //! of a `processed: true` fault in step 3): [`super::upstream`] forwards the request, its
-//! body streaming, and answers what the service answered.
+//! body streaming, on a task of its own whatever the method (so the ledger counts the
+//! service's answer when the caller left), and answers what the service answered.
 
+use std::borrow::Cow;
 use std::future::{self, Future};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -36,7 +40,7 @@ use axum::extract::Request;
 use axum::http::header::AsHeaderName;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use rand_chacha::ChaCha8Rng;
 use tokio::time::Instant;
@@ -48,6 +52,7 @@ use super::arrival::{decide, has_service_time, record_arrival};
 use super::body::{discard_body, read_body};
 use super::flight::InFlight;
 use super::kept::{Kept, kept_headers};
+use super::path::normalise;
 use super::socket::{ConnControl, current_connection};
 use super::state::{Active, Shared, View};
 use super::upstream;
@@ -104,7 +109,14 @@ pub(crate) fn handle(view: Arc<View>, request: Request) -> Handled {
 fn handle_http(view: Arc<View>, request: Request) -> Handled {
     let shared = &view.shared;
     let mut flight = InFlight::new(&view);
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
+    if let Some(refused) = refused_target(&mut parts) {
+        // Counted (`requests`, `bad_request`), never tracked nor forwarded.
+        let ledger = &shared.ledger;
+        flight.arrived(ledger.record_request(RequestIdentity::default(), shared.ledger_now()));
+        flight.outcome(Disposition::BadRequest);
+        return ready(refused);
+    }
     let headers = &parts.headers;
     if let Some(tracing) = &shared.tracing {
         flight.span = Some(Box::new(tracing.begin(
@@ -168,6 +180,47 @@ fn handle_http(view: Arc<View>, request: Request) -> Handled {
     )))
 }
 
+/// Refuses what this server cannot serve as asked, and normalises the request's path
+/// once ([`super::path`]) for the script's matchers, the upstream and the application
+/// (the refusal, if any, is the answer):
+/// - `CONNECT` (501): this server is an origin or a reverse proxy and opens no tunnels
+///   (hyper would take a 2xx to it as the start of one);
+/// - a path that climbs above the root or holds an encoded slash, and `*` but for
+///   `OPTIONS` (400).
+fn refused_target(parts: &mut Parts) -> Option<Response> {
+    if parts.method == Method::CONNECT {
+        return Some(problem(
+            StatusCode::NOT_IMPLEMENTED,
+            "CONNECT is not supported: this server is an origin or a reverse proxy, and opens no tunnels",
+        ));
+    }
+    if parts.uri.path() == "*" && parts.method != Method::OPTIONS {
+        return Some(problem(
+            StatusCode::BAD_REQUEST,
+            "the asterisk form (*) is a request target for OPTIONS only (RFC 9112 section 3.2.4)",
+        ));
+    }
+    let normal = match normalise(parts.uri.path()) {
+        Ok(Cow::Borrowed(_)) => return None,
+        Ok(Cow::Owned(normal)) => normal,
+        Err(refused) => return Some(problem(StatusCode::BAD_REQUEST, &refused.to_string())),
+    };
+    let normal = match parts.uri.query() {
+        Some(query) => format!("{normal}?{query}"),
+        None => normal,
+    };
+    match Uri::try_from(normal) {
+        Ok(uri) => {
+            parts.uri = uri;
+            None
+        }
+        Err(_) => Some(problem(
+            StatusCode::BAD_REQUEST,
+            "the request path is not a valid path once normalised",
+        )),
+    }
+}
+
 fn ready(response: Response) -> Handled {
     Either::Left(future::ready(response))
 }
@@ -224,7 +277,7 @@ pub(super) async fn proceed(
     decision: Decision,
 ) -> Response {
     let shared = &view.shared;
-    let facts = Facts::new(&parts, &body, kept);
+    let mut facts = Facts::new(&parts, &body, kept);
 
     let mut delay = Duration::ZERO;
     let mut close_after = false;
@@ -245,7 +298,11 @@ pub(super) async fn proceed(
                 if processed {
                     // The work is done, then the answer is lost: the retry that follows
                     // is the double-charge scenario (unless an Idempotency-Key saves it).
-                    process_anyway(shared, parts, stream, &facts, &mut flight).await;
+                    let outcome = ending.disposition();
+                    match process_anyway(&view, parts, stream, facts, flight, outcome).await {
+                        Some(kept) => (facts, flight) = kept,
+                        None => return upstream::task_failed(),
+                    }
                 }
                 flight.outcome(ending.disposition());
                 return answer_fault(shared, ending, &phase_name, &facts).await;
@@ -298,21 +355,33 @@ fn drain_connection(version: axum::http::Version) -> bool {
 }
 
 /// A `processed: true` fault's work, done before its answer is lost: by the upstream
-/// when the request is to be forwarded (`stream`), else by the application.
+/// when the request is to be forwarded (`stream`), else by the application. The forward
+/// is detached as every forward is, and records the fault's `outcome` itself, so a
+/// caller gone meanwhile (its connection ended by another request's fault) leaves the
+/// request counted as what it was, not `abandoned`. The facts and the flight come back
+/// for the fault's answer; `None` if the task failed.
 async fn process_anyway(
-    shared: &Shared,
+    view: &Arc<View>,
     parts: Parts,
     stream: Option<Body>,
-    facts: &Facts,
-    flight: &mut InFlight,
-) {
-    match stream {
-        Some(body) => {
-            let request = upstream::outgoing(shared, parts, body);
-            upstream::processed(shared, request, facts, flight).await;
-        }
-        None => drop(app_now(shared, facts, flight)),
-    }
+    facts: Facts,
+    mut flight: InFlight,
+    outcome: Disposition,
+) -> Option<(Facts, InFlight)> {
+    let shared = &view.shared;
+    let Some(body) = stream else {
+        drop(app_now(shared, &facts, &mut flight));
+        return Some((facts, flight));
+    };
+    let request = upstream::outgoing(shared, parts, body);
+    let caller = upstream::Caller::default();
+    let (view, watch) = (Arc::clone(view), caller.clone());
+    let task = async move {
+        upstream::processed(&view.shared, request, &facts, &mut flight, &watch).await;
+        flight.outcome(outcome);
+        (facts, flight)
+    };
+    upstream::detach(caller, task).await
 }
 
 /// The answer of a fault that answers now: a refused stream, a scripted status (or gRPC
@@ -347,9 +416,9 @@ async fn answer_fault(
 /// timed out. That wasted work is what lets a retry storm outlive its trigger.
 /// Without a capacity model, a delay or a service time, serving completes in one poll
 /// and cannot be abandoned halfway: it runs inline, which keeps the faultless hot path
-/// free of a task spawn. So does forwarding a request without a side effect (a client
-/// that leaves ends it, as nginx's does); one with a side effect is detached, so the
-/// ledger learns whether the upstream executed it.
+/// free of a task spawn. Forwarding is always detached, whatever the method: the ledger
+/// counts what the upstream executed, whether or not its caller stayed for the answer
+/// ([`upstream::detach`]).
 async fn serve_or_forward(
     view: &Arc<View>,
     mut flight: InFlight,
@@ -361,21 +430,22 @@ async fn serve_or_forward(
 ) -> Response {
     let shared = &view.shared;
     let forward = stream.map(|body| upstream::outgoing(shared, parts, body));
-    let detached = waits(&view.active, delay) || (forward.is_some() && facts.has_side_effect());
-    if !detached {
-        return match forward {
-            Some(request) => upstream::forward(shared, request, &facts, &mut flight).await,
-            None => respond(app_now(shared, &facts, &mut flight), &mut flight),
-        };
+    if !waits(&view.active, delay) && forward.is_none() {
+        return respond(app_now(shared, &facts, &mut flight), &mut flight);
     }
-    let work = tokio::spawn(serve(Arc::clone(view), facts, flight, delay, rng, forward));
-    match work.await {
-        Ok(response) => response,
-        Err(_) => problem(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the request's task failed",
-        ),
-    }
+    let caller = upstream::Caller::default();
+    let work = serve(
+        Arc::clone(view),
+        facts,
+        flight,
+        delay,
+        rng,
+        forward,
+        caller.clone(),
+    );
+    upstream::detach(caller, work)
+        .await
+        .unwrap_or_else(upstream::task_failed)
 }
 
 /// Admission through the capacity model, then the application (or the upstream, when
@@ -388,6 +458,7 @@ async fn serve(
     delay: Duration,
     mut rng: Option<ChaCha8Rng>,
     forward: Option<Request>,
+    caller: upstream::Caller,
 ) -> Response {
     let (shared, active) = (&view.shared, &view.active);
     let script = &active.script;
@@ -427,7 +498,7 @@ async fn serve(
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
-        return upstream::forward(shared, request, &facts, &mut flight).await;
+        return upstream::forward(shared, request, &facts, &mut flight, &caller).await;
     }
     let done = app(shared, &facts, delay + service_time, &mut flight).await;
     respond(done, &mut flight)

@@ -32,6 +32,7 @@ mod grpc;
 mod handler;
 mod judged;
 mod kept;
+mod path;
 mod socket;
 mod state;
 mod upstream;

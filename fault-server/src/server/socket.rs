@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use tokio::net::TcpStream;
+use tokio::task::futures::TaskLocalFuture;
 use tokio_util::sync::CancellationToken;
 
 tokio::task_local! {
@@ -113,9 +114,15 @@ pub(crate) fn out_of_descriptors(error: &io::Error) -> bool {
     matches!(error.raw_os_error(), Some(23 | 24))
 }
 
-/// Runs `future` (a request's service future) with `control` as its
-/// [`current_connection`].
-pub(crate) fn scope<F: Future>(control: ConnControl, future: F) -> impl Future<Output = F::Output> {
+/// Makes a request's service future with `make` and runs it, both with `control` as
+/// their [`current_connection`]: the handler does part of its work in the call that makes
+/// the future (the faultless hot path answers there, and a forward is built there, its
+/// `X-Forwarded-For` from [`current_peer`]), not only when the future is polled.
+pub(crate) fn scope<F: Future>(
+    control: ConnControl,
+    make: impl FnOnce() -> F,
+) -> TaskLocalFuture<ConnControl, F> {
+    let future = CONNECTION.sync_scope(control.clone(), make);
     CONNECTION.scope(control, future)
 }
 

@@ -19,8 +19,13 @@
 //! - `Idempotency-Key` is the service's business: it is forwarded, never replayed here;
 //! - a forwarded POST or PATCH that the upstream answered, whatever its status, is a side
 //!   effect executed (a duplicate when its `x-request-id` executed before, as in front of
-//!   the built-in application); a POST or PATCH is forwarded on a task of its own, so the
-//!   ledger learns that answer even when the client hung up meanwhile;
+//!   the built-in application);
+//! - every forward, whatever its method or its caller's protocol, runs on a task of its
+//!   own ([`caller`]), so the ledger learns the upstream's answer even when the caller
+//!   left meanwhile: `upstream_answered` counts every answer, `upstream_caller_gone`
+//!   those nobody was waiting for;
+//! - an upstream's `101 Switching Protocols` is a 502 counted `upstream_failed`: this
+//!   proxy tunnels nothing (nor does it take `CONNECT`: [`super::handler`]);
 //! - the capacity model, when the script has one, admits, queues or rejects in front of
 //!   the upstream and holds the request's slot until the upstream's answer begins;
 //! - the upstream's own failures are counted apart from the injected ones
@@ -32,6 +37,7 @@
 //! speaking HTTP/1.1 through a codec without IO ([`h1`]); headers are rewritten as a
 //! reverse proxy does ([`headers`]).
 
+mod caller;
 mod exchange;
 mod h1;
 mod headers;
@@ -49,13 +55,15 @@ use axum::response::Response;
 
 use crate::upstream_url::Upstream;
 
+pub(super) use caller::{Caller, detach};
+
 use super::answer::problem;
 use super::app::{Facts, execute};
 use super::flight::InFlight;
 use super::kept::Kept;
 use super::socket::current_peer;
 use super::state::{Shared, View};
-use crate::ledger::Disposition;
+use crate::ledger::{Disposition, Note};
 use crate::script::{Decision, FaultAction};
 use crate::wire::{DUPLICATE, HopKind, LOOP_DETECTED, ViaName};
 
@@ -151,10 +159,23 @@ pub(super) fn forward_now(
         return Box::pin(std::future::ready(no_upstream(&mut flight)));
     };
     let sending = proxy.pool.send(proxy.outgoing(parts, body));
+    let caller = Caller::default();
+    let watch = caller.clone();
     Box::pin(async move {
-        let answer = sending.await;
-        answered(&view.shared, answer, &facts, &mut flight)
+        let task = async move {
+            let answer = sending.await;
+            answered(&view.shared, answer, &facts, &mut flight, &watch)
+        };
+        detach(caller, task).await.unwrap_or_else(task_failed)
     })
+}
+
+/// What the caller of a detached request gets if its task panicked: a bug.
+pub(super) fn task_failed() -> Response {
+    problem(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "the request's task failed",
+    )
 }
 
 /// The request as the upstream will get it. Made while the request is still tied to its
@@ -169,18 +190,20 @@ pub(super) fn outgoing(shared: &Shared, parts: Parts, body: Body) -> Request {
 
 /// Forwards a request the script did not fault and answers what the upstream answered,
 /// recording the request's outcome and, for a POST or PATCH the upstream answered, its
-/// side effect. `request` is the [`outgoing`] one.
+/// side effect. `request` is the [`outgoing`] one; run it [`detach`]ed, waited for by
+/// `caller`.
 pub(super) async fn forward(
     shared: &Shared,
     request: Request,
     facts: &Facts,
     flight: &mut InFlight,
+    caller: &Caller,
 ) -> Response {
     let Some(proxy) = &shared.upstream else {
         return no_upstream(flight);
     };
     let answer = proxy.pool.send(request).await;
-    answered(shared, answer, facts, flight)
+    answered(shared, answer, facts, flight, caller)
 }
 
 /// What the handler answers if it forwards without an upstream: a bug.
@@ -199,9 +222,12 @@ fn answered(
     answer: pool::Answer,
     facts: &Facts,
     flight: &mut InFlight,
+    caller: &Caller,
 ) -> Response {
+    let answer = answer.and_then(refuse_switch);
     match answer {
         Ok(response) => {
+            note_answer(shared, flight, caller);
             let duplicate = facts.has_side_effect()
                 && execute(shared, facts, flight).is_some_and(|e| e.duplicate);
             let (mut parts, body) = response.into_parts();
@@ -236,13 +262,42 @@ pub(super) async fn processed(
     request: Request,
     facts: &Facts,
     flight: &mut InFlight,
+    caller: &Caller,
 ) {
-    if let Some(proxy) = &shared.upstream
-        && proxy.pool.send(request).await.is_ok()
-        && facts.has_side_effect()
+    let Some(proxy) = &shared.upstream else {
+        return;
+    };
+    if proxy
+        .pool
+        .send(request)
+        .await
+        .and_then(refuse_switch)
+        .is_ok()
     {
-        execute(shared, facts, flight);
+        note_answer(shared, flight, caller);
+        if facts.has_side_effect() {
+            execute(shared, facts, flight);
+        }
     }
+}
+
+/// Notes that the upstream answered a forwarded request, and whether its caller had gone.
+fn note_answer(shared: &Shared, flight: &InFlight, caller: &Caller) {
+    let ledger = &shared.ledger;
+    ledger.record_note_in(flight.epoch(), Note::UpstreamAnswered);
+    if caller.gone() {
+        ledger.record_note_in(flight.epoch(), Note::CallerGone);
+    }
+}
+
+/// An upstream's `101 Switching Protocols` as a failure: the connection it came on now
+/// speaks another protocol, which this proxy cannot carry (its client side is HTTP
+/// request and response, and the connection is dropped with the answer, never reused).
+fn refuse_switch(response: Response) -> pool::Answer {
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return Err(pool::Lost::Switched);
+    }
+    Ok(response)
 }
 
 /// Why a forwarded request got no answer from the upstream.
@@ -254,6 +309,8 @@ enum Failure {
     Timeout,
     /// The connection broke, or the answer was not HTTP.
     Failed,
+    /// The upstream answered `101 Switching Protocols`.
+    Switched,
     /// The client's own body failed (cut off, malformed, or past the body deadline:
     /// `timed_out`), so the request could not be sent whole.
     ClientBody { timed_out: bool },
@@ -266,6 +323,7 @@ impl Failure {
             pool::Lost::Connect => Failure::Unreachable,
             pool::Lost::Timeout => Failure::Timeout,
             pool::Lost::Failed => Failure::Failed,
+            pool::Lost::Switched => Failure::Switched,
             pool::Lost::ClientBody { timed_out } => Failure::ClientBody { timed_out },
         }
     }
@@ -274,14 +332,14 @@ impl Failure {
         match self {
             Failure::Unreachable => Disposition::UpstreamUnreachable,
             Failure::Timeout => Disposition::UpstreamTimeout,
-            Failure::Failed => Disposition::UpstreamFailed,
+            Failure::Failed | Failure::Switched => Disposition::UpstreamFailed,
             Failure::ClientBody { .. } => Disposition::BadRequest,
         }
     }
 
     fn status(self) -> StatusCode {
         match self {
-            Failure::Unreachable | Failure::Failed => StatusCode::BAD_GATEWAY,
+            Failure::Unreachable | Failure::Failed | Failure::Switched => StatusCode::BAD_GATEWAY,
             Failure::Timeout => StatusCode::GATEWAY_TIMEOUT,
             Failure::ClientBody { timed_out: true } => StatusCode::REQUEST_TIMEOUT,
             Failure::ClientBody { timed_out: false } => StatusCode::BAD_REQUEST,
@@ -298,6 +356,9 @@ impl Failure {
             ),
             Failure::Failed => format!(
                 "the upstream {upstream} closed the connection or answered something other than HTTP"
+            ),
+            Failure::Switched => format!(
+                "the upstream {upstream} answered 101 Switching Protocols: this proxy cannot tunnel another protocol, so the upgrade was refused and the connection dropped"
             ),
             Failure::ClientBody { timed_out: true } => {
                 "the request body did not arrive within the body deadline".to_string()

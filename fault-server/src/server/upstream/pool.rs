@@ -186,6 +186,8 @@ pub(super) enum Lost {
     Timeout,
     /// The connection broke, or what came back was not HTTP/1.1.
     Failed,
+    /// The upstream answered `101 Switching Protocols` (seen by [`super::answered`]).
+    Switched,
     /// The client's own body failed (cut off, malformed, or past the body deadline:
     /// `timed_out`), so the request could not be sent whole.
     ClientBody { timed_out: bool },
