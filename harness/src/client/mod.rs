@@ -6,11 +6,14 @@
 //! The fault-server runs in this process on 127.0.0.1:0 and judges (`Judging`): it
 //! groups the program's attempts into logical requests by the headers real clients send,
 //! or by a guess, and measures each retry. The program gets the URL as `{url}` in its
-//! arguments and as `CHAOS_TARGET_URL`, and is stopped at the plan's `duration` plus
-//! `drain`. [`judge`] turns the ledger into the report.
+//! arguments and as `CHAOS_TARGET_URL`, and is stopped, with every process it started
+//! ([`tree`]), at the plan's `duration` plus `drain`. [`judge`] turns the ledger into the
+//! report.
 
 mod judge;
+mod output;
 pub mod program;
+mod tree;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
