@@ -100,6 +100,28 @@ fn program_under_test() {
     }
 }
 
+/// A program that connects `CT_CALLS` times and each time sends bytes that are not
+/// HTTP, reading whatever comes back until the server closes.
+#[test]
+#[ignore = "run by the harness as the program under test"]
+fn garbage_under_test() {
+    let Ok(base) = std::env::var("CHAOS_TARGET_URL") else {
+        return;
+    };
+    let calls: u32 = std::env::var("CT_CALLS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(1);
+    for _ in 0..calls {
+        let Ok(mut stream) = TcpStream::connect(base.trim_start_matches("http://")) else {
+            continue;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = stream.write_all(b"\x00\x01\x02 this is not HTTP \xff\xfe\r\n\r\n");
+        let _ = stream.read_to_end(&mut Vec::new());
+    }
+}
+
 /// Written whole or not at all: a reader never sees half a pid.
 fn write_pid(file: &Path, pid: u32) {
     let partial = file.with_extension("partial");
@@ -537,4 +559,63 @@ fn a_setsid_child_that_keeps_sending_is_killed_at_the_plans_end() {
         "{}",
         p["client"]
     );
+}
+
+fn warnings(run: &Run) -> Vec<String> {
+    run.report["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w.as_str())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 50: the warning read "the program ended with still running at the plan's end
+/// (duration + drain): stopped".
+#[test]
+fn a_program_stopped_at_the_plans_end_is_warned_of_in_a_sentence() {
+    let dir = common::scratch("client-test-stopped-warning");
+    let program = ["sleep".to_owned(), "120".to_owned()];
+    let run = client_test_of(SHORT, &[], &dir, &program);
+    let warnings = warnings(&run);
+    assert!(
+        warnings.iter().any(|w| w
+            == "the program was still running at the plan's end (duration + drain) and was stopped: see program.stderr beside the report"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("the program sent nothing to the fault-server")),
+        "it never connected: {warnings:?}"
+    );
+}
+
+/// Issue 50: a program that connected 300 times with bytes that are not HTTP was told
+/// it "sent nothing", which sends its author looking at the URL instead of the protocol.
+#[test]
+fn a_program_that_connects_without_http_is_told_so_not_that_it_sent_nothing() {
+    let dir = common::scratch("client-test-garbage");
+    let run = client_test_of(
+        SHORT,
+        &[("CT_CALLS", "300")],
+        &dir,
+        &me_as("garbage_under_test"),
+    );
+    let warnings = warnings(&run);
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "the program connected to the fault-server 300 times but sent no valid HTTP request"
+        )),
+        "{warnings:?}\n{}",
+        run.stderr
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("sent nothing")),
+        "{warnings:?}"
+    );
+    assert_eq!(run.report["policies"][0]["client"]["exit"], "exit 0");
 }

@@ -45,6 +45,8 @@ pub enum ClientError {
 pub struct Tested {
     pub program: Finished,
     pub ledger: LedgerSnapshot,
+    /// Connections the server accepted, HTTP or not: the ledger counts only requests.
+    pub connections: u64,
     /// What the ledger counted in each second of the run.
     pub series: Vec<SeriesPoint>,
 }
@@ -91,11 +93,13 @@ pub async fn run(
     };
     // Read after the program (and whatever it started) has gone: nothing is in flight.
     let ledger = server.ledger();
+    let connections = server.connections_accepted();
     series.push(Totals::of(&ledger).since(&last, series.len() as u64));
     server.shutdown().await;
     Ok(Tested {
         program: finished??,
         ledger,
+        connections,
         series,
     })
 }

@@ -54,6 +54,21 @@ impl Ended {
             Ended::Interrupted => "stopped: the run was interrupted".into(),
         }
     }
+
+    /// The run's warning about its end, if it deserves one: a program that exited 0 or
+    /// was interrupted by the user does not.
+    pub fn warning(&self) -> Option<String> {
+        let how = match self {
+            Ended::Exited(0) | Ended::Interrupted => return None,
+            Ended::Exited(code) => format!("the program exited with code {code}"),
+            Ended::Signalled(how) => format!("the program was ended by {how}"),
+            Ended::Stopped => {
+                "the program was still running at the plan's end (duration + drain) and was stopped"
+                    .to_owned()
+            }
+        };
+        Some(format!("{how}: see program.stderr beside the report"))
+    }
 }
 
 /// What the program did.
