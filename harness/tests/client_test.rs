@@ -438,13 +438,21 @@ client: { name: short }
 const GENEROUS: Duration = Duration::from_secs(30);
 
 /// The harness run to its end, or killed at [`GENEROUS`] (then `None`).
-fn bounded(mut command: Command) -> Option<std::process::Output> {
+fn bounded(command: Command) -> Option<std::process::Output> {
+    waited(started(command))
+}
+
+fn started(mut command: Command) -> std::process::Child {
     use std::process::Stdio;
-    let mut harness = command
+    command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("harness runs");
+        .expect("harness runs")
+}
+
+/// The harness's end, or `None` when it was killed at [`GENEROUS`].
+fn waited(mut harness: std::process::Child) -> Option<std::process::Output> {
     let start = std::time::Instant::now();
     while start.elapsed() < GENEROUS {
         if let Ok(Some(_)) = harness.try_wait() {
@@ -559,6 +567,37 @@ fn a_setsid_child_that_keeps_sending_is_killed_at_the_plans_end() {
         "{}",
         p["client"]
     );
+}
+
+/// Ctrl-C stops the tree as the plan's end does, setsid children included, however long
+/// the plan.
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_kills_a_setsid_grandchild_and_the_run_ends() {
+    let dir = common::scratch("client-test-setsid-ctrl-c");
+    let pidfile = dir.join("grandchild.pid");
+    let script = format!(
+        r#"setsid sh -c 'echo $$ > "{p}.partial"; mv "{p}.partial" "{p}"; exec sleep 120.25' &
+        exec sleep 120"#,
+        p = pidfile.display()
+    );
+    let program = ["sh".to_owned(), "-c".to_owned(), script];
+    let long = "name: long\nduration: 600s\ndrain: 1s\nclient: { name: long }\n";
+    let harness = started(harness_for(long, &[], &dir, &program));
+    let start = std::time::Instant::now();
+    while !pidfile.exists() && start.elapsed() < GENEROUS {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = Command::new("kill")
+        .args(["-INT", &harness.id().to_string()])
+        .status();
+    let ended = waited(harness);
+    let pid = pid_in(&pidfile);
+    let alive = still_running(pid, "120.25");
+    clean_up(pid);
+    let output = ended.expect("the run ends on Ctrl-C");
+    assert!(!alive, "the setsid sleep outlived the interrupted run");
+    assert_eq!(output.status.code(), Some(130));
 }
 
 fn warnings(run: &Run) -> Vec<String> {

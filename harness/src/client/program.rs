@@ -135,8 +135,12 @@ pub fn run(
     // Whatever it started and left behind goes too: nothing outlives the run.
     tree.stop(&mut child);
     // A writer the tree did not hold keeps the pipes open: read no later than the plan's
-    // end and the grace, and keep what came.
-    let until = (start + limit + tree::GRACE).max(Instant::now() + FLUSH);
+    // end and the grace (on Ctrl-C, than now), and keep what came.
+    let flushed = Instant::now() + FLUSH;
+    let until = match ended {
+        Ended::Interrupted => flushed,
+        _ => (start + limit + tree::GRACE).max(flushed),
+    };
     let text = |reader: Option<Output>| reader.map(|r| r.until(until)).unwrap_or_default();
     Ok(Finished {
         command,
