@@ -21,6 +21,9 @@ use crate::script::FaultKind;
 pub(crate) struct Metrics {
     pub(crate) control_requests: AtomicU64,
     pub(crate) in_flight: AtomicI64,
+    /// Connections accepted, before anything was read from them: a client that connects
+    /// and sends no HTTP is counted here and nowhere else.
+    pub(crate) connections_accepted: AtomicU64,
     pub(crate) side_effects: AtomicU64,
     pub(crate) duplicate_side_effects: AtomicU64,
     pub(crate) idempotent_replays: AtomicU64,

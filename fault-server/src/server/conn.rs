@@ -60,6 +60,9 @@ pub(crate) trait Serve: Clone + Send + 'static {
         &self,
         request: hyper::Request<DeadlineBody>,
     ) -> impl Future<Output = Response> + Send + use<Self>;
+
+    /// A connection was accepted, whatever it then sends (HTTP or not).
+    fn accepted(&self) {}
 }
 
 impl Serve for Router {
@@ -268,6 +271,7 @@ pub(crate) async fn accept_loop(
             () = budget.left.notified(), if waiting.is_some() => {}
             (index, accepted) = accept_any(&listeners, &mut turn), if waiting.is_none() => match accepted {
                 Ok((stream, _address)) => {
+                    service.accepted();
                     let open = Arc::new(Open {
                         busy: AtomicUsize::new(0),
                         last_active: AtomicU64::new(Open::now(budget.epoch)),

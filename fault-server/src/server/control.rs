@@ -88,6 +88,13 @@ impl Serve for Dispatch {
             Either::Right(handler::handle(self.view(), request.map(Body::new)))
         }
     }
+
+    fn accepted(&self) {
+        self.shared
+            .metrics
+            .connections_accepted
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The paths a connection over budget is still served: the control API and health

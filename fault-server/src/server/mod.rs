@@ -316,6 +316,17 @@ impl ServerHandle {
         .unwrap_or(0)
     }
 
+    /// Connections accepted since the server started (never reset), whatever they sent:
+    /// with no request in the ledger, they tell a client that sent no HTTP from one
+    /// that never connected.
+    pub fn connections_accepted(&self) -> u64 {
+        self.inner
+            .shared
+            .metrics
+            .connections_accepted
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The script in force.
     pub fn script(&self) -> Arc<Script> {
         Arc::clone(&self.inner.shared.active().script)

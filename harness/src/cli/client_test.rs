@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::runtime::{self, Interrupts};
 use super::{EXIT_CANNOT_RUN, ReportArgs, conclude, plan_and_baseline};
-use crate::client::{self, Ended};
+use crate::client::{self, Ended, Tested};
 use crate::report;
 
 #[derive(Debug, clap::Args)]
@@ -70,21 +70,8 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
     };
     let policy = client::policy_report(&plan, &tested);
     let (_, generated_at) = report::timestamp(SystemTime::now());
-    let mut warnings = Vec::new();
-    match &tested.program.ended {
-        Ended::Exited(0) => {}
-        Ended::Interrupted => {}
-        ended => warnings.push(format!(
-            "the program ended with {}: see program.stderr beside the report",
-            ended.describe()
-        )),
-    }
-    if tested.ledger.logical == 0 {
-        warnings.push(format!(
-            "the program sent nothing to the fault-server: does it read the URL from `{{url}}` or {}?",
-            client::program::URL_VARIABLE
-        ));
-    }
+    let mut warnings: Vec<String> = tested.program.ended.warning().into_iter().collect();
+    warnings.extend(silence(&tested));
     let context = report::RunContext {
         run_id: report::run_id(SystemTime::now()),
         warnings,
@@ -106,4 +93,28 @@ pub(super) fn client_test(args: ClientTestArgs) -> u8 {
         args.report.quiet,
         args.report.save_baseline.as_deref(),
     )
+}
+
+/// The warning for a program the ledger counted no request of: whether it never
+/// connected (the URL not read) or connected and sent no HTTP the server could read.
+fn silence(tested: &Tested) -> Option<String> {
+    let l = &tested.ledger;
+    if l.logical > 0 {
+        return None;
+    }
+    Some(match tested.connections {
+        _ if l.requests > 0 => format!(
+            "the program sent {} request{}, but the fault-server could count none as a call (refused for a malformed header or request: see `by_outcome` in report.json)",
+            l.requests,
+            if l.requests == 1 { "" } else { "s" }
+        ),
+        0 => format!(
+            "the program sent nothing to the fault-server: does it read the URL from `{{url}}` or {}?",
+            client::program::URL_VARIABLE
+        ),
+        n => format!(
+            "the program connected to the fault-server {n} time{} but sent no valid HTTP request: does it speak HTTP/1.1 or HTTP/2 without TLS (h2c)?",
+            if n == 1 { "" } else { "s" }
+        ),
+    })
 }

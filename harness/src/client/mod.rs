@@ -6,11 +6,14 @@
 //! The fault-server runs in this process on 127.0.0.1:0 and judges (`Judging`): it
 //! groups the program's attempts into logical requests by the headers real clients send,
 //! or by a guess, and measures each retry. The program gets the URL as `{url}` in its
-//! arguments and as `CHAOS_TARGET_URL`, and is stopped at the plan's `duration` plus
-//! `drain`. [`judge`] turns the ledger into the report.
+//! arguments and as `CHAOS_TARGET_URL`, and is stopped, with every process it started
+//! ([`tree`]), at the plan's `duration` plus `drain`. [`judge`] turns the ledger into the
+//! report.
 
 mod judge;
+mod output;
 pub mod program;
+mod tree;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -42,6 +45,8 @@ pub enum ClientError {
 pub struct Tested {
     pub program: Finished,
     pub ledger: LedgerSnapshot,
+    /// Connections the server accepted, HTTP or not: the ledger counts only requests.
+    pub connections: u64,
     /// What the ledger counted in each second of the run.
     pub series: Vec<SeriesPoint>,
 }
@@ -88,11 +93,13 @@ pub async fn run(
     };
     // Read after the program (and whatever it started) has gone: nothing is in flight.
     let ledger = server.ledger();
+    let connections = server.connections_accepted();
     series.push(Totals::of(&ledger).since(&last, series.len() as u64));
     server.shutdown().await;
     Ok(Tested {
         program: finished??,
         ledger,
+        connections,
         series,
     })
 }

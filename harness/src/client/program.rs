@@ -1,24 +1,31 @@
 //! The program under test as a child process: started with the target's URL, its output
-//! kept (bounded), stopped with its whole process group at the plan's end or on Ctrl-C.
+//! kept (bounded), stopped with its whole process tree ([`super::tree`]) when it exits,
+//! at the plan's end or on Ctrl-C.
 //!
-//! Why a process group: the program is often a shell script around the real client
-//! (`curl --retry`), and killing only the shell would leave the client sending, and
-//! holding the pipes this module reads to their end.
+//! Why the tree: the program is often a shell script around the real client (`curl
+//! --retry`), and killing only the shell would leave the client sending, and holding the
+//! pipes this module reads to their end.
 
-use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The most of each of the program's streams kept; the rest is counted, not kept.
-pub const MAX_OUTPUT: usize = 1 << 20;
+use super::output::{self, Output};
+use super::tree::{self, BeforeSpawn};
 
-/// How long a program has between SIGTERM and SIGKILL.
-const GRACE: Duration = Duration::from_secs(2);
+pub use super::output::MAX_OUTPUT;
 
 /// How often the supervisor looks at the program.
 const POLL: Duration = Duration::from_millis(10);
+
+/// How often the orphans the program left and that have exited are reaped meanwhile.
+const REAP_EVERY: Duration = Duration::from_secs(1);
+
+/// How long the output is read for once the tree is gone, at the least: what is still in
+/// the pipes is read in microseconds, and only a writer outside the tree (a process
+/// handed the pipe, or on a system where the tree is the process group) holds it longer.
+const FLUSH: Duration = Duration::from_millis(500);
 
 /// Where `{url}` in the program's arguments goes, and the variable it also reads.
 pub const URL_PLACEHOLDER: &str = "{url}";
@@ -38,6 +45,7 @@ pub enum Ended {
 }
 
 impl Ended {
+    /// How it ended, for the report's `Ended:` line.
     pub fn describe(&self) -> String {
         match self {
             Ended::Exited(code) => format!("exit {code}"),
@@ -45,6 +53,21 @@ impl Ended {
             Ended::Stopped => "still running at the plan's end (duration + drain): stopped".into(),
             Ended::Interrupted => "stopped: the run was interrupted".into(),
         }
+    }
+
+    /// The run's warning about its end, if it deserves one: a program that exited 0 or
+    /// was interrupted by the user does not.
+    pub fn warning(&self) -> Option<String> {
+        let how = match self {
+            Ended::Exited(0) | Ended::Interrupted => return None,
+            Ended::Exited(code) => format!("the program exited with code {code}"),
+            Ended::Signalled(how) => format!("the program was ended by {how}"),
+            Ended::Stopped => {
+                "the program was still running at the plan's end (duration + drain) and was stopped"
+                    .to_owned()
+            }
+        };
+        Some(format!("{how}: see program.stderr beside the report"))
     }
 }
 
@@ -74,7 +97,8 @@ pub fn command_line(command: &[String], url: &str) -> Vec<String> {
 }
 
 /// Runs `command` (already filled in) to its end, or stops it after `limit` or when
-/// `interrupted` is set. Blocks: run it on a thread of its own.
+/// `interrupted` is set. Blocks: run it on a thread of its own. Returns by `limit` plus
+/// the tree's grace and kill time, whatever the program and its children do.
 pub fn run(
     command: Vec<String>,
     url: &str,
@@ -82,32 +106,42 @@ pub fn run(
     interrupted: &AtomicBool,
 ) -> Result<Finished, SpawnError> {
     let (program, args) = command.split_first().expect("clap requires a command");
+    let before = BeforeSpawn::take();
     let mut child = spawn(program, args, url).map_err(|source| SpawnError {
         program: program.clone(),
         source,
     })?;
-    let stdout = child.stdout.take().map(keep);
-    let stderr = child.stderr.take().map(keep);
+    let tree = before.tree(&child);
+    let stdout = child.stdout.take().map(output::keep);
+    let stderr = child.stderr.take().map(output::keep);
     let start = Instant::now();
+    let mut reaped = start;
     let ended = loop {
         if let Ok(Some(status)) = child.try_wait() {
             break ended(status);
         }
         if interrupted.load(Ordering::Relaxed) {
-            stop(&mut child);
             break Ended::Interrupted;
         }
         if start.elapsed() >= limit {
-            stop(&mut child);
             break Ended::Stopped;
+        }
+        if reaped.elapsed() >= REAP_EVERY {
+            tree.reap_exited();
+            reaped = Instant::now();
         }
         thread::sleep(POLL);
     };
     // Whatever it started and left behind goes too: nothing outlives the run.
-    signal_group(&child, Signal::Kill);
-    let text = |reader: Option<thread::JoinHandle<String>>| {
-        reader.and_then(|r| r.join().ok()).unwrap_or_default()
+    tree.stop(&mut child);
+    // A writer the tree did not hold keeps the pipes open: read no later than the plan's
+    // end and the grace (on Ctrl-C, than now), and keep what came.
+    let flushed = Instant::now() + FLUSH;
+    let until = match ended {
+        Ended::Interrupted => flushed,
+        _ => (start + limit + tree::GRACE).max(flushed),
     };
+    let text = |reader: Option<Output>| reader.map(|r| r.until(until)).unwrap_or_default();
     Ok(Finished {
         command,
         ended,
@@ -132,30 +166,6 @@ fn spawn(program: &str, args: &[String], url: &str) -> std::io::Result<Child> {
     command.spawn()
 }
 
-/// Reads a stream to its end on a thread, keeping the first [`MAX_OUTPUT`] bytes.
-fn keep(mut stream: impl Read + Send + 'static) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut kept = Vec::new();
-        let mut buffer = [0u8; 8192];
-        let mut dropped = 0usize;
-        loop {
-            match stream.read(&mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let room = MAX_OUTPUT.saturating_sub(kept.len());
-                    kept.extend_from_slice(&buffer[..n.min(room)]);
-                    dropped += n.saturating_sub(room);
-                }
-            }
-        }
-        let mut text = String::from_utf8_lossy(&kept).into_owned();
-        if dropped > 0 {
-            text.push_str(&format!("\n[{dropped} more bytes not kept]\n"));
-        }
-        text
-    })
-}
-
 fn ended(status: ExitStatus) -> Ended {
     if let Some(code) = status.code() {
         return Ended::Exited(code);
@@ -168,42 +178,4 @@ fn ended(status: ExitStatus) -> Ended {
         }
     }
     Ended::Signalled("ended without an exit code".into())
-}
-
-#[derive(Clone, Copy)]
-enum Signal {
-    Term,
-    Kill,
-}
-
-/// SIGTERM to the program's group, SIGKILL after [`GRACE`].
-fn stop(child: &mut Child) {
-    signal_group(child, Signal::Term);
-    let start = Instant::now();
-    while start.elapsed() < GRACE {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(POLL);
-    }
-    signal_group(child, Signal::Kill);
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-#[cfg(target_os = "linux")]
-fn signal_group(child: &Child, signal: Signal) {
-    use rustix::process::{Pid, Signal as S, kill_process_group};
-    let signal = match signal {
-        Signal::Term => S::TERM,
-        Signal::Kill => S::KILL,
-    };
-    // The group is the child's own (`process_group(0)`); gone already is fine.
-    let _ = kill_process_group(Pid::from_child(child), signal);
-}
-
-#[cfg(not(target_os = "linux"))]
-fn signal_group(child: &Child, _signal: Signal) {
-    // Only the program itself, elsewhere: what it started may outlive it.
-    let _ = child.id();
 }
