@@ -204,6 +204,10 @@ async fn a_script_someone_else_installs_during_a_run_makes_it_incomplete_naming_
         "{error}"
     );
     assert!(error.contains("policy `once`"), "{error}");
+    assert!(
+        policy(&report, "once").partial,
+        "its figures are not the policy's"
+    );
     server.shutdown().await;
 }
 

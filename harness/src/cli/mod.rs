@@ -531,6 +531,12 @@ fn conclude_keeping(
             }
         }
         for p in &report.policies {
+            if p.partial && report.error.is_some() {
+                // Its figures stop short (or are partly someone else's): the error says
+                // why, and no gate of it is a verdict on the policy.
+                println!("not judged: {} (its run did not complete)", p.name);
+                continue;
+            }
             for g in p.gates.iter().filter(|g| !g.pass) {
                 println!("{} {} / {}: {}", p.gate_word(g), p.name, g.name, g.detail);
             }

@@ -235,7 +235,12 @@ pub fn policy_report(plan: &Plan, mode: Mode, outcome: PolicyOutcome<'_>) -> Pol
         preset: policy.preset.map(|p| p.name().to_owned()),
         summary: describe(policy),
         resolved: Some(crate::plan::resolved::named(policy)),
-        partial: run.aborted || run.gone.is_some(),
+        // A script someone else installed during the run: not the policy's figures.
+        partial: run.aborted
+            || run.gone.is_some()
+            || ledger
+                .as_ref()
+                .is_some_and(|l| l.foreign_script().is_some()),
         offered: r.offered(),
         logical: r.logical,
         succeeded: r.succeeded,
