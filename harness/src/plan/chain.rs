@@ -9,6 +9,8 @@
 //! stops, when the work outgrows its requests in flight: `simulate/bound.rs`). Said at
 //! `validate`, the plan's author learns it before running anything.
 
+use chaos_policy::RetryCondition;
+
 use super::locate::{Seg, locate};
 use super::model::{NamedPolicy, Plan, Warning};
 
@@ -54,6 +56,31 @@ pub(super) fn warnings(plan: &Plan, text: &str) -> Vec<Warning> {
         .collect()
 }
 
+/// A warning for each policy whose `retry_on` names 508 Loop Detected, at that entry: no
+/// policy retries it (a retry would go round the same loop), so the entry does nothing,
+/// and a plan that counts on it should say so rather than pass silently.
+pub(super) fn inert_conditions(plan: &Plan, text: &str) -> Vec<Warning> {
+    use Seg::{Index, Key};
+    let mut warnings = Vec::new();
+    for (i, p) in plan.policies.iter().enumerate() {
+        let conditions = p.policy.config().retry_on.conditions();
+        for (j, c) in conditions.iter().enumerate() {
+            if *c != RetryCondition::Status(fault_server::wire::LOOP_DETECTED) {
+                continue;
+            }
+            let at = [Key("policies"), Index(i), Key("retry_on"), Index(j)];
+            warnings.push(Warning {
+                at: locate(text, &at).or_else(|| locate(text, &at[..3])),
+                message: format!(
+                    "policy `{}`: `retry_on: 508` never retries: 508 Loop Detected answers a request that came round a loop of hops, and a retry would go round it again, so no policy retries it (remove the entry)",
+                    p.name
+                ),
+            });
+        }
+    }
+    warnings
+}
+
 fn message(p: &NamedPolicy, worst: u128) -> String {
     let client = p.policy.config().max_attempts;
     let hops = if p.tiers.iter().all(|t| t.max_attempts() == client) {
@@ -88,6 +115,19 @@ mod tests {
 
     fn plan(text: &str) -> crate::plan::Plan {
         crate::plan::parse(Path::new("t.yaml"), text).expect("a plan")
+    }
+
+    #[test]
+    fn a_508_in_retry_on_is_warned_of_at_its_policy() {
+        let text = "name: c\nduration: 1s\nload:\n  rate: 1\n  requests: [ { name: r, path: / } ]\npolicies:\n  - name: a\n    retry_on:\n      - 5xx\n      - 508\n  - name: b\n    retry_on: [5xx]\n";
+        let warnings = plan(text).warnings;
+        let inert: Vec<_> = warnings
+            .iter()
+            .filter(|w| w.message.contains("508"))
+            .collect();
+        assert_eq!(inert.len(), 1, "{warnings:?}");
+        assert_eq!(inert[0].at, Some((10, 7)), "at the entry");
+        assert!(inert[0].message.starts_with("policy `a`"));
     }
 
     fn chain(tiers: usize, attempts: u32, own_key: bool) -> String {

@@ -252,6 +252,8 @@ fn parse_traced(path: &Path, text: &str) -> Result<Plan, Box<Failure>> {
     })?;
     let chains = chain::warnings(&plan, text);
     plan.warnings.extend(chains);
+    let inert = chain::inert_conditions(&plan, text);
+    plan.warnings.extend(inert);
     // The imported files are part of the experiment: a changed config, a changed digest.
     plan.text_hash = fault_server::seed::fnv1a(
         std::iter::once(text)
