@@ -12,6 +12,8 @@ pub(crate) mod envoy;
 pub(crate) mod grpc;
 pub(crate) mod haproxy;
 mod haproxy_syntax;
+pub(crate) mod istio;
+mod kube;
 pub(crate) mod nginx;
 mod nginx_syntax;
 pub(crate) mod rewrite;
