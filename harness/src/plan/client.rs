@@ -68,12 +68,13 @@ pub(super) fn resolve(
         name: name.clone(),
         ..spec.expect.unwrap_or_default()
     };
-    let mut resolved = policy::resolve(vec![policy], &[], &[], dir, false).map_err(|mut f| {
-        // Its errors name `policies[0]`; the plan wrote `client.expect`.
-        f.path
-            .splice(0..2, [Seg::Key("client"), Seg::Key("expect")]);
-        f
-    })?;
+    let mut resolved =
+        policy::resolve(vec![policy], &[], (&[], &[]), dir, false).map_err(|mut f| {
+            // Its errors name `policies[0]`; the plan wrote `client.expect`.
+            f.path
+                .splice(0..2, [Seg::Key("client"), Seg::Key("expect")]);
+            f
+        })?;
     let named = resolved.policies.remove(0);
     let defaults = fault_server::Judging::default();
     let judging = fault_server::Judging {

@@ -16,6 +16,7 @@ pub(crate) mod import;
 mod load;
 mod locate;
 mod merge;
+pub mod mesh;
 mod model;
 mod policy;
 pub mod proxy;
@@ -423,7 +424,13 @@ fn resolve(
         }
         (None, Some(specs)) => {
             let grpc_calls = load.protocol == Protocol::Grpc;
-            let r = policy::resolve(specs, &tiers, &proxies.tiers, dir, grpc_calls)?;
+            let r = policy::resolve(
+                specs,
+                &tiers,
+                (&proxies.tiers, &proxies.meshes),
+                dir,
+                grpc_calls,
+            )?;
             (r.policies, r.warnings, r.sources, None)
         }
         (None, None) => {

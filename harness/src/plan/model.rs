@@ -411,13 +411,16 @@ impl Expect {
 #[derive(Debug, Clone)]
 pub struct TierPolicy {
     pub tier: String,
-    /// `same`, `none` or `own`: how the plan set it; `proxy` for a proxy tier.
+    /// `same`, `none` or `own`: how the plan set it; `proxy` for a proxy tier, `mesh` for
+    /// a mesh tier.
     pub kind: TierKind,
     /// The relay's policy; a proxy tier's is [`super::forward_once`] (its config, in
     /// `proxy`, decides its retries).
     pub policy: Policy,
     /// A proxy tier's config and model, the same in every variant.
     pub proxy: Option<Arc<super::proxy::ProxyTier>>,
+    /// A mesh tier's config, whose policy `policy` is, the same in every variant.
+    pub mesh: Option<Arc<super::mesh::MeshTier>>,
 }
 
 impl TierPolicy {
@@ -440,6 +443,8 @@ pub enum TierKind {
     Own,
     /// A proxy tier: its config decides (`TierPolicy::proxy`).
     Proxy,
+    /// A mesh tier: the relay runs the policy its mesh config sets (`TierPolicy::mesh`).
+    Mesh,
 }
 
 impl TierKind {
@@ -449,6 +454,7 @@ impl TierKind {
             TierKind::None => "none",
             TierKind::Own => "own",
             TierKind::Proxy => "proxy",
+            TierKind::Mesh => "mesh",
         }
     }
 }

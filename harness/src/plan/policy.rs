@@ -13,6 +13,7 @@ use super::error::{Found, did_you_mean, found};
 use super::import;
 use super::locate::Seg;
 use super::merge;
+use super::mesh::MeshTier;
 use super::model::{NamedPolicy, TierKind, TierPolicy};
 use super::proxy::ProxyTier;
 use super::spec::{Condition, DurationOrNone, PolicySpec, TierSpec, Toggle};
@@ -38,7 +39,7 @@ pub(super) const MAX_POLICIES: usize = 64;
 pub(super) fn resolve(
     specs: Vec<PolicySpec>,
     tiers: &[String],
-    proxies: &[Option<Arc<ProxyTier>>],
+    kinds: TierKinds<'_>,
     dir: &Path,
     grpc_calls: bool,
 ) -> Result<Resolved, Found> {
@@ -85,7 +86,7 @@ pub(super) fn resolve(
         let (mut policy, imported) = policy(&base, p, dir, grpc_calls)?;
         note_import(&name, imported, &mut warnings, &mut sources);
         let (tier_policies, tier_warnings, tier_sources) =
-            tier_policies(&base, &policy, tier_specs, (tiers, proxies), dir)?;
+            tier_policies(&base, &policy, tier_specs, (tiers, kinds), dir)?;
         warnings.extend(tier_warnings);
         sources.extend(tier_sources);
         policy.tiers = tier_policies;
@@ -182,6 +183,9 @@ fn note_import(
     }
 }
 
+/// Aligned with the plan's tiers: each proxy tier's config, and each mesh tier's.
+pub(super) type TierKinds<'a> = (&'a [Option<Arc<ProxyTier>>], &'a [Option<Arc<MeshTier>>]);
+
 /// The tiers' policies, what their imports could not model, and the imported files' text.
 type TiersResolved = (Vec<TierPolicy>, Vec<String>, Vec<String>);
 
@@ -191,7 +195,7 @@ fn tier_policies(
     base: &[Seg],
     variant: &NamedPolicy,
     mut specs: std::collections::BTreeMap<String, TierSpec>,
-    (tiers, proxies): (&[String], &[Option<Arc<ProxyTier>>]),
+    (tiers, (proxies, meshes)): (&[String], TierKinds<'_>),
     dir: &Path,
 ) -> Result<TiersResolved, Found> {
     let at = |tier: &str| {
@@ -213,10 +217,25 @@ fn tier_policies(
         .hint(format!("{known}; list the relay tiers at the top level, outermost first: `tiers: [api, backend]`")));
     }
     let (mut out, mut warnings, mut sources) = (Vec::new(), Vec::new(), Vec::new());
-    for (tier, proxy) in tiers
+    for (i, (tier, proxy)) in tiers
         .iter()
         .zip(proxies.iter().chain(std::iter::repeat(&None)))
+        .enumerate()
     {
+        if let Some(mesh) = meshes.get(i).cloned().flatten() {
+            if specs.contains_key(tier) {
+                return Err(found(at(tier), format!("`{tier}` is an {} tier: its mesh config sets its retries", mesh.kind()))
+                    .hint(format!("remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}", mesh.virtual_service.display())));
+            }
+            out.push(TierPolicy {
+                tier: tier.clone(),
+                kind: TierKind::Mesh,
+                policy: mesh.policy.clone(),
+                proxy: None,
+                mesh: Some(mesh),
+            });
+            continue;
+        }
         if let Some(proxy) = proxy {
             if specs.contains_key(tier) {
                 return Err(found(at(tier), format!("`{tier}` is an {} tier: its config decides its retries", proxy.model.kind.name()))
@@ -227,6 +246,7 @@ fn tier_policies(
                 kind: TierKind::Proxy,
                 policy: forward_once(),
                 proxy: Some(Arc::clone(proxy)),
+                mesh: None,
             });
             continue;
         }
@@ -275,6 +295,7 @@ fn tier_policies(
             kind,
             policy,
             proxy: None,
+            mesh: None,
         });
     }
     Ok((out, warnings, sources))
@@ -342,6 +363,8 @@ fn import_written(spec: &super::spec::ImportSpec) -> String {
         ("envoy_route", path(&spec.envoy_route)),
         ("route", spec.route.clone()),
         ("envoy_cluster", path(&spec.envoy_cluster)),
+        ("istio_virtual_service", path(&spec.istio_virtual_service)),
+        ("istio_destination_rule", path(&spec.istio_destination_rule)),
     ];
     Value::Map(
         keys.into_iter()

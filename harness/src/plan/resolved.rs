@@ -170,7 +170,10 @@ pub fn policy(c: &PolicyConfig) -> Value {
 /// tiers. A proxy tier is not the policy's to set (its config is): [`proxy_tiers`] says it.
 pub fn named(p: &NamedPolicy) -> Value {
     let mut value = policy(p.policy.config());
-    let relays = p.tiers.iter().filter(|t| t.kind != TierKind::Proxy);
+    let relays = p
+        .tiers
+        .iter()
+        .filter(|t| !matches!(t.kind, TierKind::Proxy | TierKind::Mesh));
     if relays.clone().next().is_some()
         && let Value::Map(fields) = &mut value
     {
@@ -179,7 +182,7 @@ pub fn named(p: &NamedPolicy) -> Value {
                 let v = match t.kind {
                     TierKind::Same => Value::text("same"),
                     TierKind::None => Value::text("none"),
-                    TierKind::Own | TierKind::Proxy => policy(t.policy.config()),
+                    TierKind::Own | TierKind::Proxy | TierKind::Mesh => policy(t.policy.config()),
                 };
                 (t.tier.clone(), v)
             })
@@ -194,12 +197,22 @@ pub fn named(p: &NamedPolicy) -> Value {
 /// default it is; a relay tier by name (each policy's `tiers:` says what it does). Empty
 /// without proxy tiers.
 pub fn proxy_tiers(plan: &super::Plan) -> String {
-    if plan.tier_proxies.iter().all(Option::is_none) {
+    let meshes: Vec<Option<&super::mesh::MeshTier>> =
+        plan.policies.first().map_or_else(Vec::new, |p| {
+            p.tiers.iter().map(|t| t.mesh.as_deref()).collect()
+        });
+    if plan.tier_proxies.iter().all(Option::is_none) && meshes.iter().all(Option::is_none) {
         return String::new();
     }
     let mut out =
-        "tiers:   # as resolved: each proxy tier as its config makes it behave\n".to_owned();
-    for (name, proxy) in plan.tiers.iter().zip(&plan.tier_proxies) {
+        "tiers:   # as resolved: each proxy and mesh tier as its config makes it behave\n"
+            .to_owned();
+    for (i, (name, proxy)) in plan.tiers.iter().zip(&plan.tier_proxies).enumerate() {
+        if let Some(mesh) = meshes.get(i).copied().flatten() {
+            let _ = writeln!(out, "  - name: {}", scalar(name));
+            out.push_str(&mesh.explain());
+            continue;
+        }
         match proxy {
             None => {
                 let _ = writeln!(

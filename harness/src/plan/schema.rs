@@ -151,7 +151,7 @@ schema!(TargetSpec, "Target", |g| {
 schema!(TierEntrySpec, "Tier", |g| {
     let proxy = g.subschema_for::<ProxyTierSpec>();
     json_schema!({
-        "description": "A relay tier's name, or a proxy tier: `{ name, nginx: { config, location, binary } }` or `{ name, haproxy: { config, backend, binary } }`",
+        "description": "A relay tier's name, a proxy tier: `{ name, nginx: { config, location, binary } }` or `{ name, haproxy: { config, backend, binary } }`, or a mesh tier: `{ name, istio: { virtual_service, destination_rule, route } }`",
         "anyOf": [ { "type": "string" }, proxy ]
     })
 });

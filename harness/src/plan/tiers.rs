@@ -2,7 +2,9 @@
 //! is the harness's own relay between the client and the target: it speaks HTTP/1.1, and
 //! the faults it injects are those a relay can answer with. A proxy tier is the user's
 //! nginx or HAProxy, run from their config: what it does is that config's
-//! ([`import`] reads it), so no policy sets it and no fault phase is scripted at it.
+//! ([`import`] reads it), so no policy sets it and no fault phase is scripted at it. A
+//! mesh tier is a relay tier whose policy a mesh's config sets (`mesh.rs`), in every
+//! policy alike.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,15 +14,18 @@ use fault_server::script::ScriptSpec;
 use super::error::{Found, found};
 use super::import::{self, ConfigError};
 use super::locate::{Seg, locate};
+use super::mesh::MeshTier;
 use super::model::{Load, Warning};
 use super::proxy::{ProxyKind, ProxyTier};
-use super::spec::TierEntrySpec;
+use super::spec::{MeshTierSpec, TierEntrySpec};
 use super::{PlanError, located};
 
 /// The plan's proxy tiers, aligned with `tiers:` (`None`: a relay tier), what their models
 /// approximate, and their configs' text (which the plan's digest covers).
 pub(super) struct Proxies {
     pub(super) tiers: Vec<Option<Arc<ProxyTier>>>,
+    /// Aligned with `tiers:` too: each mesh tier's config and policy.
+    pub(super) meshes: Vec<Option<Arc<MeshTier>>>,
     pub(super) warnings: Vec<Warning>,
     pub(super) sources: Vec<String>,
 }
@@ -37,14 +42,28 @@ pub(super) fn import(
     let dir = path.parent().unwrap_or(Path::new(""));
     let mut out = Proxies {
         tiers: Vec::new(),
+        meshes: Vec::new(),
         warnings: Vec::new(),
         sources: Vec::new(),
     };
     for (i, entry) in entries.iter().enumerate() {
-        let TierEntrySpec::Proxy(spec) = entry else {
-            out.tiers.push(None);
-            continue;
+        let spec = match entry {
+            TierEntrySpec::Proxy(spec) => spec,
+            TierEntrySpec::Relay(_) => {
+                out.tiers.push(None);
+                out.meshes.push(None);
+                continue;
+            }
+            TierEntrySpec::Mesh(spec) => {
+                let (mesh, warnings, sources) = mesh(path, text, i, spec)?;
+                out.tiers.push(None);
+                out.meshes.push(Some(Arc::new(mesh)));
+                out.warnings.extend(warnings);
+                out.sources.extend(sources);
+                continue;
+            }
         };
+        out.meshes.push(None);
         let (kind, config, block, binary) = match (&spec.nginx, &spec.haproxy) {
             (Some(n), _) => (ProxyKind::Nginx, &n.config, &n.location, &n.binary),
             (None, Some(h)) => (ProxyKind::Haproxy, &h.config, &h.backend, &h.binary),
@@ -107,6 +126,78 @@ pub(super) fn import(
         out.sources.push(config_text);
     }
     Ok(out)
+}
+
+/// A mesh tier's config read and imported: its policy, what the import approximates (as
+/// warnings at the tier's entry) and the files' text.
+fn mesh(
+    path: &Path,
+    text: &str,
+    i: usize,
+    spec: &MeshTierSpec,
+) -> Result<(MeshTier, Vec<Warning>, Vec<String>), PlanError> {
+    use Seg::{Index, Key};
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let at = vec![Key("tiers"), Index(i)];
+    let istio = &spec.istio;
+    let read = |file: &Path| {
+        import::read_file(
+            dir,
+            file,
+            "an Istio tier names the VirtualService (and DestinationRule) the mesh applies, e.g. `stacks/virtualservice.yaml`",
+            "an Istio tier's files are relative to the plan file",
+        )
+        .and_then(|t| {
+            fault_server::yaml_guard::check_depth(&t, fault_server::yaml_guard::MAX_DEPTH)
+                .map(|()| t)
+                .map_err(|deep| import::problem(format!("`{}`: {deep}", file.display())))
+        })
+        .map_err(|p| {
+            let mut f = found(at.clone(), p.message);
+            f.hint = p.hint;
+            located(path, text, f)
+        })
+    };
+    let vs_text = read(&istio.virtual_service)?;
+    let rule_text = istio.destination_rule.as_deref().map(read).transpose()?;
+    let imported = import::istio::import(&vs_text, rule_text.as_deref(), istio.route.as_deref())
+        .map_err(|e| {
+            let file = match e.file {
+                import::istio::File::DestinationRule => istio
+                    .destination_rule
+                    .as_ref()
+                    .unwrap_or(&istio.virtual_service),
+                import::istio::File::VirtualService => &istio.virtual_service,
+            };
+            config_error(&dir.join(file), e.error)
+        })?;
+    let warnings: Vec<Warning> = imported
+        .warnings_in(&istio.virtual_service, istio.destination_rule.as_deref())
+        .into_iter()
+        .map(|w| Warning {
+            at: locate(text, &at),
+            message: format!("istio tier `{}`: {w}", spec.name),
+        })
+        .collect();
+    let policy = chaos_policy::Policy::new(imported.imported.config).map_err(|e| {
+        located(
+            path,
+            text,
+            found(at.clone(), format!("Istio tier `{}`: {e}", spec.name)),
+        )
+    })?;
+    let mesh = MeshTier {
+        virtual_service: istio.virtual_service.clone(),
+        destination_rule: istio.destination_rule.clone(),
+        route: imported.route,
+        policy,
+        origins: imported.origins,
+    };
+    Ok((
+        mesh,
+        warnings,
+        [Some(vs_text), rule_text].into_iter().flatten().collect(),
+    ))
 }
 
 /// An importer's error, placed in the config file.

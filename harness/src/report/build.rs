@@ -89,6 +89,15 @@ fn tier_reports(
                     ),
                     (None, TierKind::None) => "none (forward once)".to_owned(),
                     (None, TierKind::Same) => format!("same: {}", describe_policy(&s.policy)),
+                    (None, TierKind::Mesh) => format!(
+                        "{} ({}, route {}): {}",
+                        s.mesh.as_ref().map_or("mesh", |m| m.kind()),
+                        s.mesh
+                            .as_ref()
+                            .map_or(String::new(), |m| m.virtual_service.display().to_string()),
+                        s.mesh.as_ref().map_or("", |m| m.route.as_str()),
+                        describe_policy(&s.policy)
+                    ),
                     (None, TierKind::Own | TierKind::Proxy) => describe_policy(&s.policy),
                 }),
                 received: t.received,

@@ -67,16 +67,42 @@ pub(crate) struct Origin {
 /// The imported policy, where each of its fields came from, and the route it is of.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct IstioImport {
+    /// The policy, and what of the VirtualService's file it approximates.
     pub(crate) imported: Imported,
+    /// What of the DestinationRule it approximates, and the file that held the rule.
+    pub(crate) rule_warnings: Vec<String>,
+    pub(crate) rule_file: File,
     pub(crate) origins: Vec<Origin>,
     /// The route read: its name, or `VIRTUALSERVICE/http[I]`.
     pub(crate) route: String,
+}
+
+impl IstioImport {
+    /// Every warning, each after the file it is about (`vs` the VirtualService's, `rule`
+    /// the DestinationRule's when the plan names one).
+    pub(crate) fn warnings_in(
+        &self,
+        vs: &std::path::Path,
+        rule: Option<&std::path::Path>,
+    ) -> Vec<String> {
+        let rule = match self.rule_file {
+            File::DestinationRule => rule.unwrap_or(vs),
+            File::VirtualService => vs,
+        };
+        let vs_warnings = self.imported.warnings.iter().map(|w| (vs, w));
+        vs_warnings
+            .chain(self.rule_warnings.iter().map(|w| (rule, w)))
+            .map(|(file, w)| format!("{}: {w}", file.display()))
+            .collect()
+    }
 }
 
 /// What the import found so far, and where.
 pub(super) struct Out {
     pub(super) config: PolicyConfig,
     pub(super) warnings: Vec<String>,
+    /// What of the DestinationRule the model approximates.
+    pub(super) rule_warnings: Vec<String>,
     pub(super) origins: Vec<Origin>,
 }
 
@@ -144,6 +170,7 @@ pub(crate) fn import(
     let mut out = Out {
         config: PolicyConfig::default(),
         warnings: Vec::new(),
+        rule_warnings: Vec::new(),
         origins: Vec::new(),
     };
     route_keys(&route, &mut out);
@@ -165,6 +192,8 @@ pub(crate) fn import(
             warnings: out.warnings,
         },
         origins: out.origins,
+        rule_warnings: out.rule_warnings,
+        rule_file: file,
         route: route.label,
     })
 }
@@ -445,11 +474,37 @@ fn default_retries(route: &Route<'_>, out: &mut Out) {
         format!("{at}: connect-failure, refused-stream, unavailable, cancelled and 503"),
     );
     out.origin("attempt_timeout", format!("{at}: no per-try timeout"));
+    grpc_words(&DEFAULT_RETRY_ON, route.line(&[]), out);
     out.warnings.push(format!(
         "line {}: http route `{}` has no `retries:`: Istio's default retries 503, connect failures and refused streams twice, for every method; tries go to hosts not tried yet (previous_hosts), which the model's one next hop cannot do",
         route.line(&[]),
         route.label
     ));
+}
+
+/// A warning for the gRPC words among `words`, at `line`: Envoy retries them on a
+/// `grpc-status`, and the Envoy import reads them through gRPC's table of HTTP answers.
+fn grpc_words(words: &[&str], line: usize, out: &mut Out) {
+    let grpc: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| {
+            matches!(
+                *w,
+                "cancelled"
+                    | "deadline-exceeded"
+                    | "internal"
+                    | "resource-exhausted"
+                    | "unavailable"
+            )
+        })
+        .collect();
+    if !grpc.is_empty() {
+        out.warnings.push(format!(
+            "line {line}: `{}` are gRPC conditions, read as the Envoy import reads them (gRPC's table of HTTP answers: 429, 502, 503, 504 and resets count as `unavailable`); Envoy retries them only on a `grpc-status`, so over plain HTTP the model retries more than the sidecar would",
+            grpc.join("`, `")
+        ));
+    }
 }
 
 /// The conditions of Envoy's `retry_on` words with `codes` as `retriable_status_codes`;
@@ -469,6 +524,7 @@ fn words(words: &[&str], codes: &[u16], unmodelled: &mut Vec<String>) -> Vec<C> 
 fn retry_on(route: &Route<'_>, spec: Option<&Value>, out: &mut Out) -> Result<(), IstioError> {
     let Some(spec) = spec else {
         out.config.retry_on = RetryOn::new(words(&DEFAULT_RETRY_ON, &[503], &mut Vec::new()));
+        grpc_words(&DEFAULT_RETRY_ON, route.line(&["retries"]), out);
         out.origin("retry_on", format!("Istio's default, as `retries` (line {}) sets no `retryOn`: connect-failure, refused-stream, unavailable, cancelled and 503", route.line(&["retries"])));
         return Ok(());
     };
@@ -494,6 +550,7 @@ fn retry_on(route: &Route<'_>, spec: Option<&Value>, out: &mut Out) -> Result<()
     }
     let mut unmodelled = Vec::new();
     out.config.retry_on = RetryOn::new(words(&names, &codes, &mut unmodelled));
+    grpc_words(&names, line, out);
     for word in unmodelled {
         out.warnings.push(format!("line {line}: `retryOn: {word}` is not modelled (not an Envoy condition the harness produces): nothing is retried for it"));
     }

@@ -1,5 +1,6 @@
 //! Policies imported from production configuration instead of written out: a gRPC service
-//! config (`grpc.rs`) or an Envoy route and cluster (`envoy.rs`).
+//! config (`grpc.rs`), an Envoy route and cluster (`envoy.rs`), or an Istio
+//! VirtualService and DestinationRule (`istio.rs`).
 //!
 //! Why: the policy worth testing before a rollout is the one the service runs, and the
 //! config that says so already exists. Each importer is a pure function from the file's
@@ -117,6 +118,8 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             envoy_route: None,
             route: None,
             envoy_cluster: None,
+            istio_virtual_service: None,
+            istio_destination_rule: None,
         } => {
             let service = service.as_deref().ok_or_else(|| {
                 problem("a gRPC import needs the `service` whose method config applies")
@@ -133,6 +136,8 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             envoy_route: Some(file),
             route,
             envoy_cluster,
+            istio_virtual_service: None,
+            istio_destination_rule: None,
         } => {
             let text = read(file)?;
             let cluster = envoy_cluster.as_ref().map(read).transpose()?;
@@ -140,8 +145,42 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
                 envoy::import(&text, route.as_deref(), cluster.as_deref()).map_err(at(file))?;
             Ok((imported, [Some(text), cluster].into_iter().flatten().collect()))
         }
-        _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), or `envoy_route` (with optionally `route` and `envoy_cluster`)")
+        ImportSpec {
+            grpc_service_config: None,
+            service: None,
+            method: None,
+            envoy_route: None,
+            route,
+            envoy_cluster: None,
+            istio_virtual_service: Some(file),
+            istio_destination_rule: rule_file,
+        } => {
+            let text = read(file)?;
+            let rule = rule_file.as_ref().map(read).transpose()?;
+            let got = istio::import(&text, rule.as_deref(), route.as_deref()).map_err(|e| {
+                let shown = match e.file {
+                    istio::File::VirtualService => file,
+                    istio::File::DestinationRule => rule_file.as_ref().unwrap_or(file),
+                };
+                in_file(shown, e.error)
+            })?;
+            let imported = Imported {
+                warnings: got.warnings_in(file, rule_file.as_deref()),
+                config: got.imported.config,
+            };
+            Ok((imported, [Some(text), rule].into_iter().flatten().collect()))
+        }
+        _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), `envoy_route` (with optionally `route` and `envoy_cluster`), or `istio_virtual_service` (with optionally `route` and `istio_destination_rule`)")
             .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
+    }
+}
+
+/// An error in a config `file`, said where the plan's `import:` key is: the file's line
+/// and column go into the message.
+fn in_file(file: &Path, e: ConfigError) -> Problem {
+    Problem {
+        message: format!("{}:{}:{}: {}", file.display(), e.line, e.column, e.message),
+        hint: e.hint,
     }
 }
 

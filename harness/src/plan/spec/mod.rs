@@ -81,6 +81,8 @@ pub struct PlanSpec {
 pub enum TierEntrySpec {
     Relay(String),
     Proxy(ProxyTierSpec),
+    /// A relay tier whose policy a mesh's config sets (`{ name, istio: {...} }`).
+    Mesh(MeshTierSpec),
 }
 
 impl TierEntrySpec {
@@ -89,11 +91,13 @@ impl TierEntrySpec {
         match self {
             TierEntrySpec::Relay(name) => name,
             TierEntrySpec::Proxy(spec) => &spec.name,
+            TierEntrySpec::Mesh(spec) => &spec.name,
         }
     }
 }
 
-/// A proxy tier: its name and the one proxy whose config it runs.
+/// A proxy tier: its name and the one proxy whose config it runs; or a mesh tier: its
+/// name and the mesh config that sets its policy.
 #[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyTierSpec {
@@ -102,6 +106,31 @@ pub struct ProxyTierSpec {
     pub nginx: Option<NginxSpec>,
     #[serde(default)]
     pub haproxy: Option<HaproxySpec>,
+    #[serde(default)]
+    pub istio: Option<IstioSpec>,
+}
+
+/// A mesh tier: the harness's relay, retrying as the mesh's config says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeshTierSpec {
+    pub name: String,
+    pub istio: IstioSpec,
+}
+
+/// `istio: { virtual_service, destination_rule, route }`: paths relative to the plan file.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IstioSpec {
+    /// The VirtualService (a manifest; other documents in it are skipped).
+    pub virtual_service: std::path::PathBuf,
+    /// The DestinationRule of the route's host (default: one in the VirtualService's
+    /// file, else Istio's defaults).
+    #[serde(default)]
+    pub destination_rule: Option<std::path::PathBuf>,
+    /// The `http` route, by its name or `VIRTUALSERVICE/http[I]`; needed when the
+    /// VirtualService's routes retry unlike each other.
+    #[serde(default)]
+    pub route: Option<String>,
 }
 
 /// `nginx: { config, location, binary }`: paths relative to the plan file.
@@ -139,21 +168,25 @@ impl<'de> Deserialize<'de> for TierEntrySpec {
         impl<'de> Visitor<'de> for V {
             type Value = TierEntrySpec;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a relay tier's name like `api`, or a proxy tier like `{ name: edge, nginx: { config: stacks/nginx.conf } }`")
+                f.write_str("a relay tier's name like `api`, a proxy tier like `{ name: edge, nginx: { config: stacks/nginx.conf } }` or a mesh tier like `{ name: sidecar, istio: { virtual_service: stacks/vs.yaml } }`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TierEntrySpec, E> {
                 Ok(TierEntrySpec::Relay(v.to_owned()))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TierEntrySpec, A::Error> {
                 let spec = ProxyTierSpec::deserialize(MapAccessDeserializer::new(map))?;
-                match (&spec.nginx, &spec.haproxy) {
-                    (Some(_), None) | (None, Some(_)) => Ok(TierEntrySpec::Proxy(spec)),
-                    (None, None) => Err(de::Error::custom(format!(
-                        "proxy tier `{}` names no proxy: add `nginx: {{ config: FILE }}` or `haproxy: {{ config: FILE }}`",
+                match (&spec.nginx, &spec.haproxy, spec.istio.clone()) {
+                    (Some(_), None, None) | (None, Some(_), None) => Ok(TierEntrySpec::Proxy(spec)),
+                    (None, None, Some(istio)) => Ok(TierEntrySpec::Mesh(MeshTierSpec {
+                        name: spec.name,
+                        istio,
+                    })),
+                    (None, None, None) => Err(de::Error::custom(format!(
+                        "tier `{}` names no proxy nor mesh: add `nginx: {{ config: FILE }}`, `haproxy: {{ config: FILE }}` or `istio: {{ virtual_service: FILE }}`",
                         spec.name
                     ))),
-                    (Some(_), Some(_)) => Err(de::Error::custom(format!(
-                        "proxy tier `{}` names both nginx and HAProxy: a tier is one proxy; list each as a tier of its own",
+                    _ => Err(de::Error::custom(format!(
+                        "tier `{}` names more than one of nginx, HAProxy and Istio: a tier is one; list each as a tier of its own",
                         spec.name
                     ))),
                 }

@@ -140,12 +140,20 @@ pub struct ImportSpec {
     #[serde(default)]
     pub envoy_route: Option<std::path::PathBuf>,
     /// Which route of a route configuration: its name, `HOST/NAME`, or `HOST/routes[I]`
-    /// for one without a name. Needed when several of its routes retry.
+    /// for one without a name. Needed when several of its routes retry. With an Istio
+    /// VirtualService, its `http` route: its name or `VIRTUALSERVICE/http[I]`.
     #[serde(default)]
     pub route: Option<String>,
     /// A cluster (or its `circuit_breakers`): its retry budget or `max_retries`.
     #[serde(default)]
     pub envoy_cluster: Option<std::path::PathBuf>,
+    /// An Istio VirtualService (a manifest; `route:` names its `http` route when its
+    /// routes retry unlike each other).
+    #[serde(default)]
+    pub istio_virtual_service: Option<std::path::PathBuf>,
+    /// The DestinationRule of the route's host: its `maxRetries` or `retryBudget`.
+    #[serde(default)]
+    pub istio_destination_rule: Option<std::path::PathBuf>,
 }
 
 /// One `retry_on` entry as written: a word (`transient`) or a status code, which YAML

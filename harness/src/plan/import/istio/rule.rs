@@ -60,7 +60,7 @@ pub(super) fn destination<'a>(
         && let Some(rule) = chosen
     {
         let line = rule.at(&[Seg::Key("kind")]).0;
-        out.warnings.push(format!(
+        out.rule_warnings.push(format!(
             "{} DestinationRules: the one at line {line}{} is read",
             rules.len(),
             host.map_or(String::new(), |h| format!(
@@ -119,14 +119,14 @@ pub(super) fn circuit_breaker(
     let budget = if let Some(b) = policy.and_then(|p| p.get("retryBudget")) {
         let line = doc.at(&budget_path).0;
         if http.and_then(|h| h.get("maxRetries")).is_some() {
-            out.warnings.push(format!(
+            out.rule_warnings.push(format!(
                 "line {}: `maxRetries` is ignored: Envoy applies the retryBudget instead",
                 doc.at(&max_path).0
             ));
         }
         let percent = match b.get("percent") {
             None => {
-                out.warnings.push(format!("line {line}: `retryBudget.percent` unset is read as the documented 20%; Istio releases before istio/istio#59505 wrote 0.2%"));
+                out.rule_warnings.push(format!("line {line}: `retryBudget.percent` unset is read as the documented 20%; Istio releases before istio/istio#59505 wrote 0.2%"));
                 DEFAULT_BUDGET_PERCENT
             }
             Some(p) => p
@@ -179,7 +179,7 @@ fn rule_unmodelled(doc: &Document, out: &mut Out) {
     let policy = spec.and_then(|s| s.get("trafficPolicy"));
     let mut warn = |path: &[Seg], what: &str| {
         let line = doc.at(path).0;
-        out.warnings.push(format!("line {line}: {what}"));
+        out.rule_warnings.push(format!("line {line}: {what}"));
     };
     if policy.and_then(|p| p.get("outlierDetection")).is_some() {
         warn(

@@ -200,7 +200,7 @@ fn a_destination_rule_limits_retries_in_flight() {
         })
     );
     assert!(origin(&i, "budget").starts_with("line 7: `connectionPool.http.maxRetries: 10`"));
-    let warnings = &i.imported.warnings;
+    let warnings = &i.rule_warnings;
     assert!(
         warnings
             .iter()
