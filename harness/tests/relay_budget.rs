@@ -59,9 +59,14 @@ async fn a_relay_full_of_idle_connections_still_answers_a_new_client() {
             .map(|n| vec!["--max-connections", n])
             .unwrap_or_default();
         let (mut child, url) = relay_with_few_descriptors(&server.url(), &args);
-        let addr = url.trim_start_matches("http://").to_owned();
+        let addr: std::net::SocketAddr = url
+            .trim_start_matches("http://")
+            .parse()
+            .expect("an address");
+        // A relay that stops accepting lets its backlog fill, and a connect then waits
+        // for its SYN to be retried (two minutes): stop holding at the first one refused.
         let held: Vec<std::net::TcpStream> = (0..HELD)
-            .filter_map(|_| std::net::TcpStream::connect(&addr).ok())
+            .map_while(|_| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok())
             .collect();
         // Far longer than the budget needs; only a relay without one reaches it.
         let answer = reqwest::Client::builder()
