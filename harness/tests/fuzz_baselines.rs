@@ -217,7 +217,7 @@ fn a_baseline_of_more_than_a_plan_could_write_is_refused() {
                     })
                     .collect(),
             ),
-            "more than 64 policies: a plan runs at most 64",
+            "more than 64 entries in a list of at most 64",
         ),
         (
             "long.json",

@@ -16,9 +16,9 @@ use super::{Baseline, Figures, MAX_BASELINE_BYTES, PlanIdentity, ReadError, SCHE
 use crate::plan::resolved::Value;
 use crate::report::PolicyReport;
 
-/// The most policies a baseline or a report read as one holds: a plan runs at most 64
-/// (`plan/policy.rs`), so one with more was not written by a run.
-pub const MAX_POLICIES: usize = 64;
+/// The most policies a baseline or a report read as one holds: a plan's, so one with
+/// more was not written by a run.
+pub use crate::plan::MAX_POLICIES;
 
 /// A baseline, or a report read as one (with the default tolerance).
 pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
@@ -121,26 +121,7 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
 {
-    struct AtMost<T>(std::marker::PhantomData<T>);
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for AtMost<T> {
-        type Value = Vec<T>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "a list of at most {MAX_POLICIES} policies")
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-            let mut items = Vec::new();
-            while let Some(item) = seq.next_element()? {
-                if items.len() == MAX_POLICIES {
-                    return Err(de::Error::custom(format!(
-                        "more than {MAX_POLICIES} policies: a plan runs at most {MAX_POLICIES}"
-                    )));
-                }
-                items.push(item);
-            }
-            Ok(items)
-        }
-    }
-    deserializer.deserialize_seq(AtMost(std::marker::PhantomData))
+    crate::bounded::vec::<D, T, MAX_POLICIES>(deserializer)
 }
 
 /// What a baseline keeps of a report (`chaos-report/v1`); the rest is skipped unread.
