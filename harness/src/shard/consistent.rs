@@ -225,7 +225,9 @@ fn series(at: &str, r: &SavedRecorder) -> Result<(), Inconsistent> {
 /// start, and each counting policy some time run, no longer than its slot
 /// ([`super::Sharding::slot`]), and no more arrivals than the plan's schedule deals its
 /// shard (`arrivals`, the schedule's length: shard I of N sends those whose index is
-/// I mod N). A shard the run never had is one the schedule deals nothing to.
+/// I mod N). A shard the run never had is one the schedule deals nothing to. And no
+/// policy's series is longer than the plan's slots (a 170 MB partial of a 1 s plan with a
+/// million seconds of zeros merged, into a report of a million rows).
 pub fn of_the_run(plan: &Plan, arrivals: u64, p: &Partial) -> Result<(), Inconsistent> {
     if p.plan.name != plan.name {
         return Err(wrong(
@@ -247,6 +249,23 @@ pub fn of_the_run(plan: &Plan, arrivals: u64, p: &Partial) -> Result<(), Inconsi
             "plan.target",
             "is empty: a shard names what it drove",
         ));
+    }
+    // Every policy's slot from the common start: a series counts from there at the latest.
+    let slots = super::Sharding::slot(plan)
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(plan.policies.len() as u64)
+        .saturating_add(1);
+    for q in &p.policies {
+        if q.recorder.series.len() as u64 > slots {
+            return Err(wrong(
+                format!("policies[{}].series", q.name),
+                format!(
+                    "has {} seconds, more than the {slots} the plan's policies' slots span from the common start",
+                    q.recorder.series.len()
+                ),
+            ));
+        }
     }
     let counting: Vec<&PartialPolicy> = p
         .policies

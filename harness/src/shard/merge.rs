@@ -565,7 +565,25 @@ gates:
             edit(&mut s[1].partial);
             merge(&plan, s).expect_err("refused").to_string()
         };
-        let cases: [(&dyn Fn(&mut Partial), &str); 7] = [
+        let cases: [(&dyn Fn(&mut Partial), &str); 8] = [
+            (
+                &|p| {
+                    let second = p.policies[0].recorder.series[0].clone();
+                    let zero = crate::stats::SavedSecond {
+                        offered: 0,
+                        scheduled_attempts: 0,
+                        unfinished: 0,
+                        dropped: 0,
+                        attempts: 0,
+                        retries: 0,
+                        succeeded: 0,
+                        failed: 0,
+                        ..second
+                    };
+                    p.policies[0].recorder.series.resize(20, zero);
+                },
+                "shard-1.json: policies[plain].series has 20 seconds, more than the 8",
+            ),
             (&|p| p.plan.seed = 12, "shard-1.json: plan.seed is 12"),
             (
                 &|p| p.plan.name = "odd".into(),
