@@ -289,7 +289,8 @@ fn lists_longer_than_a_run_writes_are_refused_as_read() {
     let many: serde_json::Map<String, serde_json::Value> = (0..1025)
         .map(|i| (format!("{}", 100 + i), 1.into()))
         .collect();
-    let cases: [(&str, &dyn Fn(&mut serde_json::Value)); 4] = [
+    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 4] = [
         ("warnings", &|j| j["warnings"] = vec![""; 1025].into()),
         ("faults", &|j| j["faults"] = vec!["down"; 1025].into()),
         ("outcomes", &|j| {

@@ -565,7 +565,8 @@ gates:
             edit(&mut s[1].partial);
             merge(&plan, s).expect_err("refused").to_string()
         };
-        let cases: [(&dyn Fn(&mut Partial), &str); 8] = [
+        type Edit<'a> = &'a dyn Fn(&mut Partial);
+        let cases: [(Edit, &str); 8] = [
             (
                 &|p| {
                     let second = p.policies[0].recorder.series[0].clone();
