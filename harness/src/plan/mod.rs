@@ -43,7 +43,7 @@ pub use model::{
     Numbers, Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning,
     fill_path, start_request,
 };
-pub use policy::forward_once;
+pub use policy::{MAX_POLICIES, forward_once};
 pub use recover::MAX_ERRORS;
 pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
