@@ -61,7 +61,7 @@ pub use script::{
 #[cfg(feature = "server")]
 pub use server::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_SHUTDOWN_GRACE,
-    MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, ServerHandle, StartError, TokenError,
-    check_token, start,
+    MAX_HEADER_BYTES, MAX_HEADERS, Peer, ScriptLog, ServerConfig, ServerHandle, StartError,
+    TokenError, check_token, serve_bounded, start,
 };
 pub use upstream_url::{DEFAULT_UPSTREAM_TIMEOUT, Upstream, UpstreamError};

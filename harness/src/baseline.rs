@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::plan::{Relative, Tolerance, bounds};
 use crate::report::{Comparison, Drift, PolicyReport, Report, Row};
+pub use read::{MAX_POLICIES, read};
 
 pub const SCHEMA: &str = "chaos-baseline/v1";
 
@@ -23,6 +24,7 @@ pub struct Baseline {
     pub plan: PlanIdentity,
     /// The tolerance in force when it was saved: `harness compare` uses it.
     pub tolerance: Tolerance,
+    #[serde(deserialize_with = "read::at_most_policies")]
     pub policies: Vec<Figures>,
 }
 
@@ -67,29 +69,7 @@ pub struct Figures {
 
 impl Figures {
     pub fn of(p: &PolicyReport) -> Figures {
-        Figures {
-            name: p.name.clone(),
-            offered: p.offered,
-            logical: p.logical,
-            succeeded: p.succeeded,
-            attempts: p.attempts,
-            retries: p.retries,
-            dropped: p.dropped,
-            amplification: p.amplification.client,
-            server_amplification: p.amplification.server,
-            peak_amplification: p.amplification.peak_1s,
-            success_rate: p.success_rate,
-            p50_ms: p.latency_ms.p50,
-            p90_ms: p.latency_ms.p90,
-            p99_ms: p.latency_ms.p99,
-            p999_ms: p.latency_ms.p999,
-            recovery_s: p.recovery_s,
-            dropped_ratio: p.dropped as f64 / p.offered.max(1) as f64,
-            violations: p.violations.retried_permanent
-                + p.violations.retried_non_idempotent
-                + p.violations.duplicate_side_effects.unwrap_or(0),
-            resolved: p.resolved.clone(),
-        }
+        read::Reported::of(p).figures()
     }
 }
 
@@ -230,44 +210,6 @@ impl Figures {
 /// The largest file read as a baseline: a report.json of a long run (its series holds a
 /// row a second per policy) fits many times over.
 pub const MAX_BASELINE_BYTES: u64 = 64 << 20;
-
-/// A baseline, or a report read as one (with the default tolerance).
-pub fn read(path: &std::path::Path) -> Result<Baseline, ReadError> {
-    let file = path.display().to_string();
-    let bytes = fault_server::yaml_guard::read_bounded(path, MAX_BASELINE_BYTES)
-        .map_err(|source| ReadError::Io {
-            file: file.clone(),
-            source,
-        })?
-        .ok_or_else(|| ReadError::TooLarge { file: file.clone() })?;
-    let text = String::from_utf8(bytes).map_err(|e| ReadError::Format {
-        file: file.clone(),
-        detail: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
-    })?;
-    let format = |detail: String| ReadError::Format {
-        file: file.clone(),
-        detail,
-    };
-    // Only the schema is read through `serde_json::Value`, whose objects sort their keys; the
-    // file itself is read from its text, so a resolved policy keeps its keys' order and an
-    // error says its line and column.
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
-    let baseline = match value.get("schema").and_then(serde_json::Value::as_str) {
-        Some(SCHEMA) => serde_json::from_str(&text).map_err(|e| format(e.to_string()))?,
-        Some(crate::report::SCHEMA) => {
-            let report: Report = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
-            Baseline::of(&report, Tolerance::default())
-        }
-        other => return Err(format(format!("its schema is {other:?}"))),
-    };
-    // A report.json is checked as strictly as a baseline: either may be edited by hand.
-    baseline.validate().map_err(|reason| ReadError::Invalid {
-        file: file.clone(),
-        reason,
-    })?;
-    Ok(baseline)
-}
 
 /// Which way is worse for a figure.
 #[derive(Clone, Copy)]
@@ -521,6 +463,8 @@ pub fn attach(
     }
     report.baseline = Some(comparison);
 }
+
+mod read;
 
 #[cfg(test)]
 mod tests;

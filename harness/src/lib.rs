@@ -19,6 +19,7 @@ pub use chaos_policy as policy;
 #[cfg(feature = "live")]
 pub mod attempt;
 pub mod baseline;
+pub mod bounded;
 #[cfg(feature = "live")]
 pub mod cli;
 #[cfg(feature = "live")]

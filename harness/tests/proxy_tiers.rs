@@ -162,7 +162,7 @@ fn validate_explain_shows_each_proxy_tier_as_resolved() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     for line in [
-        "tiers:   # as resolved: each proxy tier as its config makes it behave\n  - name: edge\n",
+        "tiers:   # as resolved: each proxy and mesh tier as its config makes it behave\n  - name: edge\n",
         "    nginx: { config: stacks/nginx.conf, location: /api }   # runs nginx on PATH, or /usr/sbin/nginx\n",
         "      - { name: \"127.0.0.1:8081\", weight: 1, max_fails: 3, fail_timeout: 30s, backup: false }   # line 36\n",
         "      - { name: \"127.0.0.1:8083\", weight: 1, max_fails: 1, fail_timeout: 10s, backup: true }   # line 39\n",

@@ -197,7 +197,7 @@ pub(crate) struct Stop {
 /// The peer a request arrived at, numbered from 1, as a request extension: the listening
 /// socket its connection was accepted on, when the server listens as several peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Peer(pub(crate) u32);
+pub struct Peer(pub u32);
 
 /// A connection accepted and not yet admitted.
 struct Newcomer {

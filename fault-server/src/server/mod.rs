@@ -24,6 +24,7 @@ mod answer;
 mod app;
 mod arrival;
 mod body;
+mod bounded;
 mod config;
 mod conn;
 mod control;
@@ -47,6 +48,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::ledger::LedgerSnapshot;
 use crate::script::Script;
+pub use bounded::{Peer, serve_bounded};
 pub use config::{
     DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_SHUTDOWN_GRACE,
     MAX_HEADER_BYTES, MAX_HEADERS, ScriptLog, ServerConfig, TokenError, check_token,

@@ -33,6 +33,10 @@ pub struct RelayArgs {
     /// Listen, or forward, outside loopback. Load and faults are for machines you own.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Connections served in full at once; past them the one idle longest is closed to
+    /// make room. By default what the descriptor limit allows (three descriptors each).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<std::num::NonZeroUsize>,
 }
 
 pub(super) fn relay(args: RelayArgs) -> u8 {
@@ -96,16 +100,20 @@ pub(super) fn relay(args: RelayArgs) -> u8 {
             }
         };
         let summary = crate::report::describe_policy(&policy);
-        let relay = match crate::relay::Relay::start(crate::relay::RelayConfig {
-            name: args.name.clone(),
-            next: args.to.clone(),
-            policy,
-            seed: args.seed,
-            listen: args.listen,
-            script: None,
-            tracing: None,
-            peers: 1,
-        })
+        let bounded = args.max_connections.map(std::num::NonZeroUsize::get);
+        let relay = match crate::relay::Relay::start_bounded(
+            crate::relay::RelayConfig {
+                name: args.name.clone(),
+                next: args.to.clone(),
+                policy,
+                seed: args.seed,
+                listen: args.listen,
+                script: None,
+                tracing: None,
+                peers: 1,
+            },
+            bounded,
+        )
         .await
         {
             Ok(relay) => relay,

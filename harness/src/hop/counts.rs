@@ -37,7 +37,11 @@ pub struct HopCounts {
     pub sent_per_second: Vec<u64>,
     /// Requests received at each peer, peer 1 first, at a tier that listens as several
     /// (at most [`fault_server::wire::MAX_PEERS`]); empty with one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::bounded::vec::<_, _, { fault_server::wire::MAX_PEERS }>"
+    )]
     pub received_by_peer: Vec<u64>,
     /// Requests received that resent a stated attempt already seen (the same id, attempt
     /// and chain): a proxy's retries to another peer or the same one.

@@ -109,6 +109,19 @@ pub struct PlanErrors {
     pub more: bool,
 }
 
+/// The line and column (counted in characters, from 1) just after `valid`, the UTF-8
+/// text before a file's first byte that is not: where an editor shows that byte.
+pub(super) fn position_of(valid: &[u8]) -> (usize, usize) {
+    let line_start = valid
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+    // Valid UTF-8 up to here by construction.
+    let column = std::str::from_utf8(&valid[line_start..]).map_or(1, |l| l.chars().count() + 1);
+    (line, column)
+}
+
 /// An error found while resolving: what is wrong and the path to the part at fault.
 pub(super) struct Found {
     pub(super) path: Vec<Seg>,

@@ -44,7 +44,7 @@ pub use model::{
     Numbers, Plan, Protocol, RequestKind, Rpc, Segment, Target, TierKind, TierPolicy, Warning,
     fill_path, start_request,
 };
-pub use policy::forward_once;
+pub use policy::{MAX_POLICIES, forward_once};
 pub use recover::MAX_ERRORS;
 pub use select::{UnknownPolicy, select, tier_script};
 use spec::{PlanSpec, TargetSpec};
@@ -156,7 +156,7 @@ fn read_yaml(
         })?;
     String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
-        let (line, column) = position_of(&e.as_bytes()[..valid]);
+        let (line, column) = error::position_of(&e.as_bytes()[..valid]);
         PlanError {
             line: Some(line),
             column: Some(column),
@@ -166,19 +166,6 @@ fn read_yaml(
             )
         }
     })
-}
-
-/// The line and column (counted in characters, from 1) just after `valid`, the UTF-8
-/// text before a file's first byte that is not: where an editor shows that byte.
-fn position_of(valid: &[u8]) -> (usize, usize) {
-    let line_start = valid
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |newline| newline + 1);
-    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-    // Valid UTF-8 up to here by construction.
-    let column = std::str::from_utf8(&valid[line_start..]).map_or(1, |l| l.chars().count() + 1);
-    (line, column)
 }
 
 /// A problem of the whole file (no line to point at), with a hint.

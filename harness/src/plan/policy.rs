@@ -31,7 +31,7 @@ pub(super) struct Resolved {
 /// report is kept to the end (a few KB; its ~0.8 MB of histograms are dropped as it
 /// ends): a bound on the run's length and on the report's size.
 /// Shipped plans have at most five.
-pub(super) const MAX_POLICIES: usize = 64;
+pub const MAX_POLICIES: usize = 64;
 
 /// Every policy of the plan, each named once with a name that can go into a header, and
 /// its policy at each of the plan's relay `tiers`; an `import:` reads its files relative

@@ -16,11 +16,14 @@ use chaos_policy::{
     BackoffShape, BreakerConfig, BudgetConfig, Jitter, PolicyConfig, RetryAfter, RetryCondition,
 };
 use fault_server::duration::format_duration;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Serialize;
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
-use serde::{Deserialize, Serialize};
 
 use super::model::{NamedPolicy, TierKind};
+
+mod bounded;
+
+pub use bounded::{MAX_DEPTH, MAX_VALUES};
 
 /// A value as a plan writes it. A map keeps its keys in the order written, the plan's
 /// order, in every rendering (a JSON object too).
@@ -597,48 +600,6 @@ impl Serialize for Value {
                 map.end()
             }
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for Value {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Value;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a policy's field as a plan writes it")
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-                Ok(Value::Bool(v))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-                Ok(Value::Int(v))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-                Ok(u64::try_from(v).map_or(Value::Float(v as f64), Value::Int))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-                Ok(Value::Float(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-                Ok(Value::text(v))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element()? {
-                    items.push(item);
-                }
-                Ok(Value::List(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-                let mut entries = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Value>()? {
-                    entries.push((k, v));
-                }
-                Ok(Value::Map(entries))
-            }
-        }
-        deserializer.deserialize_any(V)
     }
 }
 

@@ -91,10 +91,6 @@ pub struct RelayConfig {
     pub peers: u32,
 }
 
-/// The peer a request came in at, as a request extension, at a tier with several.
-#[derive(Debug, Clone, Copy)]
-struct Peer(u32);
-
 struct Shared {
     name: String,
     next: String,
@@ -168,6 +164,15 @@ impl std::fmt::Debug for Relay {
 impl Relay {
     /// Starts a tier listening on `config.listen` (and as many peers as it says).
     pub async fn start(config: RelayConfig) -> Result<Relay, RelayError> {
+        Relay::start_bounded(config, None).await
+    }
+
+    /// [`Relay::start`] with `max_connections` connections served in full, not what the
+    /// descriptor limit allows ([`fault_server::serve_bounded`]).
+    pub async fn start_bounded(
+        config: RelayConfig,
+        max_connections: Option<usize>,
+    ) -> Result<Relay, RelayError> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| RelayError::Bind {
@@ -175,7 +180,7 @@ impl Relay {
                 listen: config.listen,
                 source,
             })?;
-        Relay::start_on(listener, config).await
+        Relay::start_on_bounded(listener, config, max_connections).await
     }
 
     /// Starts a tier on a listener already bound (`config.listen` is then only its name
@@ -185,6 +190,15 @@ impl Relay {
     pub async fn start_on(
         listener: tokio::net::TcpListener,
         config: RelayConfig,
+    ) -> Result<Relay, RelayError> {
+        Relay::start_on_bounded(listener, config, None).await
+    }
+
+    /// [`Relay::start_on`] with `max_connections` connections served in full.
+    pub async fn start_on_bounded(
+        listener: tokio::net::TcpListener,
+        config: RelayConfig,
+        max_connections: Option<usize>,
     ) -> Result<Relay, RelayError> {
         let bind_error = |listen, source| RelayError::Bind {
             name: config.name.clone(),
@@ -218,37 +232,22 @@ impl Relay {
             via: wire::ViaName::new(wire::HopKind::Relay),
         });
         let stop = CancellationToken::new();
-        let several = listeners.len() > 1;
         let urls = listeners
             .iter()
             .map(|(addr, _)| format!("http://{addr}"))
             .collect();
-        let serving: Vec<_> = (1..)
-            .zip(listeners)
-            .map(|(peer, (_, listener))| {
-                let mut app = axum::Router::new().fallback(relay);
-                if several {
-                    app = app.layer(axum::Extension(Peer(peer)));
-                }
-                let app = app.with_state(Arc::clone(&shared));
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move { stop.cancelled().await })
-                        .await;
-                })
-            })
-            .collect();
-        let task = tokio::spawn(async move {
-            // Aborted with this task: a shutdown that times out ends every peer.
-            let _guards: Vec<_> = serving
-                .iter()
-                .map(|serve| AbortOnDrop(serve.abort_handle()))
-                .collect();
-            for serve in serving {
-                let _ = serve.await;
-            }
-        });
+        // One accept loop for every peer, so one budget bounds the tier's connections
+        // (with several peers, each request carries its `fault_server::Peer`).
+        let app = axum::Router::new()
+            .fallback(relay)
+            .with_state(Arc::clone(&shared));
+        let listeners = listeners.into_iter().map(|(_, l)| l).collect();
+        let task = tokio::spawn(fault_server::serve_bounded(
+            listeners,
+            app,
+            stop.clone(),
+            max_connections,
+        ));
         Ok(Relay {
             urls,
             shared,
@@ -334,15 +333,6 @@ fn more_peers(config: &RelayConfig, first: SocketAddr) -> Result<Vec<SocketAddr>
                 .ok_or_else(too_many)
         })
         .collect()
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Counts a request in flight until it is answered (or dropped).
@@ -450,7 +440,7 @@ async fn admit(
             allowance: text(wire::RETRY_ALLOWANCE).and_then(wire::parse_allowance),
             idempotency_key: headers.contains_key(wire::IDEMPOTENCY_KEY),
             headers,
-            peer: parts.extensions.get::<Peer>().map(|p| p.0),
+            peer: parts.extensions.get::<fault_server::Peer>().map(|p| p.0),
             came_back,
         },
     );

@@ -28,6 +28,7 @@ use std::collections::BTreeSet;
 
 use super::partial::{Partial, PartialPolicy};
 use super::{MAX_SHARDS, parse_time};
+use crate::plan::Plan;
 use crate::stats::{MAX_WAVE_BUCKETS, Recorder, SavedRecorder, SavedSecond};
 
 /// The longest series a recorder keeps: it counts a later second in its last.
@@ -211,6 +212,106 @@ fn series(at: &str, r: &SavedRecorder) -> Result<(), Inconsistent> {
             return Err(wrong(
                 field,
                 format!("adds up to {sum}, and the policy's {what} is {expected}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a partial must agree on with the plan it is merged with, so a partial of a run
+/// that did not happen is refused, however well its counts hold together: the plan's
+/// name and seed (the digest covers both, and a hand-edited partial may keep one and
+/// change another), a target, and for a partial that counted anything a finish after its
+/// start, and each counting policy some time run, no longer than its slot
+/// ([`super::Sharding::slot`]), and no more arrivals than the plan's schedule deals its
+/// shard (`arrivals`, the schedule's length: shard I of N sends those whose index is
+/// I mod N). A shard the run never had is one the schedule deals nothing to. And no
+/// policy's series is longer than the plan's slots (a 170 MB partial of a 1 s plan with a
+/// million seconds of zeros merged, into a report of a million rows).
+pub fn of_the_run(plan: &Plan, arrivals: u64, p: &Partial) -> Result<(), Inconsistent> {
+    if p.plan.name != plan.name {
+        return Err(wrong(
+            "plan.name",
+            format!("is `{}`, and the plan is `{}`", p.plan.name, plan.name),
+        ));
+    }
+    if p.plan.seed != plan.seed {
+        return Err(wrong(
+            "plan.seed",
+            format!(
+                "is {}, and the plan runs with seed {}",
+                p.plan.seed, plan.seed
+            ),
+        ));
+    }
+    if p.plan.target.trim().is_empty() {
+        return Err(wrong(
+            "plan.target",
+            "is empty: a shard names what it drove",
+        ));
+    }
+    // Every policy's slot from the common start: a series counts from there at the latest.
+    let slots = super::Sharding::slot(plan)
+        .as_secs()
+        .saturating_add(1)
+        .saturating_mul(plan.policies.len() as u64)
+        .saturating_add(1);
+    for q in &p.policies {
+        if q.recorder.series.len() as u64 > slots {
+            return Err(wrong(
+                format!("policies[{}].series", q.name),
+                format!(
+                    "has {} seconds, more than the {slots} the plan's policies' slots span from the common start",
+                    q.recorder.series.len()
+                ),
+            ));
+        }
+    }
+    let counting: Vec<&PartialPolicy> = p
+        .policies
+        .iter()
+        .filter(|q| q.recorder.logical > 0 || q.recorder.dropped > 0 || q.recorder.attempts > 0)
+        .collect();
+    if counting.is_empty() {
+        return Ok(());
+    }
+    let (Ok(start), finished) = (parse_time(&p.start_at), parse_time(&p.finished_at)) else {
+        return Err(wrong("start_at", "is not a time"));
+    };
+    if !finished.is_ok_and(|f| f > start) {
+        return Err(wrong(
+            "finished_at",
+            format!(
+                "is `{}`: a shard that counted requests finished after its start ({})",
+                p.finished_at, p.start_at
+            ),
+        ));
+    }
+    let slot = u64::try_from(super::Sharding::slot(plan).as_millis()).unwrap_or(u64::MAX);
+    let dealt = if arrivals > u64::from(p.shard.index) {
+        (arrivals - u64::from(p.shard.index) - 1) / u64::from(p.shard.count.max(1)) + 1
+    } else {
+        0
+    };
+    for q in counting {
+        let at = format!("policies[{}]", q.name);
+        if q.elapsed_ms == 0 || q.elapsed_ms > slot {
+            return Err(wrong(
+                format!("{at}.elapsed_ms"),
+                format!(
+                    "is {}: a policy that counted requests ran for more than 0 ms and at most its slot ({slot} ms)",
+                    q.elapsed_ms
+                ),
+            ));
+        }
+        let offered = q.recorder.logical.saturating_add(q.recorder.dropped);
+        if offered > dealt {
+            return Err(wrong(
+                format!("{at}.logical"),
+                format!(
+                    "and dropped count {offered} arrivals, and the plan's schedule deals shard {} only {dealt} of its {arrivals}",
+                    p.shard
+                ),
             ));
         }
     }

@@ -234,12 +234,14 @@ fn relayed(sources: &[Source]) -> Vec<Relayed> {
 fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
     let first = sources.first().ok_or(MergeError::Empty)?;
     let mut shards: BTreeMap<u32, &str> = BTreeMap::new();
+    let arrivals = crate::schedule::Schedule::new(&plan.load, plan.seed).count() as u64;
     for s in sources {
         let p = &s.partial;
-        super::consistent::partial(p).map_err(|source| MergeError::Inconsistent {
+        let inconsistent = |source| MergeError::Inconsistent {
             path: s.path.clone(),
             source,
-        })?;
+        };
+        super::consistent::partial(p).map_err(inconsistent)?;
         if p.plan.digest != plan.digest() {
             return Err(MergeError::OtherPlan {
                 path: s.path.clone(),
@@ -250,6 +252,7 @@ fn check(plan: &Plan, sources: &[Source]) -> Result<(), MergeError> {
                 ours: format!("{} (digest {})", plan.file.display(), plan.digest()),
             });
         }
+        super::consistent::of_the_run(plan, arrivals, p).map_err(inconsistent)?;
         if p.shard.count != first.partial.shard.count {
             return Err(MergeError::OtherCount {
                 path: s.path.clone(),
@@ -539,19 +542,111 @@ gates:
     fn counts_that_overflow_a_u64_are_refused_not_wrapped() {
         let plan = plan();
         let mut s = sources(&plan, 2);
+        // Not `logical`: no partial holds more arrivals than the plan's schedule deals it.
         for source in &mut s {
-            let r = &mut source.partial.policies[0].recorder;
-            let more = u64::MAX - r.logical;
-            r.logical = u64::MAX;
-            r.series[0].offered += more;
+            source.partial.policies[0].recorder.cut = u64::MAX / 2 + 1;
         }
         let e = merge(&plan, s).expect_err("overflows");
         let text = e.to_string();
         assert!(
-            text.contains("policies[plain].recorder.logical adds up to more than 2^64 - 1"),
+            text.contains("policies[plain].recorder.cut adds up to more than 2^64 - 1"),
             "{text}"
         );
         assert!(text.contains("shard-0.json, shard-1.json"), "{text}");
+    }
+
+    /// Partials whose counts hold together, of a run that did not happen: each is refused
+    /// naming the file and the field.
+    #[test]
+    fn a_partial_of_a_run_that_did_not_happen_is_refused() {
+        let plan = plan();
+        let refused = |edit: &dyn Fn(&mut Partial)| {
+            let mut s = sources(&plan, 2);
+            edit(&mut s[1].partial);
+            merge(&plan, s).expect_err("refused").to_string()
+        };
+        type Edit<'a> = &'a dyn Fn(&mut Partial);
+        let cases: [(Edit, &str); 8] = [
+            (
+                &|p| {
+                    let second = p.policies[0].recorder.series[0].clone();
+                    let zero = crate::stats::SavedSecond {
+                        offered: 0,
+                        scheduled_attempts: 0,
+                        unfinished: 0,
+                        dropped: 0,
+                        attempts: 0,
+                        retries: 0,
+                        succeeded: 0,
+                        failed: 0,
+                        ..second
+                    };
+                    p.policies[0].recorder.series.resize(20, zero);
+                },
+                "shard-1.json: policies[plain].series has 20 seconds, more than the 8",
+            ),
+            (&|p| p.plan.seed = 12, "shard-1.json: plan.seed is 12"),
+            (
+                &|p| p.plan.name = "odd".into(),
+                "shard-1.json: plan.name is `odd`",
+            ),
+            (
+                &|p| p.plan.target.clear(),
+                "shard-1.json: plan.target is empty",
+            ),
+            (
+                &|p| p.finished_at.clear(),
+                "shard-1.json: finished_at is ``",
+            ),
+            (
+                &|p| p.finished_at = p.start_at.clone(),
+                "shard-1.json: finished_at is `2026-12-07T08:00:00.000Z`",
+            ),
+            (
+                &|p| p.policies[0].elapsed_ms = 0,
+                "shard-1.json: policies[plain].elapsed_ms is 0",
+            ),
+            (
+                &|p| p.policies[0].elapsed_ms = 3_600_000,
+                "shard-1.json: policies[plain].elapsed_ms is 3600000",
+            ),
+        ];
+        for (edit, said) in cases {
+            let text = refused(edit);
+            assert!(text.starts_with(said), "{said}: {text}");
+        }
+        // A shard the run never had: 300 arrivals dealt to 400 shards leave shard 350
+        // nothing, and its hand-made partial, consistent in itself, says it sent 30.
+        let keeper = partial(
+            &plan,
+            Shard {
+                index: 0,
+                count: 400,
+            },
+            &recorder(1),
+        );
+        let mut s = vec![Source {
+            path: "shard-0.json".into(),
+            partial: keeper,
+        }];
+        let mut extra = partial(
+            &plan,
+            Shard {
+                index: 350,
+                count: 400,
+            },
+            &recorder(30),
+        );
+        extra.keeper = false;
+        s.push(Source {
+            path: "shard-350.json".into(),
+            partial: extra,
+        });
+        let text = merge(&plan, s).expect_err("refused").to_string();
+        assert!(
+            text.starts_with("shard-350.json: policies[plain].logical and dropped count 30 arrivals, and the plan's schedule deals shard 350/400 only 0 of its"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub const PARTIAL_SCHEMA: &str = "chaos-partial/v1";
 /// What starts the line of a partial report in a log.
 pub const LOG_MARKER: &str = "chaos-partial/v1 ";
 
+/// The most warnings, or fault phases, a partial lists: a run says a few.
+pub const MAX_LISTED: usize = 1024;
+
 /// A log or a partial larger than this is refused (a partial is a few hundred KiB).
 pub const MAX_PARTIAL_BYTES: u64 = 256 << 20;
 
@@ -34,16 +37,25 @@ pub struct Partial {
     pub finished_at: String,
     /// This shard reset the fault-server and read its ledger.
     pub keeper: bool,
+    #[serde(deserialize_with = "crate::bounded::vec::<_, _, { crate::plan::MAX_POLICIES }>")]
     pub policies: Vec<PartialPolicy>,
     /// Interrupted by the user.
     pub aborted: bool,
     /// Why this shard could not run (all of it, or from a policy on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::bounded::vec::<_, _, MAX_LISTED>"
+    )]
     pub warnings: Vec<String>,
     /// The keeper's account of the faults in force (`target.script`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::bounded::option_vec::<_, _, MAX_LISTED>"
+    )]
     pub faults: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub faults_from: String,
@@ -74,7 +86,11 @@ pub struct PartialPolicy {
     /// The keeper's reading of the fault-server's ledger for this policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<LedgerSnapshot>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::bounded::vec::<_, _, { fault_server::wire::MAX_TIERS }>"
+    )]
     pub tiers: Vec<HopCounts>,
 }
 

@@ -60,6 +60,7 @@ impl Second {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Sampled {
     pub count: u64,
+    #[serde(deserialize_with = "crate::bounded::vec::<_, _, SAMPLE_IDS>")]
     pub examples: Vec<String>,
 }
 

@@ -54,14 +54,22 @@ pub struct SavedRecorder {
     pub attempts: u64,
     pub reached: (u64, u64),
     pub retries: u64,
+    /// An outcome is a status (100 to 999) or one of a few kinds: a thousand at most,
+    /// bounded as read (`crate::bounded`).
+    #[serde(deserialize_with = "crate::bounded::map::<_, _, _, MAX_OUTCOMES>")]
     pub outcomes: BTreeMap<String, u64>,
+    #[serde(deserialize_with = "crate::bounded::map::<_, _, _, MAX_OUTCOMES>")]
     pub give_ups: BTreeMap<String, u64>,
+    #[serde(deserialize_with = "crate::bounded::map::<_, _, _, MAX_OUTCOMES>")]
     pub retry_outcomes: BTreeMap<String, u64>,
     pub retried_permanent: Sampled,
     pub retried_non_idempotent: Sampled,
     pub last_send_us: u64,
     pub waves: Option<SavedWaves>,
 }
+
+/// The most outcomes (or give-up reasons) a saved recorder lists.
+const MAX_OUTCOMES: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SavedConnects {
