@@ -86,7 +86,9 @@ fn no_policy_sets_what_the_mesh_config_decides() {
         "{ name: careful, max_attempts: 1, tiers: { sidecar: same } }",
     );
     let (_, path) = plan_in("set", &text);
-    let e = load(&path).expect_err("the mesh config sets it").to_string();
+    let e = load(&path)
+        .expect_err("the mesh config sets it")
+        .to_string();
     assert!(
         e.contains("`sidecar` is an istio tier: its mesh config sets its retries"),
         "{e}"
@@ -105,9 +107,9 @@ fn a_policy_imports_the_same_sidecar_policy() {
     let c = plan.policies[0].policy.config();
     assert_eq!((c.max_attempts, c.retry_non_idempotent), (3, true));
     assert!(
-        plan.warnings.iter().any(|w| w
-            .message
-            .contains("stacks/istio-destination-rule.yaml: line 14: `outlierDetection` is not modelled")),
+        plan.warnings.iter().any(|w| w.message.contains(
+            "stacks/istio-destination-rule.yaml: line 14: `outlierDetection` is not modelled"
+        )),
         "{:?}",
         plan.warnings
     );

@@ -189,6 +189,52 @@ pub(super) type TierKinds<'a> = (&'a [Option<Arc<ProxyTier>>], &'a [Option<Arc<M
 /// The tiers' policies, what their imports could not model, and the imported files' text.
 type TiersResolved = (Vec<TierPolicy>, Vec<String>, Vec<String>);
 
+/// A proxy or mesh tier's policy, which its config sets (`set`: this variant's `tiers:`
+/// names it, an error placed by the caller); `None` for a relay tier the variant sets.
+fn config_tier(
+    tier: &str,
+    proxy: Option<&Arc<ProxyTier>>,
+    mesh: Option<Arc<MeshTier>>,
+    set: bool,
+) -> Result<Option<TierPolicy>, Found> {
+    if let Some(mesh) = mesh {
+        if set {
+            return Err(found(vec![], format!("`{tier}` is an {} tier: its mesh config sets its retries", mesh.kind()))
+                .hint(format!("remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}", mesh.virtual_service.display())));
+        }
+        return Ok(Some(TierPolicy {
+            tier: tier.to_owned(),
+            kind: TierKind::Mesh,
+            policy: mesh.policy.clone(),
+            proxy: None,
+            mesh: Some(mesh),
+        }));
+    }
+    let Some(proxy) = proxy else {
+        return Ok(None);
+    };
+    if set {
+        return Err(found(
+            vec![],
+            format!(
+                "`{tier}` is an {} tier: its config decides its retries",
+                proxy.model.kind.name()
+            ),
+        )
+        .hint(format!(
+            "remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}",
+            proxy.file.display()
+        )));
+    }
+    Ok(Some(TierPolicy {
+        tier: tier.to_owned(),
+        kind: TierKind::Proxy,
+        policy: forward_once(),
+        proxy: Some(Arc::clone(proxy)),
+        mesh: None,
+    }))
+}
+
 /// Each plan tier's policy in one variant: `same` (the variant's), `none` (forward once,
 /// the default) or a policy of its own, resolved as a plan's policy is.
 fn tier_policies(
@@ -222,32 +268,14 @@ fn tier_policies(
         .zip(proxies.iter().chain(std::iter::repeat(&None)))
         .enumerate()
     {
-        if let Some(mesh) = meshes.get(i).cloned().flatten() {
-            if specs.contains_key(tier) {
-                return Err(found(at(tier), format!("`{tier}` is an {} tier: its mesh config sets its retries", mesh.kind()))
-                    .hint(format!("remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}", mesh.virtual_service.display())));
-            }
-            out.push(TierPolicy {
-                tier: tier.clone(),
-                kind: TierKind::Mesh,
-                policy: mesh.policy.clone(),
-                proxy: None,
-                mesh: Some(mesh),
-            });
-            continue;
-        }
-        if let Some(proxy) = proxy {
-            if specs.contains_key(tier) {
-                return Err(found(at(tier), format!("`{tier}` is an {} tier: its config decides its retries", proxy.model.kind.name()))
-                    .hint(format!("remove `{tier}:` from this policy's `tiers:`; to change what the tier does, change {}", proxy.file.display())));
-            }
-            out.push(TierPolicy {
-                tier: tier.clone(),
-                kind: TierKind::Proxy,
-                policy: forward_once(),
-                proxy: Some(Arc::clone(proxy)),
-                mesh: None,
-            });
+        let mesh = meshes.get(i).cloned().flatten();
+        if let Some(fixed) = config_tier(tier, proxy.as_ref(), mesh, specs.contains_key(tier))
+            .map_err(|f| Found {
+                path: at(tier),
+                ..f
+            })?
+        {
+            out.push(fixed);
             continue;
         }
         let (kind, policy) = match specs.remove(tier) {
