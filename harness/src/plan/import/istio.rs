@@ -143,6 +143,13 @@ impl Route<'_> {
     }
 }
 
+impl IstioError {
+    fn hint(mut self, hint: impl Into<String>) -> IstioError {
+        self.error = self.error.hint(hint);
+        self
+    }
+}
+
 fn vs(error: ConfigError) -> IstioError {
     IstioError {
         file: File::VirtualService,
@@ -274,12 +281,10 @@ fn choose<'a>(docs: &'a [Document], selected: Option<&str>) -> Result<Route<'a>,
                         other.label, first.label
                     ),
                 )
-                .error
                 .hint(format!(
                     "`istio: {{ virtual_service: FILE, route: NAME }}`; its routes: {}",
                     names()
-                )))
-            .map_err(vs);
+                )));
         }
         return Ok(all.into_iter().next().expect("not empty"));
     };
@@ -313,9 +318,7 @@ fn choose<'a>(docs: &'a [Document], selected: Option<&str>) -> Result<Route<'a>,
             let places: Vec<String> = matching.iter().map(|r| r.qualified[0].clone()).collect();
             Err(matching[1]
                 .error(&["name"], format!("{n} http routes are named `{selected}`"))
-                .error
                 .hint(format!("name one by its place: {}", places.join(", "))))
-            .map_err(vs)
         }
     }
 }
@@ -384,9 +387,7 @@ fn retries(route: &Route<'_>, out: &mut Out) -> Result<(), IstioError> {
     let Some(map) = retries.as_mapping() else {
         return Err(route
             .error(&["retries"], "`retries` is not a map")
-            .error
-            .hint("`retries: { attempts: 3, perTryTimeout: 2s, retryOn: 5xx }`"))
-        .map_err(vs);
+            .hint("`retries: { attempts: 3, perTryTimeout: 2s, retryOn: 5xx }`"));
     };
     let attempts = match map.get("attempts") {
         None => 0,

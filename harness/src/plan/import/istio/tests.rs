@@ -246,7 +246,15 @@ fn errors_are_at_the_configs_own_line() {
     let bad_attempts = VS.replace("attempts: 4", "attempts: many");
     let bad_timeout = VS.replace("perTryTimeout: 2s", "perTryTimeout: 2");
     let bad_rule = "kind: DestinationRule\nspec:\n  trafficPolicy:\n    connectionPool:\n      http:\n        maxRetries: -1\n";
-    let cases: [(&str, Option<&str>, Option<&str>, File, usize, &str); 7] = [
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        File,
+        usize,
+        &'a str,
+    );
+    let cases: [Case<'_>; 7] = [
         (
             &bad_attempts,
             None,
