@@ -87,6 +87,7 @@ where
 
 /// A text of at most `N` bytes: a warning or an error a run wrote is a sentence, and one
 /// of 250 MB, copied into every report the merge writes, took 1.58 GB.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text<const N: usize>(pub String);
 
 impl<'de, const N: usize> Deserialize<'de> for Text<N> {
