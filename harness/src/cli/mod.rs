@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod client_test;
 mod compare;
 mod export;
@@ -101,6 +102,17 @@ pub enum Command {
         /// and the plan's keys), as YAML a plan takes back; absent limits say `none`.
         #[arg(long)]
         explain: bool,
+    },
+    /// A stack's worst case from its configs, nothing sent and no server started: per
+    /// policy, method and failure class, each hop's tries and the attempts at the leaf in a
+    /// total outage, budgets, serial time against the caller's wait, the hops that resend
+    /// POSTs, each at its config line. Exit 1 when a gate cannot hold in the worst case.
+    Audit {
+        /// The plan file.
+        plan: PathBuf,
+        /// The same figures as JSON (`chaos-audit/v1`).
+        #[arg(long)]
+        json: bool,
     },
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
@@ -217,6 +229,7 @@ pub fn main() -> ExitCode {
 pub fn execute(cli: Cli) -> u8 {
     match cli.command {
         Command::Validate { plans, explain } => validate::validate(&plans, explain),
+        Command::Audit { plan, json } => audit::audit(&plan, json),
         Command::Presets => {
             validate::presets();
             EXIT_PASS

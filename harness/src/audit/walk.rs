@@ -1,0 +1,458 @@
+//! One logical request through a plan's chain against a leaf that fails every attempt the
+//! same way, in virtual time, through the very cores a run drives: the client's
+//! [`Client`], each relay tier's [`Tier`], each proxy tier's [`Proxy`]. Nothing here
+//! decides whether to retry: every decision is the core's, so the audit cannot drift from
+//! the simulator and the live shells.
+//!
+//! Why a walk and not a product of `max_attempts`: what a hop retries depends on what the
+//! hop below answers (HAProxy turns a lost response into a 502, which an SDK retries; a
+//! tier that gave up says `x-chaos-no-retry`, which a caller may honour), on the method,
+//! and on time (a per-try timeout that ends a slower hop's work). The walk is exact for
+//! one request when nothing random or shared decides; budgets and breakers are taken out
+//! (a fresh core per call: the audit states them apart), and backoff draws come from a
+//! constant generator ([`Draws`]): the least waits give the most attempts before a
+//! deadline, the most waits the longest time.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chaos_policy::{
+    Action, Client, GiveUp, Outcome, Policy, PolicyConfig, Reply, Request, ResetPhase, Share,
+    Start, Verdict,
+};
+use fault_server::effect::DEFAULT_HANG_CAP;
+use fault_server::script::NoHeaders;
+
+use crate::hop::proxy::{Proxy, ProxyStep};
+use crate::hop::{Admission, Incoming, Step, Tier};
+use crate::plan::proxy::ProxyModel;
+
+/// How the leaf fails every attempt: the failure classes retry conditions tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// A complete response with this status.
+    Status(u16),
+    /// The connection closed before a response (the fault `close`): a lost response.
+    Close,
+    /// The connection reset (the fault `reset`).
+    Reset,
+    /// No answer (the fault `timeout`): held for the fault-server's hang cap, then closed,
+    /// unless the caller's per-try timeout ends it first.
+    Timeout,
+}
+
+impl Class {
+    pub fn name(self) -> String {
+        match self {
+            Class::Status(s) => s.to_string(),
+            Class::Close => "close".into(),
+            Class::Reset => "reset".into(),
+            Class::Timeout => "timeout".into(),
+        }
+    }
+
+    /// What the leaf answers, after how long (as the simulated fault-server does).
+    fn leaf(self) -> (Reply, Duration) {
+        let outcome = match self {
+            Class::Status(s) => Outcome::Status(s),
+            Class::Close | Class::Timeout => Outcome::Closed,
+            Class::Reset => Outcome::Reset(ResetPhase::Unknown),
+        };
+        let took = if self == Class::Timeout {
+            DEFAULT_HANG_CAP
+        } else {
+            Duration::ZERO
+        };
+        (Reply::bare(outcome), took)
+    }
+}
+
+/// A backoff draw fixed at one end of its range: the policy core draws its jitter from a
+/// caller's generator, and this one gives every draw the same word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draws {
+    /// Every jitter at the bottom of its range: the most attempts within a deadline.
+    Least,
+    /// Every jitter at the top: the longest a chain can take.
+    Most,
+}
+
+impl rand_core::TryRng for Draws {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(match self {
+            Draws::Least => 0,
+            Draws::Most => u32::MAX,
+        })
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(match self {
+            Draws::Least => 0,
+            Draws::Most => u64::MAX,
+        })
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        dst.fill(match self {
+            Draws::Least => 0,
+            Draws::Most => u8::MAX,
+        });
+        Ok(())
+    }
+}
+
+/// One hop of the chain as the walk drives it.
+#[derive(Debug, Clone)]
+pub enum Hop {
+    /// The client, or a relay tier: a retry policy (budget and breaker taken out).
+    Policy(Policy),
+    /// An nginx or HAProxy tier: its imported model.
+    Proxy(Arc<ProxyModel>),
+}
+
+impl Hop {
+    /// `policy` without its budget and breaker: the walk's figure is the unbudgeted one.
+    pub fn unbudgeted(policy: &Policy) -> Hop {
+        let config = PolicyConfig {
+            budget: None,
+            breaker: None,
+            ..policy.config().clone()
+        };
+        // Taking a limit away cannot make a valid policy invalid; were it to, the policy
+        // as it is still gives an upper bound's worth of figures.
+        Hop::Policy(Policy::new(config).unwrap_or_else(|_| policy.clone()))
+    }
+}
+
+/// What one hop did with the first request it received (the others, in a total outage,
+/// differ only where a caller's timeout ended a hop's work: then `cut` says so).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HopTrace {
+    /// Attempts it sent for that request.
+    pub tries: u32,
+    /// What it answered upward: a status (`None`: the client, which answers no one).
+    pub answered: Option<u16>,
+    /// It answered `x-chaos-no-retry`.
+    pub said_no_retry: bool,
+    /// Why it gave up (a policy hop).
+    pub gave_up: Option<GiveUp>,
+    /// The longest it can take, from its arrival to its answer: its tries, each as long as
+    /// the hop below can take or its per-try timeout, and every wait at its range's top.
+    pub took: Duration,
+    /// How long its caller waited for it (the caller's per-try timeout).
+    pub caller_waits: Option<Duration>,
+    /// It resent a request that is not safe to resend (the cores' `Violation`), in any call.
+    pub retried_non_idempotent: bool,
+    /// A try of it failed in a way the proxy counts against the peer (nginx's passive
+    /// ejection, `max_fails`): later requests may find the peers out.
+    pub failed_peers: bool,
+}
+
+/// What one request through the chain came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Walked {
+    /// Attempts the leaf received.
+    pub leaf: u128,
+    /// Each hop's trace, the client first.
+    pub hops: Vec<HopTrace>,
+    /// Some hop's work was ended by its caller's timeout, or a policy gave up at its
+    /// deadline: the figure depends on time, not only on the retry rules.
+    pub timed: bool,
+}
+
+/// What a call to a hop came to. Calls to the same hop with the same deadline are the
+/// same call (fresh cores, constant draws), so the walk keeps each once: 16 hops of 5
+/// attempts each (5^16 at the leaf) cost 16 calls, not 5^16.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    reply: Reply,
+    took: Duration,
+    /// The longest it can take: every wait at the top of its range.
+    bound: Duration,
+    leaf: u128,
+}
+
+struct Walk<'a> {
+    hops: &'a [Hop],
+    class: Class,
+    request: Request,
+    method: &'a str,
+    draws: Draws,
+    seed: u64,
+    traces: Vec<Option<HopTrace>>,
+    memo: HashMap<(usize, Option<Duration>), Answer>,
+    timed: bool,
+}
+
+/// Walks one `method` request (`request`, its idempotency) through `hops` (the client
+/// first) against a leaf that fails every attempt as `class`.
+pub fn walk(
+    hops: &[Hop],
+    method: &str,
+    request: Request,
+    class: Class,
+    draws: Draws,
+    seed: u64,
+) -> Walked {
+    let mut w = Walk {
+        hops,
+        class,
+        request,
+        method,
+        draws,
+        seed,
+        traces: vec![None; hops.len()],
+        memo: HashMap::new(),
+        timed: false,
+    };
+    let answer = w.call(0, None, None);
+    Walked {
+        leaf: answer.leaf,
+        hops: w
+            .traces
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect(),
+        timed: w.timed,
+    }
+}
+
+impl Walk<'_> {
+    /// Hop `at` receives a request carrying `deadline` (`x-chaos-deadline-ms`) from a
+    /// caller that waits `waits`. Calls that differ in neither are the same call.
+    fn call(&mut self, at: usize, deadline: Option<Duration>, waits: Option<Duration>) -> Answer {
+        if at == self.hops.len() {
+            let (reply, took) = self.class.leaf();
+            return Answer {
+                reply,
+                took,
+                bound: took,
+                leaf: 1,
+            };
+        }
+        if let Some(answer) = self.memo.get(&(at, deadline)) {
+            return *answer;
+        }
+        let mut trace = HopTrace {
+            caller_waits: waits,
+            ..HopTrace::default()
+        };
+        let answer = match &self.hops[at] {
+            Hop::Policy(policy) if at == 0 => self.client(policy, &mut trace),
+            Hop::Policy(policy) => self.tier(at, policy, deadline, &mut trace),
+            Hop::Proxy(model) => self.proxy(at, model, deadline, &mut trace),
+        };
+        if trace.gave_up == Some(GiveUp::Deadline) {
+            self.timed = true;
+        }
+        match &mut self.traces[at] {
+            Some(first) => {
+                first.retried_non_idempotent |= trace.retried_non_idempotent;
+                first.failed_peers |= trace.failed_peers;
+            }
+            empty => *empty = Some(trace),
+        }
+        self.memo.insert((at, deadline), answer);
+        answer
+    }
+
+    /// An attempt to hop `at` under a per-try timeout: its answer, or the timeout when the
+    /// hop can take longer, whatever its draws (its work goes on below, and is counted:
+    /// the worst case of both).
+    fn attempt(
+        &mut self,
+        at: usize,
+        deadline: Option<Duration>,
+        timeout: Option<Duration>,
+    ) -> Answer {
+        let below = self.call(at, deadline, timeout);
+        match timeout {
+            Some(t) if below.bound > t => {
+                // A leaf held past the timeout received its one attempt all the same; a hop
+                // that may be cut short may make fewer tries than the walk counts.
+                self.timed |= at < self.hops.len();
+                Answer {
+                    reply: Reply::bare(Outcome::AttemptTimeout),
+                    took: t,
+                    bound: t,
+                    leaf: below.leaf,
+                }
+            }
+            _ => below,
+        }
+    }
+
+    fn client(&mut self, policy: &Policy, trace: &mut HopTrace) -> Answer {
+        let mut client = Client::new(policy.clone());
+        let start = Start {
+            deadline: None,
+            share: Share::None,
+        };
+        let (mut session, mut action) = client.start(self.request, Duration::ZERO, start);
+        let (mut now, mut bound, mut leaf) = (Duration::ZERO, Duration::ZERO, 0u128);
+        loop {
+            action = match action {
+                Action::Send { timeout, .. } => {
+                    trace.retried_non_idempotent |= session
+                        .violations()
+                        .any(|v| v == chaos_policy::Violation::RetriedNonIdempotent);
+                    let sent = timeout.map(fault_server::wire::deadline_sent);
+                    let a = self.attempt(1, sent, timeout);
+                    leaf = leaf.saturating_add(a.leaf);
+                    now += a.took;
+                    bound += a.bound;
+                    client.on_reply(&mut session, now, a.reply, &mut self.draws)
+                }
+                Action::Wait { until } => {
+                    bound += longest_wait(session.last_wait(), until - now);
+                    now = until;
+                    client.on_timer(&mut session, now)
+                }
+                Action::Done(verdict) => {
+                    trace.tries = verdict.attempts();
+                    if let Verdict::GaveUp { reason, .. } = verdict {
+                        trace.gave_up = Some(reason);
+                    }
+                    trace.took = bound;
+                    let (reply, _) = self.class.leaf();
+                    return Answer {
+                        reply,
+                        took: now,
+                        bound,
+                        leaf,
+                    };
+                }
+            };
+        }
+    }
+
+    fn tier(
+        &mut self,
+        at: usize,
+        policy: &Policy,
+        deadline: Option<Duration>,
+        trace: &mut HopTrace,
+    ) -> Answer {
+        let mut tier = Tier::new(policy.clone(), None, self.seed);
+        let incoming = Incoming {
+            method: self.method,
+            path: "/",
+            id: "audit",
+            attempt: Some(1),
+            upstream: None,
+            deadline,
+            allowance: None,
+            idempotency_key: self.request.idempotency_key,
+            headers: &NoHeaders,
+            peer: None,
+            came_back: false,
+        };
+        let (mut r, admission) = tier.receive(Duration::ZERO, &incoming);
+        debug_assert!(matches!(admission, Admission::Forward), "no fault phases");
+        let mut step = tier.start(&mut r, Duration::ZERO, "audit");
+        let (mut now, mut bound, mut leaf) = (Duration::ZERO, Duration::ZERO, 0u128);
+        loop {
+            step = match step {
+                Step::Send { timeout, .. } => {
+                    let sent = timeout.map(fault_server::wire::deadline_sent);
+                    let a = self.attempt(at + 1, sent, timeout);
+                    leaf = leaf.saturating_add(a.leaf);
+                    now += a.took;
+                    bound += a.bound;
+                    tier.on_answer(&mut r, now, a.reply, &mut self.draws, "audit")
+                }
+                Step::Wait { until } => {
+                    bound += longest_wait(r.last_wait(), until - now);
+                    now = until;
+                    tier.on_timer(&mut r, now, "audit")
+                }
+                Step::Answer(up) => {
+                    let counts = tier.counts();
+                    trace.tries = u32::try_from(counts.sent).unwrap_or(u32::MAX);
+                    trace.retried_non_idempotent =
+                        counts.violations.retried_non_idempotent.count > 0;
+                    trace.answered = Some(up.status);
+                    trace.said_no_retry = up.no_retry;
+                    trace.gave_up = up.gave_up;
+                    trace.took = bound;
+                    let reply = Reply {
+                        outcome: Outcome::Status(up.status),
+                        retry_after: up.retry_after,
+                        no_retry: up.no_retry,
+                        stop: false,
+                        allowance_left: None,
+                    };
+                    return Answer {
+                        reply,
+                        took: now,
+                        bound,
+                        leaf,
+                    };
+                }
+            };
+        }
+    }
+
+    /// A proxy forwards the request as it came: the deadline it carries goes on unchanged.
+    fn proxy(
+        &mut self,
+        at: usize,
+        model: &Arc<ProxyModel>,
+        deadline: Option<Duration>,
+        trace: &mut HopTrace,
+    ) -> Answer {
+        let mut proxy = Proxy::new(Arc::clone(model));
+        let mut r = proxy.receive(
+            Duration::ZERO,
+            self.method,
+            self.request.idempotency_key,
+            Some(1),
+        );
+        let mut step = proxy.start(&mut r, Duration::ZERO);
+        let (mut now, mut bound, mut leaf) = (Duration::ZERO, Duration::ZERO, 0u128);
+        loop {
+            step = match step {
+                ProxyStep::Send { timeout, .. } => {
+                    let a = self.attempt(at + 1, deadline, Some(timeout));
+                    leaf = leaf.saturating_add(a.leaf);
+                    now += a.took;
+                    bound += a.bound;
+                    proxy.on_answer(&mut r, now, a.reply, "audit")
+                }
+                ProxyStep::Wait { until } => {
+                    bound += until - now;
+                    now = until;
+                    proxy.on_timer(&mut r, now, "audit")
+                }
+                ProxyStep::Answer(reply) => {
+                    let counts = proxy.counts();
+                    trace.tries = r.tries();
+                    trace.retried_non_idempotent =
+                        counts.hop.violations.retried_non_idempotent.count > 0;
+                    trace.failed_peers = counts.peers.iter().any(|p| p.failed > 0);
+                    if let Outcome::Status(s) = reply.outcome {
+                        trace.answered = Some(s);
+                    }
+                    trace.said_no_retry = reply.no_retry;
+                    trace.took = bound;
+                    return Answer {
+                        reply,
+                        took: now,
+                        bound,
+                        leaf,
+                    };
+                }
+            };
+        }
+    }
+}
+
+/// The longest a wait could have been: the top of the range its backoff was drawn from, or
+/// what was waited when that is more (a server's `Retry-After`).
+fn longest_wait(wait: Option<chaos_policy::Wait>, waited: Duration) -> Duration {
+    wait.map_or(waited, |w| w.range.1.max(w.delay)).max(waited)
+}
