@@ -61,16 +61,16 @@ fn case<'a>(a: &'a audit::Audit, policy: &str, method: &str, failure: &str) -> &
 
 /// Audits and simulates every policy of `name` in a total outage of each class and
 /// method, and returns the lines `policy method class: audit sim` for the failure message.
-fn agree(name: &str) -> Vec<String> {
-    let path = repo().join("plans").join(name);
-    let text = std::fs::read_to_string(&path).expect("the shipped plan");
-    let shipped = harness::plan::parse(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+fn agree(path: &std::path::Path) -> Vec<String> {
+    let name = path.file_name().expect("a file").to_string_lossy();
+    let text = std::fs::read_to_string(path).expect("the plan");
+    let shipped = harness::plan::parse(path, &text).unwrap_or_else(|e| panic!("{e}"));
     let whole = audit::audit(&shipped, &text);
     let mut seen = Vec::new();
     for (k, kind) in shipped.load.requests.iter().enumerate() {
         for (class, respond) in CLASSES {
             let variant = outage(&text, respond, k);
-            let plan = harness::plan::parse(&path, &variant).unwrap_or_else(|e| panic!("{e}"));
+            let plan = harness::plan::parse(path, &variant).unwrap_or_else(|e| panic!("{e}"));
             let audited = audit::audit(&plan, &variant);
             let report = common::simulated(&plan);
             for p in &plan.policies {
@@ -111,7 +111,121 @@ fn check(c: &Case, sim: f64, line: &str) {
 
 #[test]
 fn audit_gives_the_simulators_leaf_attempts_in_a_total_outage_of_each_class() {
-    let mut seen = agree("stack.yaml");
-    seen.extend(agree("chain-storm.yaml"));
+    let plans = repo().join("plans");
+    let mut seen = agree(&plans.join("stack.yaml"));
+    seen.extend(agree(&plans.join("chain-storm.yaml")));
     println!("{}", seen.join("\n"));
+}
+
+/// An HAProxy that retries only its own per-try timeout, in front of a service whose
+/// jittered backoff sometimes outlasts it: with short draws the service answers 503 in
+/// time (one try: 3 attempts at the leaf), with long ones HAProxy times out and tries
+/// again while the service goes on (4 tries: 12). The audit's worst case is the second,
+/// whatever its own draws; a walk that took the draws at face value said 3.
+#[test]
+fn a_hop_that_can_outlast_its_callers_timeout_is_audited_as_timing_out() {
+    let dir = common::scratch("audit-straddle");
+    std::fs::write(
+        dir.join("lb.cfg"),
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 10s\n    timeout server 300ms\n\nfrontend api\n    bind 127.0.0.1:8443\n    default_backend backend\n\nbackend backend\n    retry-on response-timeout\n    server b1 127.0.0.1:9101\n",
+    )
+    .expect("write the config");
+    let plan = common::write_plan(
+        &dir,
+        "straddle.yaml",
+        "name: straddle\nseed: 3\nduration: 5s\ntiers:\n  - { name: lb, haproxy: { config: lb.cfg } }\n  - service\nload:\n  rate: 20\n  requests: [ { name: read, method: GET, path: \"/items/{n}\" } ]\nfaults: [ { name: down, respond: { status: 503 } } ]\npolicies:\n  - name: jittered\n    max_attempts: 1\n    tiers:\n      service: { max_attempts: 3, backoff: { exponential: { base: 200ms, multiplier: 2, cap: 1s }, jitter: full } }\n",
+    );
+    let seen = agree(&plan);
+    println!("{}", seen.join("\n"));
+    let text = std::fs::read_to_string(&plan).expect("the plan");
+    let parsed = harness::plan::parse(&plan, &text).unwrap_or_else(|e| panic!("{e}"));
+    let a = audit::audit(&parsed, &text);
+    let c = case(&a, "jittered", "GET", "503");
+    assert_eq!((c.leaf, c.exact), (12, false), "{c:?}");
+    let report = common::simulated(&parsed);
+    let sim = common::policy(&report, "jittered")
+        .leaf_amplification
+        .expect("a ledger");
+    assert!(sim > 3.5, "some draws outlast HAProxy's timeout: {sim}");
+}
+
+/// `harness audit` exits 0 when every gate it judges holds in the worst case, 1 when one
+/// cannot (naming it and the hop at its line), 2 for a plan `validate` refuses; `--json`
+/// gives the same figures.
+#[test]
+fn the_command_exits_0_1_or_2_and_names_what_cannot_hold() {
+    let dir = common::scratch("audit-cli");
+    let base = "duration: 2s\nload:\n  rate: 10\n  requests:\n    - { name: read, method: GET, path: / }\n    - { name: pay, method: POST, path: /pay }\nfaults: [ { name: down, respond: { status: 503 } } ]\n";
+    let holds = common::write_plan(
+        &dir,
+        "holds.yaml",
+        &format!(
+            "{base}policies: [ {{ name: two, max_attempts: 2 }} ]\ngates: [ no_retry_of_non_idempotent, {{ metric: leaf_amplification, max: 2 }} ]\n"
+        ),
+    );
+    let fails = common::write_plan(
+        &dir,
+        "fails.yaml",
+        &format!(
+            "{base}policies:\n  - name: careless\n    max_attempts: 3\n    retry_non_idempotent: true\ngates: [ no_retry_of_non_idempotent, {{ metric: leaf_amplification, max: 2 }} ]\n"
+        ),
+    );
+    let invalid = common::write_plan(
+        &dir,
+        "invalid.yaml",
+        &format!("{base}policies: [ {{ name: p, max_attempts: 0 }} ]\n"),
+    );
+    let audit = |plan: &std::path::Path, json: bool| {
+        let mut command = common::harness();
+        command.arg("audit").arg(plan);
+        if json {
+            command.arg("--json");
+        }
+        command.output().expect("run harness")
+    };
+    let out = audit(&holds, false);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", common::stderr(&out));
+    assert!(text.contains("at most 2 attempts at the leaf"), "{text}");
+
+    let out = audit(&fails, false);
+    let err = common::stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("gate `leaf_amplification <= 2` cannot hold for policy `careless`"),
+        "{err}"
+    );
+    assert!(err.contains("worst case 3 attempts"), "{err}");
+    assert!(
+        err.contains("`no_retry_of_non_idempotent` cannot hold")
+            && err.contains("`client` (")
+            && err.contains("fails.yaml:10"),
+        "the client's policy, at its max_attempts line: {err}"
+    );
+
+    let out = audit(&fails, true);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["schema"], "chaos-audit/v1");
+    assert_eq!(json["policies"][0]["worst"]["leaf"], 3);
+    assert_eq!(json["policies"][0]["gates"][0]["holds"], false);
+
+    let out = audit(&invalid, false);
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("invalid.yaml:"),
+        "{}",
+        common::stderr(&out)
+    );
+
+    // The shipped stack: both policies are counterexamples whose gates fail in the worst
+    // case, as they expect; `lb` multiplies most, at its `retry-on` line.
+    let out = audit(&repo().join("plans/stack.yaml"), false);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}{}", common::stderr(&out));
+    assert!(
+        text.contains("stacks/lb.cfg:20: `lb` multiplies most: 4 tries"),
+        "{text}"
+    );
+    assert!(text.contains("`lb` resends a POST"), "{text}");
 }

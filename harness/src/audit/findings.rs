@@ -237,7 +237,12 @@ fn bound_of(plan: &Plan, policy: &Policy) -> Option<f64> {
 
 /// The leaf's attempts with every budget binding: each hop's tries in the worst case,
 /// limited by its budget's bound.
-pub(super) fn budgeted_leaf(infos: &[HopInfo], worst: &Case) -> Option<f64> {
+/// With `share_budget`, the client's one budget pays every hop's retries: its bound holds
+/// at the leaf.
+pub(super) fn budgeted_leaf(infos: &[HopInfo], worst: &Case, shared: bool) -> Option<f64> {
+    if shared {
+        return infos.first().and_then(|client| client.budget_bound);
+    }
     infos.iter().any(|h| h.budget_bound.is_some()).then(|| {
         infos
             .iter()

@@ -13,12 +13,13 @@
 //! [`findings::hop_info`] (where its settings are written, and its budget).
 
 mod findings;
+mod gates;
 mod render;
 pub mod walk;
 
 use serde::Serialize;
 
-use crate::plan::{GateKind, NamedPolicy, Plan};
+use crate::plan::{NamedPolicy, Plan};
 pub use render::text;
 use walk::{Class, Draws, Hop};
 
@@ -31,11 +32,10 @@ pub struct Audit {
 }
 
 impl Audit {
-    /// Whether every gate the audit can judge holds in the worst case.
+    /// Whether the plan's gates judge every policy as a run would have to: a gate holds in
+    /// the worst case, or fails where a counterexample expects it to.
     pub fn holds(&self) -> bool {
-        self.policies
-            .iter()
-            .all(|p| p.gates.iter().all(|g| g.holds))
+        self.policies.iter().all(|p| p.as_expected)
     }
 }
 
@@ -54,6 +54,9 @@ pub struct PolicyAudit {
     pub budgeted_leaf: Option<f64>,
     pub findings: Vec<Finding>,
     pub gates: Vec<GateCheck>,
+    /// Its gates are as the plan expects: each holds, or (a counterexample) fails as it
+    /// expects; `false` makes `audit` exit 1.
+    pub as_expected: bool,
 }
 
 /// A hop of the chain and where its retry settings are written.
@@ -108,8 +111,18 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize)]
 pub struct GateCheck {
     pub gate: String,
+    /// It holds in the worst case (so in any run of the plan's configs).
     pub holds: bool,
+    /// The policy is a counterexample that expects this gate to fail.
+    pub expected_to_fail: bool,
     pub why: String,
+}
+
+impl GateCheck {
+    /// Whether the gate comes out as the plan expects.
+    pub fn as_expected(&self) -> bool {
+        self.holds != self.expected_to_fail
+    }
 }
 
 /// The failure classes the audit walks: what retry conditions tell apart.
@@ -162,7 +175,12 @@ fn collect_statuses(value: &serde_yaml::Value, found: &mut Vec<u16>) {
 /// How the walk drives each hop of `policy`'s chain, the client first. A new tier kind
 /// adds its arm here.
 fn hops_of(policy: &NamedPolicy) -> Vec<Hop> {
-    std::iter::once(Hop::unbudgeted(&policy.policy))
+    // A shared budget is what bounds the chain: its first request's, full, is walked.
+    let client = match policy.share_budget {
+        Some(_) => Hop::Policy(policy.policy.clone()),
+        None => Hop::unbudgeted(&policy.policy),
+    };
+    std::iter::once(client)
         .chain(policy.tiers.iter().map(hop_of))
         .collect()
 }
@@ -218,9 +236,20 @@ fn audit_policy(
     for (method, request) in methods(plan) {
         let verb = method.split(' ').next().unwrap_or("GET").to_owned();
         for class in classes {
-            let most = walk::walk(&hops, &verb, request, *class, Draws::Least, plan.seed);
-            let longest = walk::walk(&hops, &verb, request, *class, Draws::Most, plan.seed);
-            let exact = !most.timed
+            let share = policy.share_budget;
+            let most = walk::walk(
+                &hops,
+                &verb,
+                request,
+                *class,
+                Draws::Least,
+                plan.seed,
+                share,
+            );
+            let longest = walk::walk(&hops, &verb, request, *class, Draws::Most, plan.seed, share);
+            // A shared budget drains over a run: only its first requests get it all.
+            let exact = share.is_none()
+                && !most.timed
                 && most.leaf == longest.leaf
                 && !most.hops.iter().any(|h| h.failed_peers);
             cases.push(Case {
@@ -240,8 +269,10 @@ fn audit_policy(
             });
         }
     }
+    // The first of the worst, in the plan's order of methods and classes.
     let worst = cases
         .iter()
+        .rev()
         .max_by_key(|c| c.leaf)
         .cloned()
         .unwrap_or_else(|| Case {
@@ -253,9 +284,9 @@ fn audit_policy(
             exact: true,
         });
     let infos = findings::hop_infos(plan, text, index, policy, &traces);
-    let budgeted_leaf = findings::budgeted_leaf(&infos, &worst);
+    let budgeted_leaf = findings::budgeted_leaf(&infos, &worst, policy.share_budget.is_some());
     let found = findings::findings(policy, &infos, &traces, &worst);
-    let gates = gate_checks(plan, policy, &infos, &traces, &worst);
+    let gates = gates::checks(plan, policy, &infos, &traces, &worst, budgeted_leaf);
     PolicyAudit {
         policy: policy.name.clone(),
         hops: infos,
@@ -263,59 +294,7 @@ fn audit_policy(
         worst,
         budgeted_leaf,
         findings: found,
+        as_expected: gates::as_expected(policy, &gates),
         gates,
     }
-}
-
-/// The plan's gates the worst case decides: `leaf_amplification`'s maximum,
-/// `no_retry_of_non_idempotent`, `retries_at_one_tier`.
-fn gate_checks(
-    plan: &Plan,
-    policy: &NamedPolicy,
-    infos: &[HopInfo],
-    traces: &[findings::Trace],
-    worst: &Case,
-) -> Vec<GateCheck> {
-    use crate::plan::{Check, Metric};
-    let mut out = Vec::new();
-    for gate in plan.gates.iter().filter(|g| g.applies_to(&policy.name)) {
-        let (holds, why) = match &gate.kind {
-            GateKind::Metric {
-                metric: Metric::LeafAmplification,
-                max: Some(max),
-                ..
-            } => {
-                let holds = worst.leaf as f64 <= *max;
-                (
-                    holds,
-                    format!(
-                        "worst case {} attempts at the leaf per logical request ({}, {})",
-                        worst.leaf, worst.method, worst.failure
-                    ),
-                )
-            }
-            GateKind::Check(Check::NoRetryOfNonIdempotent) => {
-                let hops = findings::resenders(infos, traces);
-                match hops.is_empty() {
-                    true => (true, "no hop resends a non-idempotent request".into()),
-                    false => (false, format!("resent by {}", hops.join(", "))),
-                }
-            }
-            GateKind::Check(Check::RetriesAtOneTier) => {
-                let hops = findings::retrying_hops(infos, traces);
-                let why = match hops.is_empty() {
-                    true => "no hop retries".to_owned(),
-                    false => format!("retried by {}", hops.join(", ")),
-                };
-                (hops.len() <= 1, why)
-            }
-            _ => continue,
-        };
-        out.push(GateCheck {
-            gate: gate.name(),
-            holds,
-            why,
-        });
-    }
-    out
 }

@@ -83,7 +83,12 @@ fn policy(p: &PolicyAudit, out: &mut String) {
         }
     }
     for g in &p.gates {
-        let verdict = if g.holds { "holds" } else { "FAILS" };
+        let verdict = match (g.holds, g.expected_to_fail) {
+            (true, false) => "holds",
+            (false, false) => "FAILS",
+            (false, true) => "fails, as the counterexample expects",
+            (true, true) => "HOLDS, so the counterexample cannot fail it",
+        };
         let _ = writeln!(out, "  gate {}: {verdict}: {}", g.gate, g.why);
     }
     out.push('\n');

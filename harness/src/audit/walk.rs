@@ -164,6 +164,14 @@ pub struct Walked {
     pub timed: bool,
 }
 
+/// What a request carries down to a hop that it reads: `x-chaos-deadline-ms` and
+/// `x-chaos-retry-allowance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+struct Carried {
+    deadline: Option<Duration>,
+    allowance: Option<u32>,
+}
+
 /// What a call to a hop came to. Calls to the same hop with the same deadline are the
 /// same call (fresh cores, constant draws), so the walk keeps each once: 16 hops of 5
 /// attempts each (5^16 at the leaf) cost 16 calls, not 5^16.
@@ -184,12 +192,14 @@ struct Walk<'a> {
     draws: Draws,
     seed: u64,
     traces: Vec<Option<HopTrace>>,
-    memo: HashMap<(usize, Option<Duration>), Answer>,
+    memo: HashMap<(usize, Carried), Answer>,
+    share: Option<u32>,
     timed: bool,
 }
 
 /// Walks one `method` request (`request`, its idempotency) through `hops` (the client
-/// first) against a leaf that fails every attempt as `class`.
+/// first) against a leaf that fails every attempt as `class`; `share`: the client shares
+/// its budget down the chain (`share_budget`), up to this many retries a request.
 pub fn walk(
     hops: &[Hop],
     method: &str,
@@ -197,6 +207,7 @@ pub fn walk(
     class: Class,
     draws: Draws,
     seed: u64,
+    share: Option<u32>,
 ) -> Walked {
     let mut w = Walk {
         hops,
@@ -207,9 +218,10 @@ pub fn walk(
         seed,
         traces: vec![None; hops.len()],
         memo: HashMap::new(),
+        share,
         timed: false,
     };
-    let answer = w.call(0, None, None);
+    let answer = w.call(0, Carried::default(), None);
     Walked {
         leaf: answer.leaf,
         hops: w
@@ -222,9 +234,9 @@ pub fn walk(
 }
 
 impl Walk<'_> {
-    /// Hop `at` receives a request carrying `deadline` (`x-chaos-deadline-ms`) from a
-    /// caller that waits `waits`. Calls that differ in neither are the same call.
-    fn call(&mut self, at: usize, deadline: Option<Duration>, waits: Option<Duration>) -> Answer {
+    /// Hop `at` receives a request carrying `carried` from a caller that waits `waits`.
+    /// Calls that carry the same are the same call.
+    fn call(&mut self, at: usize, carried: Carried, waits: Option<Duration>) -> Answer {
         if at == self.hops.len() {
             let (reply, took) = self.class.leaf();
             return Answer {
@@ -234,7 +246,7 @@ impl Walk<'_> {
                 leaf: 1,
             };
         }
-        if let Some(answer) = self.memo.get(&(at, deadline)) {
+        if let Some(answer) = self.memo.get(&(at, carried)) {
             return *answer;
         }
         let mut trace = HopTrace {
@@ -243,8 +255,8 @@ impl Walk<'_> {
         };
         let answer = match &self.hops[at] {
             Hop::Policy(policy) if at == 0 => self.client(policy, &mut trace),
-            Hop::Policy(policy) => self.tier(at, policy, deadline, &mut trace),
-            Hop::Proxy(model) => self.proxy(at, model, deadline, &mut trace),
+            Hop::Policy(policy) => self.tier(at, policy, carried, &mut trace),
+            Hop::Proxy(model) => self.proxy(at, model, carried, &mut trace),
         };
         if trace.gave_up == Some(GiveUp::Deadline) {
             self.timed = true;
@@ -256,26 +268,23 @@ impl Walk<'_> {
             }
             empty => *empty = Some(trace),
         }
-        self.memo.insert((at, deadline), answer);
+        self.memo.insert((at, carried), answer);
         answer
     }
 
     /// An attempt to hop `at` under a per-try timeout: its answer, or the timeout when the
     /// hop can take longer, whatever its draws (its work goes on below, and is counted:
     /// the worst case of both).
-    fn attempt(
-        &mut self,
-        at: usize,
-        deadline: Option<Duration>,
-        timeout: Option<Duration>,
-    ) -> Answer {
-        let below = self.call(at, deadline, timeout);
+    fn attempt(&mut self, at: usize, carried: Carried, timeout: Option<Duration>) -> Answer {
+        let below = self.call(at, carried, timeout);
         match timeout {
             Some(t) if below.bound > t => {
                 // A leaf held past the timeout received its one attempt all the same; a hop
                 // that may be cut short may make fewer tries than the walk counts.
                 self.timed |= at < self.hops.len();
                 Answer {
+                    // A timeout says nothing of the allowance: the hop above takes it
+                    // as spent (the core's rule).
                     reply: Reply::bare(Outcome::AttemptTimeout),
                     took: t,
                     bound: t,
@@ -290,7 +299,7 @@ impl Walk<'_> {
         let mut client = Client::new(policy.clone());
         let start = Start {
             deadline: None,
-            share: Share::None,
+            share: self.share.map_or(Share::None, Share::Reserve),
         };
         let (mut session, mut action) = client.start(self.request, Duration::ZERO, start);
         let (mut now, mut bound, mut leaf) = (Duration::ZERO, Duration::ZERO, 0u128);
@@ -300,8 +309,11 @@ impl Walk<'_> {
                     trace.retried_non_idempotent |= session
                         .violations()
                         .any(|v| v == chaos_policy::Violation::RetriedNonIdempotent);
-                    let sent = timeout.map(fault_server::wire::deadline_sent);
-                    let a = self.attempt(1, sent, timeout);
+                    let carried = Carried {
+                        deadline: timeout.map(fault_server::wire::deadline_sent),
+                        allowance: session.allowance(),
+                    };
+                    let a = self.attempt(1, carried, timeout);
                     leaf = leaf.saturating_add(a.leaf);
                     now += a.took;
                     bound += a.bound;
@@ -334,7 +346,7 @@ impl Walk<'_> {
         &mut self,
         at: usize,
         policy: &Policy,
-        deadline: Option<Duration>,
+        carried: Carried,
         trace: &mut HopTrace,
     ) -> Answer {
         let mut tier = Tier::new(policy.clone(), None, self.seed);
@@ -344,8 +356,8 @@ impl Walk<'_> {
             id: "audit",
             attempt: Some(1),
             upstream: None,
-            deadline,
-            allowance: None,
+            deadline: carried.deadline,
+            allowance: carried.allowance,
             idempotency_key: self.request.idempotency_key,
             headers: &NoHeaders,
             peer: None,
@@ -358,8 +370,11 @@ impl Walk<'_> {
         loop {
             step = match step {
                 Step::Send { timeout, .. } => {
-                    let sent = timeout.map(fault_server::wire::deadline_sent);
-                    let a = self.attempt(at + 1, sent, timeout);
+                    let below = Carried {
+                        deadline: timeout.map(fault_server::wire::deadline_sent),
+                        allowance: r.allowance(),
+                    };
+                    let a = self.attempt(at + 1, below, timeout);
                     leaf = leaf.saturating_add(a.leaf);
                     now += a.took;
                     bound += a.bound;
@@ -384,7 +399,7 @@ impl Walk<'_> {
                         retry_after: up.retry_after,
                         no_retry: up.no_retry,
                         stop: false,
-                        allowance_left: None,
+                        allowance_left: up.allowance_left,
                     };
                     return Answer {
                         reply,
@@ -397,12 +412,12 @@ impl Walk<'_> {
         }
     }
 
-    /// A proxy forwards the request as it came: the deadline it carries goes on unchanged.
+    /// A proxy forwards the request as it came: what it carries goes on unchanged.
     fn proxy(
         &mut self,
         at: usize,
         model: &Arc<ProxyModel>,
-        deadline: Option<Duration>,
+        carried: Carried,
         trace: &mut HopTrace,
     ) -> Answer {
         let mut proxy = Proxy::new(Arc::clone(model));
@@ -417,7 +432,7 @@ impl Walk<'_> {
         loop {
             step = match step {
                 ProxyStep::Send { timeout, .. } => {
-                    let a = self.attempt(at + 1, deadline, Some(timeout));
+                    let a = self.attempt(at + 1, carried, Some(timeout));
                     leaf = leaf.saturating_add(a.leaf);
                     now += a.took;
                     bound += a.bound;

@@ -39,10 +39,26 @@ pub(super) fn audit(path: &Path, json: bool) -> u8 {
         EXIT_PASS
     } else {
         for p in &audit.policies {
-            for g in p.gates.iter().filter(|g| !g.holds) {
+            for g in p.gates.iter().filter(|g| !g.as_expected()) {
+                match g.expected_to_fail {
+                    false => eprintln!(
+                        "gate `{}` cannot hold for policy `{}` in the worst case: {}",
+                        g.gate, p.policy, g.why
+                    ),
+                    true => eprintln!(
+                        "gate `{}` holds for counterexample `{}` even in the worst case, so no run can fail it: {}",
+                        g.gate, p.policy, g.why
+                    ),
+                }
+            }
+            if p.gates
+                .iter()
+                .all(super::super::audit::GateCheck::as_expected)
+                && !p.as_expected
+            {
                 eprintln!(
-                    "gate `{}` cannot hold for policy `{}` in the worst case: {}",
-                    g.gate, p.policy, g.why
+                    "counterexample `{}` fails none of the gates the audit judges, even in the worst case",
+                    p.policy
                 );
             }
         }
