@@ -55,7 +55,9 @@ pub(super) fn hop_infos(
     let (serial_ms, caller_waits_ms) = timing(0);
     out.push(HopInfo {
         name: "client".into(),
-        kind: "policy".into(),
+        kind: policy
+            .preset
+            .map_or_else(|| "policy".to_owned(), |p| p.name().to_owned()),
         at: plan_line(&client_path(text, index)),
         settings: policy_settings(&policy.policy),
         budget: budget_of(&policy.policy),

@@ -155,10 +155,10 @@ fn collect_statuses(value: &serde_yaml::Value, found: &mut Vec<u16>) {
     match value {
         serde_yaml::Value::Mapping(map) => {
             for (k, v) in map {
-                if k.as_str() == Some("status") {
-                    if let Some(s) = v.as_u64().and_then(|s| u16::try_from(s).ok()) {
-                        found.push(s);
-                    }
+                if k.as_str() == Some("status")
+                    && let Some(s) = v.as_u64().and_then(|s| u16::try_from(s).ok())
+                {
+                    found.push(s);
                 }
                 collect_statuses(v, found);
             }
@@ -177,7 +177,7 @@ fn collect_statuses(value: &serde_yaml::Value, found: &mut Vec<u16>) {
 fn hops_of(policy: &NamedPolicy) -> Vec<Hop> {
     // A shared budget is what bounds the chain: its first request's, full, is walked.
     let client = match policy.share_budget {
-        Some(_) => Hop::Policy(policy.policy.clone()),
+        Some(_) => Hop::Policy(Box::new(policy.policy.clone())),
         None => Hop::unbudgeted(&policy.policy),
     };
     std::iter::once(client)

@@ -109,7 +109,7 @@ impl rand_core::TryRng for Draws {
 #[derive(Debug, Clone)]
 pub enum Hop {
     /// The client, or a relay tier: a retry policy (budget and breaker taken out).
-    Policy(Policy),
+    Policy(Box<Policy>),
     /// An nginx or HAProxy tier: its imported model.
     Proxy(Arc<ProxyModel>),
 }
@@ -124,7 +124,9 @@ impl Hop {
         };
         // Taking a limit away cannot make a valid policy invalid; were it to, the policy
         // as it is still gives an upper bound's worth of figures.
-        Hop::Policy(Policy::new(config).unwrap_or_else(|_| policy.clone()))
+        Hop::Policy(Box::new(
+            Policy::new(config).unwrap_or_else(|_| policy.clone()),
+        ))
     }
 }
 

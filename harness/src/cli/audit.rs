@@ -1,12 +1,26 @@
 //! `harness audit PLAN`: the stack's worst case from its configs, nothing sent.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use super::{EXIT_GATE_FAILED, EXIT_INVALID, EXIT_PASS};
 use crate::audit;
 use crate::plan;
 
-pub(super) fn audit(path: &Path, json: bool) -> u8 {
+/// `harness audit PLAN [--json]`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// The plan file.
+    pub plan: PathBuf,
+    /// The same figures as JSON (`chaos-audit/v1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Per policy, method and failure class: each hop's tries and the attempts at the leaf in a
+/// total outage, budgets, serial time against the caller's wait, the hops that resend
+/// POSTs, each at its config line. Exit 1 when a gate cannot hold in the worst case.
+pub(super) fn audit(args: &AuditArgs) -> u8 {
+    let (path, json) = (args.plan.as_path(), args.json);
     let loaded = plan::read(path)
         .map_err(|e| vec![e.to_string()])
         .and_then(|text| {
@@ -51,11 +65,7 @@ pub(super) fn audit(path: &Path, json: bool) -> u8 {
                     ),
                 }
             }
-            if p.gates
-                .iter()
-                .all(super::super::audit::GateCheck::as_expected)
-                && !p.as_expected
-            {
+            if p.gates.iter().all(audit::GateCheck::as_expected) && !p.as_expected {
                 eprintln!(
                     "counterexample `{}` fails none of the gates the audit judges, even in the worst case",
                     p.policy

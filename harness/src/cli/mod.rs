@@ -34,6 +34,7 @@ use crate::plan::{self, NamedPolicy, Plan};
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
+pub use audit::AuditArgs;
 pub use client_test::ClientTestArgs;
 pub use export::ExportArgs;
 pub use gate::GateArgs;
@@ -103,17 +104,9 @@ pub enum Command {
         #[arg(long)]
         explain: bool,
     },
-    /// A stack's worst case from its configs, nothing sent and no server started: per
-    /// policy, method and failure class, each hop's tries and the attempts at the leaf in a
-    /// total outage, budgets, serial time against the caller's wait, the hops that resend
-    /// POSTs, each at its config line. Exit 1 when a gate cannot hold in the worst case.
-    Audit {
-        /// The plan file.
-        plan: PathBuf,
-        /// The same figures as JSON (`chaos-audit/v1`).
-        #[arg(long)]
-        json: bool,
-    },
+    /// A stack's worst case from its configs, nothing sent: attempts at the leaf in a total
+    /// outage, budgets, time, resent POSTs, each at its line; exit 1 if a gate cannot hold.
+    Audit(AuditArgs),
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
     Relay(RelayArgs),
@@ -229,7 +222,7 @@ pub fn main() -> ExitCode {
 pub fn execute(cli: Cli) -> u8 {
     match cli.command {
         Command::Validate { plans, explain } => validate::validate(&plans, explain),
-        Command::Audit { plan, json } => audit::audit(&plan, json),
+        Command::Audit(args) => audit::audit(&args),
         Command::Presets => {
             validate::presets();
             EXIT_PASS
