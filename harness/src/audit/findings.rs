@@ -320,11 +320,17 @@ pub(super) fn findings(
         }
     }
     overrides(policy, infos, traces, &mut out);
-    for h in infos.iter().filter(|h| h.budget.is_some()) {
-        let bound = h
-            .budget_bound
-            .map(|b| format!("; once it binds, at most {b:.2} attempts per request it receives"))
-            .unwrap_or_default();
+    for (i, h) in infos.iter().enumerate().filter(|(_, h)| h.budget.is_some()) {
+        let tries = worst.tries.get(i).copied().unwrap_or(1);
+        let bound = match h.budget_bound {
+            Some(b) if b < f64::from(tries) => {
+                format!("; once it binds, at most {b:.2} attempts per request it receives")
+            }
+            Some(b) => format!(
+                "; its bound over the plan's run, {b:.2} attempts per request it receives, is no tighter than its {tries} tries"
+            ),
+            None => String::new(),
+        };
         out.push(Finding {
             at: Some(h.at.clone()),
             message: format!(
