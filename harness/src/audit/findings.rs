@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chaos_policy::{BudgetConfig, RunCounts};
 use chaos_policy::{Client, GiveUp, Policy, Request};
+use fault_server::wire::NO_RETRY;
 
 use super::walk::{Class, Walked};
 use super::{Case, Finding, HopInfo};
@@ -267,6 +268,11 @@ pub(super) fn resenders(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
     )
 }
 
+/// The hops that retry a permanent answer, each at its line.
+pub(super) fn permanent_retriers(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
+    hops_where(infos, traces, |_, _| true, |h| h.retried_permanent)
+}
+
 /// The hops that retry at all.
 pub(super) fn retrying_hops(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
     hops_where(infos, traces, |_, _| true, |h| h.tries > 1)
@@ -383,21 +389,21 @@ fn overrides(policy: &NamedPolicy, infos: &[HopInfo], traces: &[Trace], out: &mu
             let honours = hops[above].gave_up == Some(GiveUp::NoRetry);
             let message = if honours {
                 format!(
-                    "`{}` honours `x-chaos-no-retry` from `{}`: it stops where `{}` gave up",
+                    "`{}` honours `{NO_RETRY}` from `{}`: it stops where `{}` gave up",
                     infos[above].name,
                     infos[above + 1].name,
                     infos[above + 1].name
                 )
             } else if hops[above].tries > 1 {
-                let why = match above {
-                    0 => " (honor_no_retry is off)",
-                    _ if policy.tiers[above - 1].proxy.is_some() => {
-                        " (a proxy reads no such header)"
-                    }
-                    _ => " (honor_no_retry is off)",
+                let proxy = above
+                    .checked_sub(1)
+                    .is_some_and(|t| policy.tiers[t].proxy.is_some());
+                let why = match proxy {
+                    true => " (a proxy reads no such header)",
+                    false => " (honor_no_retry is off)",
                 };
                 format!(
-                    "`{}` retries what `{}` answered with `x-chaos-no-retry`{why}: their retries multiply",
+                    "`{}` retries what `{}` answered with `{NO_RETRY}`{why}: their retries multiply",
                     infos[above].name,
                     infos[above + 1].name
                 )

@@ -1,10 +1,12 @@
 //! The plan's gates the worst case decides, and what a counterexample expects of them.
 //!
-//! Why only three: `leaf_amplification`'s maximum, `no_retry_of_non_idempotent` and
-//! `retries_at_one_tier` follow from the configs alone; the other gates measure what only
-//! a run has (latency, success, what the ledger reconciled).
+//! Why only these: `leaf_amplification`'s maximum, `no_retry_of_non_idempotent`,
+//! `retries_at_one_tier` and (when the plan's faults answer a permanent status)
+//! `no_retry_of_permanent` follow from the configs alone; the other gates measure what
+//! only a run has (latency, success, what the ledger reconciled).
 
 use super::findings::{self, Trace};
+use super::walk::Class;
 use super::{Case, GateCheck, HopInfo};
 use crate::plan::{Check, GateKind, Metric, NamedPolicy, Plan};
 
@@ -32,6 +34,20 @@ pub(super) fn checks(
                 match hops.is_empty() {
                     true => (true, "no hop resends a non-idempotent request".into()),
                     false => (false, format!("resent by {}", hops.join(", "))),
+                }
+            }
+            GateKind::Check(Check::NoRetryOfPermanent) => {
+                let permanent = traces.iter().any(|t| match t.class {
+                    Class::Status(s) => chaos_policy::Outcome::Status(s).forbids_retry(),
+                    _ => false,
+                });
+                if !permanent {
+                    continue;
+                }
+                let hops = findings::permanent_retriers(infos, traces);
+                match hops.is_empty() {
+                    true => (true, "no hop retries the plan's permanent statuses".into()),
+                    false => (false, format!("retried by {}", hops.join(", "))),
                 }
             }
             GateKind::Check(Check::RetriesAtOneTier) => {

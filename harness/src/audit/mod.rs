@@ -236,19 +236,18 @@ fn audit_policy(
     for (method, request) in methods(plan) {
         let verb = method.split(' ').next().unwrap_or("GET").to_owned();
         for class in classes {
-            let share = policy.share_budget;
-            let most = walk::walk(
-                &hops,
-                &verb,
+            let chain = walk::Chain {
+                hops: &hops,
+                method: &verb,
                 request,
-                *class,
-                Draws::Least,
-                plan.seed,
-                share,
-            );
-            let longest = walk::walk(&hops, &verb, request, *class, Draws::Most, plan.seed, share);
+                seed: plan.seed,
+                share: policy.share_budget,
+                grpc: plan.load.protocol == crate::plan::Protocol::Grpc,
+            };
+            let most = walk::walk(&chain, *class, Draws::Least);
+            let longest = walk::walk(&chain, *class, Draws::Most);
             // A shared budget drains over a run: only its first requests get it all.
-            let exact = share.is_none()
+            let exact = chain.share.is_none()
                 && !most.timed
                 && most.leaf == longest.leaf
                 && !most.hops.iter().any(|h| h.failed_peers);

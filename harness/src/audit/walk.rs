@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use chaos_policy::{
     Action, Client, GiveUp, Outcome, Policy, PolicyConfig, Reply, Request, ResetPhase, Share,
-    Start, Verdict,
+    Start, Verdict, Violation,
 };
 use fault_server::effect::DEFAULT_HANG_CAP;
 use fault_server::script::NoHeaders;
@@ -53,9 +53,11 @@ impl Class {
         }
     }
 
-    /// What the leaf answers, after how long (as the simulated fault-server does).
-    fn leaf(self) -> (Reply, Duration) {
+    /// What the leaf answers, after how long (as the simulated fault-server does; to a
+    /// gRPC call, a status as the code it maps to).
+    fn leaf(self, grpc: bool) -> (Reply, Duration) {
         let outcome = match self {
+            Class::Status(s) if grpc => Outcome::Grpc(fault_server::wire::grpc::code_answering(s)),
             Class::Status(s) => Outcome::Status(s),
             Class::Close | Class::Timeout => Outcome::Closed,
             Class::Reset => Outcome::Reset(ResetPhase::Unknown),
@@ -149,6 +151,8 @@ pub struct HopTrace {
     pub caller_waits: Option<Duration>,
     /// It resent a request that is not safe to resend (the cores' `Violation`), in any call.
     pub retried_non_idempotent: bool,
+    /// It retried after a permanent answer (a 4xx but 408/429, a 501, a 508), in any call.
+    pub retried_permanent: bool,
     /// A try of it failed in a way the proxy counts against the peer (nginx's passive
     /// ejection, `max_fails`): later requests may find the peers out.
     pub failed_peers: bool,
@@ -196,31 +200,43 @@ struct Walk<'a> {
     traces: Vec<Option<HopTrace>>,
     memo: HashMap<(usize, Carried), Answer>,
     share: Option<u32>,
+    grpc: bool,
     timed: bool,
 }
 
-/// Walks one `method` request (`request`, its idempotency) through `hops` (the client
-/// first) against a leaf that fails every attempt as `class`; `share`: the client shares
-/// its budget down the chain (`share_budget`), up to this many retries a request.
-pub fn walk(
-    hops: &[Hop],
-    method: &str,
-    request: Request,
-    class: Class,
-    draws: Draws,
-    seed: u64,
-    share: Option<u32>,
-) -> Walked {
+/// A chain and the request walked through it.
+#[derive(Debug, Clone, Copy)]
+pub struct Chain<'a> {
+    /// The hops, the client first.
+    pub hops: &'a [Hop],
+    /// The request's method, and the request as the policies read it (its idempotency).
+    pub method: &'a str,
+    pub request: Request,
+    /// The plan's seed (a tier's jitter stream; the draws are [`Draws`]' anyway).
+    pub seed: u64,
+    /// The client shares its budget down the chain (`share_budget`), up to this many
+    /// retries a request.
+    pub share: Option<u32>,
+    /// A gRPC plan: the leaf answers a status as the gRPC code it maps to, as the
+    /// fault-server does.
+    pub grpc: bool,
+}
+
+/// Walks one request through `chain` against a leaf that fails every attempt as `class`,
+/// each backoff drawn as `draws` says.
+pub fn walk(chain: &Chain<'_>, class: Class, draws: Draws) -> Walked {
+    let hops = chain.hops;
     let mut w = Walk {
         hops,
         class,
-        request,
-        method,
+        request: chain.request,
+        method: chain.method,
         draws,
-        seed,
+        seed: chain.seed,
         traces: vec![None; hops.len()],
         memo: HashMap::new(),
-        share,
+        share: chain.share,
+        grpc: chain.grpc,
         timed: false,
     };
     let answer = w.call(0, Carried::default(), None);
@@ -240,7 +256,7 @@ impl Walk<'_> {
     /// Calls that carry the same are the same call.
     fn call(&mut self, at: usize, carried: Carried, waits: Option<Duration>) -> Answer {
         if at == self.hops.len() {
-            let (reply, took) = self.class.leaf();
+            let (reply, took) = self.class.leaf(self.grpc);
             return Answer {
                 reply,
                 took,
@@ -266,6 +282,7 @@ impl Walk<'_> {
         match &mut self.traces[at] {
             Some(first) => {
                 first.retried_non_idempotent |= trace.retried_non_idempotent;
+                first.retried_permanent |= trace.retried_permanent;
                 first.failed_peers |= trace.failed_peers;
             }
             empty => *empty = Some(trace),
@@ -308,9 +325,12 @@ impl Walk<'_> {
         loop {
             action = match action {
                 Action::Send { timeout, .. } => {
-                    trace.retried_non_idempotent |= session
-                        .violations()
-                        .any(|v| v == chaos_policy::Violation::RetriedNonIdempotent);
+                    for v in session.violations() {
+                        match v {
+                            Violation::RetriedNonIdempotent => trace.retried_non_idempotent = true,
+                            Violation::RetriedPermanent => trace.retried_permanent = true,
+                        }
+                    }
                     let carried = Carried {
                         deadline: timeout.map(fault_server::wire::deadline_sent),
                         allowance: session.allowance(),
@@ -332,7 +352,7 @@ impl Walk<'_> {
                         trace.gave_up = Some(reason);
                     }
                     trace.took = bound;
-                    let (reply, _) = self.class.leaf();
+                    let (reply, _) = self.class.leaf(self.grpc);
                     return Answer {
                         reply,
                         took: now,
@@ -392,6 +412,7 @@ impl Walk<'_> {
                     trace.tries = u32::try_from(counts.sent).unwrap_or(u32::MAX);
                     trace.retried_non_idempotent =
                         counts.violations.retried_non_idempotent.count > 0;
+                    trace.retried_permanent = counts.violations.retried_permanent.count > 0;
                     trace.answered = Some(up.status);
                     trace.said_no_retry = up.no_retry;
                     trace.gave_up = up.gave_up;
@@ -450,6 +471,7 @@ impl Walk<'_> {
                     trace.tries = r.tries();
                     trace.retried_non_idempotent =
                         counts.hop.violations.retried_non_idempotent.count > 0;
+                    trace.retried_permanent = counts.hop.violations.retried_permanent.count > 0;
                     trace.failed_peers = counts.peers.iter().any(|p| p.failed > 0);
                     if let Outcome::Status(s) = reply.outcome {
                         trace.answered = Some(s);
