@@ -495,3 +495,65 @@ impl Walk<'_> {
 fn longest_wait(wait: Option<chaos_policy::Wait>, waited: Duration) -> Duration {
     wait.map_or(waited, |w| w.range.1.max(w.delay)).max(waited)
 }
+
+#[cfg(test)]
+mod tests {
+    use chaos_policy::{Backoff, Method};
+
+    use super::*;
+
+    fn policy(max_attempts: u32, honor_no_retry: bool) -> Hop {
+        let config = PolicyConfig {
+            max_attempts,
+            backoff: Backoff::none(),
+            honor_no_retry,
+            ..PolicyConfig::default()
+        };
+        Hop::Policy(Box::new(Policy::new(config).expect("a valid policy")))
+    }
+
+    fn leaf(hops: &[Hop], method: &str, class: Class) -> u128 {
+        let chain = Chain {
+            hops,
+            method,
+            request: Request {
+                method: Method::parse(method),
+                idempotency_key: false,
+            },
+            seed: 1,
+            share: None,
+            grpc: false,
+        };
+        walk(&chain, class, Draws::Least).leaf
+    }
+
+    #[test]
+    fn retrying_hops_multiply_and_honouring_ones_do_not() {
+        let storm = [policy(3, false), policy(3, false), policy(3, false)];
+        assert_eq!(leaf(&storm, "GET", Class::Status(503)), 27);
+        assert_eq!(leaf(&storm, "GET", Class::Close), 27);
+        // POST: a 503 proves nothing unsent, so no policy resends it.
+        assert_eq!(leaf(&storm, "POST", Class::Status(503)), 1);
+        // A 400 is permanent: no one retries it.
+        assert_eq!(leaf(&storm, "GET", Class::Status(400)), 1);
+        let one_tier = [policy(3, true), policy(3, true), policy(3, false)];
+        assert_eq!(leaf(&one_tier, "GET", Class::Status(503)), 3);
+    }
+
+    /// The memo keeps a deep chain's walk to one call per hop, and its count exact: every
+    /// hop's max_attempts multiplied, as `plan::worst_leaf_amplification` says.
+    #[test]
+    fn the_deepest_chain_is_walked_at_once_and_counted_exactly() {
+        let hops: Vec<Hop> = (0..=crate::plan::MAX_TIERS)
+            .map(|_| policy(5, false))
+            .collect();
+        let expected = 5u128.pow(u32::try_from(hops.len()).expect("a few hops"));
+        assert_eq!(leaf(&hops, "GET", Class::Reset), expected);
+    }
+
+    #[test]
+    fn draws_sit_at_either_end_of_a_range() {
+        assert_eq!(chaos_policy::unit_f64(&mut Draws::Least), 0.0);
+        assert!(chaos_policy::unit_f64(&mut Draws::Most) > 0.999_999);
+    }
+}

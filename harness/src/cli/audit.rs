@@ -37,6 +37,15 @@ pub(super) fn audit(args: &AuditArgs) -> u8 {
             return EXIT_INVALID;
         }
     };
+    // What the models approximate bears on the figures: said as `validate` says it.
+    for warning in &plan.warnings {
+        match warning.at {
+            Some((line, column)) => {
+                eprintln!("warning: {}:{line}:{column}: {warning}", path.display());
+            }
+            None => eprintln!("warning: {}: {warning}", path.display()),
+        }
+    }
     let audit = audit::audit(&plan, &text);
     if json {
         match serde_json::to_string_pretty(&audit) {
