@@ -228,3 +228,23 @@ fn the_command_exits_0_1_or_2_and_names_what_cannot_hold() {
     );
     assert!(text.contains("`lb` resends a POST"), "{text}");
 }
+
+/// docs/audit.md's example is what `harness audit plans/stack.yaml` prints.
+#[test]
+fn the_docs_example_is_the_commands_output() {
+    let doc = std::fs::read_to_string(repo().join("docs/audit.md")).expect("docs/audit.md");
+    let prompt = "$ cd plans && harness audit stack.yaml\n";
+    let start = doc.find(prompt).expect("the example's prompt") + prompt.len();
+    let example = &doc[start..start + doc[start..].find("```").expect("the block's end")];
+    let out = common::harness()
+        .current_dir(repo().join("plans"))
+        .args(["audit", "stack.yaml"])
+        .output()
+        .expect("run harness");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        example.trim_end(),
+        printed.trim_end(),
+        "regenerate docs/audit.md's example"
+    );
+}
