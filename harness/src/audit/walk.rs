@@ -11,7 +11,9 @@
 //! one request when nothing random or shared decides; budgets and breakers are taken out
 //! (a fresh core per call: the audit states them apart), and backoff draws come from a
 //! constant generator ([`Draws`]): the least waits give the most attempts before a
-//! deadline, the most waits the longest time.
+//! deadline, the most waits the longest time. A hop that can outlast its caller's per-try
+//! timeout (its tries, each as long as the hop below can take, its waits at their tops) is
+//! taken to time out while it goes on with all its tries: the worst of both.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -133,7 +135,7 @@ impl Hop {
 }
 
 /// What one hop did with the first request it received (the others, in a total outage,
-/// differ only where a caller's timeout ended a hop's work: then `cut` says so).
+/// differ at most in what the deadline they carry lets through).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct HopTrace {
     /// Attempts it sent for that request.
@@ -165,7 +167,7 @@ pub struct Walked {
     pub leaf: u128,
     /// Each hop's trace, the client first.
     pub hops: Vec<HopTrace>,
-    /// Some hop's work was ended by its caller's timeout, or a policy gave up at its
+    /// Some hop can outlast its caller's per-try timeout, or a policy gave up at its
     /// deadline: the figure depends on time, not only on the retry rules.
     pub timed: bool,
 }
@@ -178,8 +180,8 @@ struct Carried {
     allowance: Option<u32>,
 }
 
-/// What a call to a hop came to. Calls to the same hop with the same deadline are the
-/// same call (fresh cores, constant draws), so the walk keeps each once: 16 hops of 5
+/// What a call to a hop came to. Calls to the same hop carrying the same are the same
+/// call (fresh cores, constant draws), so the walk keeps each once: 16 hops of 5
 /// attempts each (5^16 at the leaf) cost 16 calls, not 5^16.
 #[derive(Debug, Clone, Copy)]
 struct Answer {
@@ -351,6 +353,7 @@ impl Walk<'_> {
                     if let Verdict::GaveUp { reason, .. } = verdict {
                         trace.gave_up = Some(reason);
                     }
+                    let bound = within(bound, [policy.config().deadline]);
                     trace.took = bound;
                     let (reply, _) = self.class.leaf(self.grpc);
                     return Answer {
@@ -416,6 +419,7 @@ impl Walk<'_> {
                     trace.answered = Some(up.status);
                     trace.said_no_retry = up.no_retry;
                     trace.gave_up = up.gave_up;
+                    let bound = within(bound, [policy.config().deadline, carried.deadline]);
                     trace.took = bound;
                     let reply = Reply {
                         outcome: Outcome::Status(up.status),
@@ -494,6 +498,12 @@ impl Walk<'_> {
 /// what was waited when that is more (a server's `Retry-After`).
 fn longest_wait(wait: Option<chaos_policy::Wait>, waited: Duration) -> Duration {
     wait.map_or(waited, |w| w.range.1.max(w.delay)).max(waited)
+}
+
+/// A policy hop's longest time within its deadlines: its session gives up rather than
+/// wait past them, and sends no attempt longer than what is left.
+fn within<const N: usize>(bound: Duration, deadlines: [Option<Duration>; N]) -> Duration {
+    deadlines.into_iter().flatten().fold(bound, Duration::min)
 }
 
 #[cfg(test)]
