@@ -263,25 +263,26 @@ pub(super) fn resenders(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
     hops_where(
         infos,
         traces,
-        |t, _| !t.request.is_idempotent(),
+        |t| !t.request.is_idempotent(),
         |h| h.retried_non_idempotent,
     )
 }
 
 /// The hops that retry a permanent answer, each at its line.
 pub(super) fn permanent_retriers(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
-    hops_where(infos, traces, |_, _| true, |h| h.retried_permanent)
+    hops_where(infos, traces, |_| true, |h| h.retried_permanent)
 }
 
 /// The hops that retry at all.
 pub(super) fn retrying_hops(infos: &[HopInfo], traces: &[Trace]) -> Vec<String> {
-    hops_where(infos, traces, |_, _| true, |h| h.tries > 1)
+    hops_where(infos, traces, |_| true, |h| h.tries > 1)
 }
 
+/// The hops (each at its line) of which `hop` holds in some walk that `trace` picks.
 fn hops_where(
     infos: &[HopInfo],
     traces: &[Trace],
-    trace: impl Fn(&Trace, usize) -> bool,
+    trace: impl Fn(&Trace) -> bool,
     hop: impl Fn(&super::walk::HopTrace) -> bool,
 ) -> Vec<String> {
     infos
@@ -290,7 +291,7 @@ fn hops_where(
         .filter(|(i, _)| {
             traces
                 .iter()
-                .any(|t| trace(t, *i) && t.most.hops.get(*i).is_some_and(&hop))
+                .any(|t| trace(t) && t.most.hops.get(*i).is_some_and(&hop))
         })
         .map(|(_, h)| format!("`{}` ({})", h.name, h.at))
         .collect()

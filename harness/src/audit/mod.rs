@@ -34,7 +34,7 @@ pub struct Audit {
 impl Audit {
     /// Whether the plan's gates judge every policy as a run would have to: a gate holds in
     /// the worst case, or fails where a counterexample expects it to.
-    pub fn holds(&self) -> bool {
+    pub fn as_expected(&self) -> bool {
         self.policies.iter().all(|p| p.as_expected)
     }
 }

@@ -58,7 +58,7 @@ pub(super) fn audit(args: &AuditArgs) -> u8 {
     } else {
         print!("{}", audit::text(&audit));
     }
-    if audit.holds() {
+    if audit.as_expected() {
         EXIT_PASS
     } else {
         for p in &audit.policies {
