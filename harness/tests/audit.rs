@@ -82,14 +82,26 @@ fn agree(path: &std::path::Path) -> Vec<String> {
                     "the shipped plan's audit is the outage's ({name}, {})",
                     p.name
                 );
-                let sim = common::policy(&report, &p.name)
-                    .leaf_amplification
-                    .expect("a ledger");
+                let simulated = common::policy(&report, &p.name);
+                let sim = simulated.leaf_amplification.expect("a ledger");
                 seen.push(format!(
                     "{name} {} {} {class}: audit {} (exact: {}), simulated {sim:.3}",
                     p.name, kind.method, expected.leaf, expected.exact
                 ));
                 check(expected, sim, seen.last().expect("a line"));
+                if expected.exact {
+                    // Hop by hop too: tier i sends the product of the tries above it and its own.
+                    for (i, tier) in simulated.tiers.iter().enumerate() {
+                        let product: u32 = expected.tries[..=i + 1].iter().product();
+                        assert!(
+                            (tier.amplification - f64::from(product)).abs() < 1e-9,
+                            "{}: tier {} sends {} per logical request, the audit {product}",
+                            seen.last().expect("a line"),
+                            tier.name,
+                            tier.amplification
+                        );
+                    }
+                }
             }
         }
     }
