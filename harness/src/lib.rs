@@ -18,6 +18,7 @@ pub use chaos_policy as policy;
 
 #[cfg(feature = "live")]
 pub mod attempt;
+pub mod audit;
 pub mod baseline;
 pub mod bounded;
 #[cfg(feature = "live")]

@@ -282,6 +282,34 @@ fn mutated_partials_merge_or_are_refused_naming_the_file_never_a_panic() {
 /// Lists longer than a run writes are refused as they are read, naming the file: a 240 MB
 /// partial of empty warnings took 7.2 GB and 42 s to merge (and merged) before.
 #[test]
+fn texts_longer_than_a_run_writes_are_refused_as_read() {
+    let s = setup("fuzz-partials-texts");
+    let p = partial(&s.plan, &s.plan_file, 0);
+    let json: serde_json::Value = serde_json::from_str(&p.to_json()).expect("json");
+    let long = "x".repeat(harness::shard::partial::MAX_TEXT + 1);
+    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 4] = [
+        ("warnings", &|j| j["warnings"] = vec![long.as_str()].into()),
+        ("error", &|j| j["error"] = long.as_str().into()),
+        ("faults_from", &|j| j["faults_from"] = long.as_str().into()),
+        ("gone", &|j| j["policies"][0]["gone"] = long.as_str().into()),
+    ];
+    for (field, edit) in cases {
+        let mut j = json.clone();
+        edit(&mut j);
+        let file = s.dir.join("shard-0.json");
+        std::fs::write(&file, j.to_string()).expect("write");
+        let out = merge_binary(&s, &[&file]);
+        let err = common::stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
+        assert!(
+            err.contains("shard-0.json") && err.contains("bytes, in a place of at most 16384"),
+            "{field}: {err}"
+        );
+    }
+}
+
+#[test]
 fn lists_longer_than_a_run_writes_are_refused_as_read() {
     let s = setup("fuzz-partials-lists");
     let p = partial(&s.plan, &s.plan_file, 0);

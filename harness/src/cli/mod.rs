@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod client_test;
 mod compare;
 mod export;
@@ -33,6 +34,7 @@ use crate::plan::{self, NamedPolicy, Plan};
 use crate::report;
 use crate::run::{self, ProgressFactory, RunOptions};
 use crate::telemetry::Telemetry;
+pub use audit::AuditArgs;
 pub use client_test::ClientTestArgs;
 pub use export::ExportArgs;
 pub use gate::GateArgs;
@@ -102,6 +104,9 @@ pub enum Command {
         #[arg(long)]
         explain: bool,
     },
+    /// A stack's worst case from its configs, nothing sent: attempts at the leaf in a total
+    /// outage, budgets, time, resent POSTs, each at its line; exit 1 if a gate cannot hold.
+    Audit(AuditArgs),
     /// Run one relay tier as its own process: forward every request to `--to` through a
     /// retry policy, answer with what came back (`x-chaos-no-retry: 1` when it gave up).
     Relay(RelayArgs),
@@ -217,6 +222,7 @@ pub fn main() -> ExitCode {
 pub fn execute(cli: Cli) -> u8 {
     match cli.command {
         Command::Validate { plans, explain } => validate::validate(&plans, explain),
+        Command::Audit(args) => audit::audit(&args),
         Command::Presets => {
             validate::presets();
             EXIT_PASS

@@ -178,6 +178,12 @@ impl Forwarding {
         ChaCha8Rng::seed_from_u64(self.jitter_seed)
     }
 
+    /// How its last wait was decided (the range its backoff was drawn from), for a shell
+    /// that bounds the time a request can take (`harness audit`).
+    pub fn last_wait(&self) -> Option<chaos_policy::Wait> {
+        self.session.as_ref().and_then(Session::last_wait)
+    }
+
     /// The invariants the attempt of the last [`Step::Send`] breaks (counted already), for
     /// a shell's trace.
     pub fn violations(&self) -> impl Iterator<Item = Violation> + use<> {

@@ -14,7 +14,7 @@ mod error;
 mod gate;
 pub(crate) mod import;
 mod load;
-mod locate;
+pub(crate) mod locate;
 mod merge;
 pub mod mesh;
 mod model;

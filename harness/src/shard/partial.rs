@@ -23,6 +23,9 @@ pub const LOG_MARKER: &str = "chaos-partial/v1 ";
 /// The most warnings, or fault phases, a partial lists: a run says a few.
 pub const MAX_LISTED: usize = 1024;
 
+/// The longest warning or error a partial holds: a run writes a sentence.
+pub const MAX_TEXT: usize = 16 << 10;
+
 /// A log or a partial larger than this is refused (a partial is a few hundred KiB).
 pub const MAX_PARTIAL_BYTES: u64 = 256 << 20;
 
@@ -42,12 +45,16 @@ pub struct Partial {
     /// Interrupted by the user.
     pub aborted: bool,
     /// Why this shard could not run (all of it, or from a policy on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::bounded::option_text::<_, MAX_TEXT>"
+    )]
     pub error: Option<String>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "crate::bounded::vec::<_, _, MAX_LISTED>"
+        deserialize_with = "crate::bounded::texts::<_, MAX_LISTED, MAX_TEXT>"
     )]
     pub warnings: Vec<String>,
     /// The keeper's account of the faults in force (`target.script`).
@@ -57,7 +64,11 @@ pub struct Partial {
         deserialize_with = "crate::bounded::option_vec::<_, _, MAX_LISTED>"
     )]
     pub faults: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "crate::bounded::text::<_, MAX_TEXT>"
+    )]
     pub faults_from: String,
 }
 
@@ -81,7 +92,11 @@ pub struct PartialPolicy {
     pub breaker_trips: u64,
     pub elapsed_ms: u64,
     pub aborted: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::bounded::option_text::<_, MAX_TEXT>"
+    )]
     pub gone: Option<String>,
     /// The keeper's reading of the fault-server's ledger for this policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
