@@ -18,6 +18,7 @@ mod client_test;
 mod compare;
 mod export;
 mod gate;
+mod progress;
 mod relay;
 mod runtime;
 mod shard;
@@ -25,14 +26,13 @@ mod simulate;
 mod sweep;
 mod tune;
 mod validate;
-use indicatif::{ProgressBar, ProgressStyle};
 pub use simulate::SimulateArgs;
 use tokio_util::sync::CancellationToken;
 
 use crate::baseline;
-use crate::plan::{self, NamedPolicy, Plan};
+use crate::plan::{self, Plan};
 use crate::report;
-use crate::run::{self, ProgressFactory, RunOptions};
+use crate::run::{self, RunOptions};
 use crate::telemetry::Telemetry;
 pub use audit::AuditArgs;
 pub use client_test::ClientTestArgs;
@@ -320,7 +320,7 @@ fn chaos_judged(args: ChaosArgs) -> Result<gate::Judged, u8> {
     let options = RunOptions {
         policies,
         abort: abort.clone(),
-        progress: show_progress.then(progress_bars),
+        progress: show_progress.then(progress::progress_bars),
         announce: !quiet,
         telemetry: telemetry.clone(),
         sharding,
@@ -617,39 +617,5 @@ fn save(report: &report::Report, plan: &Plan, file: &Path) -> bool {
             eprintln!("error: cannot save the baseline to {}: {e}", file.display());
             false
         }
-    }
-}
-
-fn progress_bars() -> ProgressFactory {
-    Arc::new(|policy: &NamedPolicy, plan: &Plan| {
-        let total = (plan.duration + plan.drain).as_secs();
-        let bar = ProgressBar::new(total);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos:>3}/{len}s {msg}")
-                .expect("a constant template")
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(policy.name.clone());
-        let bar = FinishOnDrop(bar);
-        Arc::new(move |second: u64, r: &crate::stats::Recorder| {
-            let bar = &bar.0;
-            bar.set_position(second.min(total));
-            bar.set_message(format!(
-                "{} offered, {} attempts, {:.1}% ok, {} dropped",
-                r.offered(),
-                r.attempts,
-                r.succeeded as f64 * 100.0 / r.offered().max(1) as f64,
-                r.dropped
-            ));
-        })
-    })
-}
-
-/// Leaves a policy's bar drawn in full when its run ends.
-struct FinishOnDrop(ProgressBar);
-
-impl Drop for FinishOnDrop {
-    fn drop(&mut self) {
-        self.0.finish();
     }
 }

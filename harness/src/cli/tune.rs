@@ -176,7 +176,7 @@ fn confirm(tuned: &mut Tuned, k: usize, abort: &CancellationToken, quiet: bool) 
     };
     let options = RunOptions {
         abort: abort.clone(),
-        progress: (!quiet && std::io::stderr().is_terminal()).then(super::progress_bars),
+        progress: (!quiet && std::io::stderr().is_terminal()).then(super::progress::progress_bars),
         ..RunOptions::default()
     };
     let result = runtime.block_on(tuned.confirm(k, &options, |label| {
