@@ -106,6 +106,29 @@ fn a_policy_imports_the_same_sidecar_policy() {
     let plan = load(&path).unwrap_or_else(|e| panic!("{e}"));
     let c = plan.policies[0].policy.config();
     assert_eq!((c.max_attempts, c.retry_non_idempotent), (3, true));
+    // `--explain` names each field's origin, and a plan key over the import as the key.
+    let (_, over) = plan_in(
+        "import-explain",
+        &text.replace(
+            "istio-destination-rule.yaml } }",
+            "istio-destination-rule.yaml }, deadline: 5s }",
+        ),
+    );
+    let out = harness()
+        .args(["validate", "--explain"])
+        .arg(&over)
+        .output()
+        .expect("run harness");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let explained = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "    max_attempts: 3   # Istio's default: http route `default` (line 13) has no `retries:`: num_retries 2, 3 tries in all\n",
+        "    deadline: 5s   # the plan's `deadline`, over the import\n",
+        "; Istio's retries have no method rule: a POST is retried like a GET\n",
+        "no amplification bound; Istio's default: the DestinationRule (line 4) sets no `maxRetries`",
+    ] {
+        assert!(explained.contains(line), "{line}\nin\n{explained}");
+    }
     assert!(
         plan.warnings.iter().any(|w| w.message.contains(
             "stacks/istio-destination-rule.yaml: line 14: `outlierDetection` is not modelled"

@@ -74,7 +74,39 @@ fn explained(plan: &Plan) -> String {
             )),
             (None, None) => {}
         }
-        out.push_str(&resolved::yaml(&resolved::named(p), 4));
+        out.push_str(&with_origins(&resolved::yaml(&resolved::named(p), 4), p));
+    }
+    out
+}
+
+/// `yaml`, each top-level field of `p` that has an origin (an Istio import's) followed by
+/// it in the line's comment.
+fn with_origins(yaml: &str, p: &plan::NamedPolicy) -> String {
+    if p.origins.is_empty() {
+        return yaml.to_owned();
+    }
+    let mut out = String::new();
+    for line in yaml.lines() {
+        let from = line
+            .strip_prefix("    ")
+            .filter(|l| !l.starts_with(' '))
+            .and_then(|l| l.split_once(':'))
+            .and_then(|(key, _)| {
+                let key = if key.starts_with("retry_after") {
+                    "honor_retry_after"
+                } else {
+                    key
+                };
+                p.origins.iter().find(|(field, _)| *field == key)
+            });
+        match from {
+            Some((_, from)) if line.contains("   # ") => out.push_str(&format!("{line}; {from}\n")),
+            Some((_, from)) => out.push_str(&format!("{line}   # {from}\n")),
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
     }
     out
 }

@@ -347,6 +347,9 @@ pub struct NamedPolicy {
     /// `share_budget: true`: the client and every relay tier draw retries from the
     /// client's one budget; the most retries a request takes out of it for its chain.
     pub share_budget: Option<u32>,
+    /// An imported policy's fields and where each came from (an Istio import's: a line
+    /// of a manifest, a default, or the plan's key over it); empty otherwise.
+    pub origins: Vec<(&'static str, String)>,
 }
 
 /// Starts a logical request at the load generator's client, the one rule the live engine

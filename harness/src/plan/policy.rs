@@ -163,8 +163,9 @@ fn is_token(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// What an import could not model, and the text of the files it read.
-type ImportedBy = Option<(Vec<String>, Vec<String>)>;
+/// What an import could not model, the text of the files it read, and where each field
+/// came from.
+type ImportedBy = Option<(Vec<String>, Vec<String>, import::Origins)>;
 
 /// Keeps what policy `name`'s import could not model (as warnings) and the files it read.
 fn note_import(
@@ -173,7 +174,7 @@ fn note_import(
     warnings: &mut Vec<String>,
     sources: &mut Vec<String>,
 ) {
-    if let Some((import_warnings, texts)) = imported {
+    if let Some((import_warnings, texts, _)) = imported {
         warnings.extend(
             import_warnings
                 .into_iter()
@@ -363,7 +364,9 @@ fn policy(
         .expect
         .clone()
         .map(|e| super::model::Expect { fail: e.fail });
+    let imported_fields = super::resolved::policy(&config);
     apply_plan_keys(&mut config, base, spec)?;
+    let origins = origins(imported.as_ref(), &imported_fields, &config);
     let policy = Policy::new(config)
         .map_err(|e| found(key_at(base, key_of(&e)), format!("policy `{name}`: {e}")))?;
     Ok((
@@ -375,9 +378,38 @@ fn policy(
             tiers: Vec::new(),
             expect,
             share_budget: None,
+            origins,
         },
         imported,
     ))
+}
+
+/// Where each field of an imported policy came from: the import's origin, or the plan's
+/// key where the key changed the imported value.
+fn origins(
+    imported: Option<&(Vec<String>, Vec<String>, import::Origins)>,
+    imported_fields: &super::resolved::Value,
+    config: &PolicyConfig,
+) -> import::Origins {
+    let Some((_, _, origins)) = imported else {
+        return Vec::new();
+    };
+    let fields = super::resolved::policy(config);
+    origins
+        .iter()
+        .map(|(field, from)| {
+            let same = match (imported_fields.get(field), fields.get(field)) {
+                (Some(a), Some(b)) => a.same(b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            let from = if same {
+                from.clone()
+            } else {
+                format!("the plan's `{field}`, over the import")
+            };
+            (*field, from)
+        })
+        .collect()
 }
 
 /// An `import:` as a plan writes it, on one line.
@@ -441,7 +473,7 @@ fn starting_config(
             .hint("drop `preset:`: an imported policy starts from the imported config, and the keys next to `import:` override it"));
         }
         (Some(import), None) => {
-            let (got, texts) = import::load(dir, import).map_err(|p| {
+            let (got, texts, origins) = import::load(dir, import).map_err(|p| {
                 let f = found(
                     at("import"),
                     format!("policy `{}`: {}", spec.name, p.message),
@@ -451,7 +483,7 @@ fn starting_config(
                     None => f,
                 }
             })?;
-            imported = Some((got.warnings, texts));
+            imported = Some((got.warnings, texts, origins));
             got.config
         }
         (None, preset) => preset.map_or_else(

@@ -89,9 +89,17 @@ pub(crate) struct ImportedProxy {
     pub(crate) block: String,
 }
 
+/// Where each field of an imported policy came from (a line of a config, or a default),
+/// for `harness validate --explain`; empty where an importer does not say.
+pub(crate) type Origins = Vec<(&'static str, String)>;
+
 /// Reads the files an `import:` names, relative to `dir` (the plan's directory), and
-/// imports them. Also returns the files' text, which the plan's digest covers.
-pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<String>), Problem> {
+/// imports them. Also returns the files' text, which the plan's digest covers, and where
+/// each field came from.
+pub(crate) fn load(
+    dir: &Path,
+    spec: &ImportSpec,
+) -> Result<(Imported, Vec<String>, Origins), Problem> {
     let read = |file: &PathBuf| -> Result<String, Problem> {
         let text = read_file(
             dir,
@@ -127,7 +135,7 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             })?;
             let text = read(file)?;
             let imported = grpc::import(&text, service, method.as_deref()).map_err(at(file))?;
-            Ok((imported, vec![text]))
+            Ok((imported, vec![text], Vec::new()))
         }
         ImportSpec {
             grpc_service_config: None,
@@ -143,7 +151,8 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
             let cluster = envoy_cluster.as_ref().map(read).transpose()?;
             let imported =
                 envoy::import(&text, route.as_deref(), cluster.as_deref()).map_err(at(file))?;
-            Ok((imported, [Some(text), cluster].into_iter().flatten().collect()))
+            let texts = [Some(text), cluster].into_iter().flatten().collect();
+            Ok((imported, texts, Vec::new()))
         }
         ImportSpec {
             grpc_service_config: None,
@@ -168,7 +177,9 @@ pub(crate) fn load(dir: &Path, spec: &ImportSpec) -> Result<(Imported, Vec<Strin
                 warnings: got.warnings_in(file, rule_file.as_deref()),
                 config: got.imported.config,
             };
-            Ok((imported, [Some(text), rule].into_iter().flatten().collect()))
+            let origins = got.origins.into_iter().map(|o| (o.field, o.from)).collect();
+            let texts = [Some(text), rule].into_iter().flatten().collect();
+            Ok((imported, texts, origins))
         }
         _ => Err(problem("an import names one source: `grpc_service_config` (with `service` and optionally `method`), `envoy_route` (with optionally `route` and `envoy_cluster`), or `istio_virtual_service` (with optionally `route` and `istio_destination_rule`)")
             .hint("`import: { envoy_route: production/route.yaml, envoy_cluster: production/cluster.yaml }`")),
