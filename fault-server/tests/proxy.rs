@@ -245,6 +245,40 @@ async fn dot_segments_doubled_slashes_and_escapes_meet_a_path_matched_fault() {
     assert_eq!(raw(&server, &get("/other", "")).await.0, Some(200));
 }
 
+/// Without a base path the service gets the path as the client sent it (an S3 key
+/// `a//b` is not `a/b`); an encoded slash is data, kept; and a control path written
+/// another way is refused here, never forwarded to an upstream that may be a
+/// fault-server itself.
+#[tokio::test]
+async fn without_a_base_the_path_goes_as_sent_and_control_paths_are_never_forwarded() {
+    let service = Counting::start(false).await;
+    let server = proxy(
+        "faults: [ { match: { path: /admin }, respond: { status: 403 } } ]",
+        &service.url,
+    )
+    .await;
+    for path in ["/keys/a//b", "/api/v4/projects/group%2Fproj", "/q/%2F/x"] {
+        let (status, answer) = raw(&server, &get(path, "")).await;
+        assert_eq!(status, Some(200), "{path}: {answer}");
+    }
+    let paths: Vec<String> = service.seen().into_iter().map(|(path, _)| path).collect();
+    assert_eq!(
+        paths,
+        ["/keys/a//b", "/api/v4/projects/group%2Fproj", "/q/%2F/x"],
+        "each as it was sent"
+    );
+    for path in [
+        "//__chaos/script",
+        "/%5F_chaos/ledger",
+        "/./__chaos/ledger",
+        "//metrics",
+    ] {
+        let (status, answer) = raw(&server, &get(path, "")).await;
+        assert_eq!(status, Some(404), "{path}: {answer}");
+    }
+    assert_eq!(service.served(), 3, "no control path was forwarded");
+}
+
 #[tokio::test]
 async fn connect_is_refused_with_a_problem_and_never_forwarded() {
     let service = Counting::start(false).await;

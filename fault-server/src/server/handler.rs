@@ -205,13 +205,23 @@ fn refused_target(parts: &mut Parts) -> Option<Response> {
         Ok(Cow::Owned(normal)) => normal,
         Err(refused) => return Some(problem(StatusCode::BAD_REQUEST, &refused.to_string())),
     };
+    // `//__chaos/script` or `/%5F_chaos/ledger` reach the handler, not the control API
+    // (which routes the path as sent): they must not be forwarded to an upstream that is
+    // itself a fault-server, whose control API would answer them.
+    if super::control::always_serve(&normal) {
+        return Some(problem(
+            StatusCode::NOT_FOUND,
+            "a control or health path written another way (doubled slashes, dot segments, escapes) is not the control API: write it as /__chaos/..., /healthz or /metrics",
+        ));
+    }
     let normal = match parts.uri.query() {
         Some(query) => format!("{normal}?{query}"),
         None => normal,
     };
     match Uri::try_from(normal) {
         Ok(uri) => {
-            parts.uri = uri;
+            let sent = std::mem::replace(&mut parts.uri, uri);
+            parts.extensions.insert(super::path::AsSent(sent));
             None
         }
         Err(_) => Some(problem(

@@ -8,15 +8,29 @@
 //! slash (nginx's `merge_slashes`), then `remove_dot_segments` (§5.2.4). Every other
 //! escape is kept as it came.
 //!
+//! An encoded slash (`%2F`) is data, not a separator: it is kept as it came (GitLab's
+//! `/projects/group%2Fproj`, RabbitMQ's `/queues/%2F/q` put one inside a segment, and
+//! nginx and Envoy pass it through).
+//!
+//! The normal form is what the script matches and what is joined to an upstream's base
+//! path; without a base path the upstream gets the path as the client sent it (an S3
+//! key `a//b` is not `a/b`, and a signature covers the raw path).
+//!
 //! Two paths are refused (400) rather than rewritten, because no rewrite is what the
 //! client meant:
 //! - one whose `..` segments climb above the root: RFC 3986 would clamp `/../x` to `/x`,
 //!   but a client sending it is probing, not asking for `/x`, and nginx refuses it too;
-//! - one with an encoded slash (`%2f`, any case): decoding it would turn data into a
-//!   separator, and keeping it would let an upstream that decodes it later resolve
-//!   `..%2f` past its base path; Apache refuses it by default (`AllowEncodedSlashes`).
+//! - one with a segment holding both `..` and an encoded slash (`..%2f`, any case), which
+//!   an upstream that decodes it later would resolve past its base path.
 
 use std::borrow::Cow;
+
+use axum::http::Uri;
+
+/// The request's target as the client sent it, kept beside the normal form the request
+/// now carries: what an upstream without a base path is sent.
+#[derive(Debug, Clone)]
+pub(crate) struct AsSent(pub(crate) Uri);
 
 /// Why a path is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +40,7 @@ pub(crate) enum PathError {
     )]
     Climbs,
     #[error(
-        "the request path holds an encoded slash (%2F), which a service may decode into a separator: refused"
+        "the request path holds `..` beside an encoded slash (%2F), which a service that decodes it would resolve as a parent: refused"
     )]
     EncodedSlash,
 }
@@ -49,6 +63,9 @@ pub(crate) fn normalise(path: &str) -> Result<Cow<'_, str>, PathError> {
                 if out.pop().is_none() {
                     return Err(PathError::Climbs);
                 }
+            }
+            segment if segment.contains("..") && has_encoded_slash(segment) => {
+                return Err(PathError::EncodedSlash);
             }
             segment => out.push(segment),
         }
@@ -73,7 +90,14 @@ fn may_change(path: &[u8]) -> bool {
         || path.last() == Some(&b'%')
 }
 
-/// Decodes the escapes of unreserved characters; refuses an encoded slash.
+fn has_encoded_slash(segment: &str) -> bool {
+    segment
+        .as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'2' && matches!(w[2], b'f' | b'F'))
+}
+
+/// Decodes the escapes of unreserved characters (never a slash's).
 fn decode_unreserved(path: &str) -> Result<String, PathError> {
     let bytes = path.as_bytes();
     let mut out = String::with_capacity(path.len());
@@ -82,9 +106,6 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
         if bytes[at] == b'%'
             && let Some(byte) = bytes.get(at + 1..at + 3).and_then(hex_pair)
         {
-            if byte == b'/' {
-                return Err(PathError::EncodedSlash);
-            }
             if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
                 out.push(char::from(byte));
             } else {
@@ -173,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn a_climb_above_the_root_and_an_encoded_slash_are_refused() {
+    fn a_climb_above_the_root_and_a_parent_beside_an_encoded_slash_are_refused() {
         check("/..", Err(PathError::Climbs));
         check("/../x", Err(PathError::Climbs));
         check("/a/../../x", Err(PathError::Climbs));
@@ -181,6 +202,18 @@ mod tests {
         check("/%2E%2E", Err(PathError::Climbs));
         check("//..//x", Err(PathError::Climbs));
         check("/a/..%2f..%2fx", Err(PathError::EncodedSlash));
-        check("/a%2Fb", Err(PathError::EncodedSlash));
+        check("/a/%2F..", Err(PathError::EncodedSlash));
+    }
+
+    #[test]
+    fn an_encoded_slash_is_data_kept_as_it_came() {
+        for path in [
+            "/api/v4/projects/group%2Fproj",
+            "/api/queues/%2F/q",
+            "/a%2fb",
+        ] {
+            assert!(matches!(normalise(path), Ok(Cow::Borrowed(_))), "{path}");
+        }
+        check("/api//queues/%2F/q", Ok("/api/queues/%2F/q"));
     }
 }

@@ -114,8 +114,13 @@ impl Proxy {
     /// The request as the upstream gets it: its path under the upstream's base path (in
     /// origin form), HTTP/1.1, and its headers rewritten ([`headers::for_upstream`]).
     fn outgoing(&self, mut parts: Parts, body: Body) -> Request {
+        // The normal form is joined to a base path (so it cannot climb out of it); with
+        // none, the path goes as the client sent it.
+        let as_sent = parts.extensions.remove::<super::path::AsSent>();
         if let Some(uri) = self.upstream().uri(&parts.uri) {
             parts.uri = uri;
+        } else if let Some(super::path::AsSent(sent)) = as_sent {
+            parts.uri = sent;
         }
         parts.version = Version::HTTP_11;
         let client = current_peer().and_then(|peer| HeaderValue::from_maybe_shared(peer).ok());
