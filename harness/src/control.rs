@@ -69,7 +69,10 @@ impl InForce {
         let names = self.spec.phase_names();
         let mut words = match names.len() {
             0 => "no fault phases".to_owned(),
-            _ => format!("fault phases {}", names.join(", ")),
+            _ => format!(
+                "fault phases {}",
+                fault_server::script::listed_names(&names)
+            ),
         };
         if let Some(server) = &self.spec.server {
             words.push_str(&format!(

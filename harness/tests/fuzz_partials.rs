@@ -309,6 +309,38 @@ fn texts_longer_than_a_run_writes_are_refused_as_read() {
     }
 }
 
+/// What a keeper writes fits what merge reads, however long the server's own script's
+/// account (a thousand phases, named in `faults_from`).
+#[test]
+fn a_partial_the_run_fits_is_one_merge_reads() {
+    let s = setup("fuzz-partials-fit");
+    let mut p = partial(&s.plan, &s.plan_file, 0);
+    let phases: Vec<String> = (0..2000).map(|i| format!("phase-number-{i:04}")).collect();
+    p.faults_from = format!("the fault-server's own script ({})", phases.join(", "));
+    p.warnings = phases
+        .iter()
+        .map(|ph| format!("{ph} {}", "é".repeat(9000)))
+        .collect();
+    p.faults = Some(phases);
+    p.error = Some("x".repeat(100_000));
+    p.fit();
+    let file = s.dir.join("shard-0.json");
+    std::fs::write(&file, p.to_json()).expect("write");
+    let out = merge_binary(&s, &[&file]);
+    let err = common::stderr(&out);
+    assert_ne!(out.status.code(), Some(2), "merge read it: {err}");
+    assert!(
+        p.faults_from
+            .ends_with("[cut: longer than a partial holds]")
+    );
+    assert_eq!(p.warnings.len(), harness::shard::partial::MAX_LISTED);
+    assert!(
+        p.warnings
+            .last()
+            .is_some_and(|w| w == "and 977 more warnings")
+    );
+}
+
 #[test]
 fn lists_longer_than_a_run_writes_are_refused_as_read() {
     let s = setup("fuzz-partials-lists");

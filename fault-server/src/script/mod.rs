@@ -42,7 +42,7 @@ use resolve::Phase;
 pub use spec::{
     AttemptNumber, CapacitySpec, FRAMING_HEADERS, GrpcCodeSpec, HeaderNameSpec, MatchSpec,
     MethodSpec, OneOrMany, PathSpec, PeerNumber, PhaseSpec, Probability, PushbackSpec, RespondSpec,
-    ResponseHeaderName, ScriptSpec, StatusCodeSpec, Weight,
+    ResponseHeaderName, ScriptSpec, StatusCodeSpec, Weight, listed_names,
 };
 
 /// The largest script accepted, in bytes: the harness's limit on a plan file

@@ -52,6 +52,22 @@ impl ScriptSpec {
     }
 }
 
+/// Phase names for a sentence: the first few, and how many more. A script may hold a
+/// thousand phases; a log line or a report's warning names a handful.
+pub fn listed_names(names: &[String]) -> String {
+    const SHOWN: usize = 12;
+    let mut words = names
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        words.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    words
+}
+
 /// One fault phase.
 ///
 /// ```yaml

@@ -366,7 +366,10 @@ fn describe(active: &super::state::Active) -> String {
         .collect();
     let mut words = match phases.len() {
         0 => "no fault phases".to_owned(),
-        n => format!("{n} fault phase(s) ({})", phases.join(", ")),
+        n => format!(
+            "{n} fault phase(s) ({})",
+            crate::script::listed_names(&phases)
+        ),
     };
     if let Some(c) = script.capacity() {
         words.push_str(&format!(

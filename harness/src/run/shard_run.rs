@@ -75,6 +75,7 @@ pub async fn run_shard(plan: &Plan, options: &RunOptions) -> Partial {
         Err(e) => partial.error = Some(e.to_string()),
     }
     partial.finished_at = shard::format_time(SystemTime::now());
+    partial.fit();
     partial
 }
 

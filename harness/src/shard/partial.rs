@@ -139,11 +139,48 @@ pub enum PartialError {
 }
 
 impl Partial {
+    /// Within what [`read`] takes: a sentence past [`MAX_TEXT`] cut at a character
+    /// boundary and said so, a list past [`MAX_LISTED`] cut and the rest counted. A run
+    /// writes a few short ones, but a server's own script of a thousand phases, named in
+    /// `faults_from`, would otherwise make the keeper's partial one merge refuses.
+    pub fn fit(&mut self) {
+        let cut = |text: &mut String| fit_text(text);
+        self.error.as_mut().map(cut);
+        cut(&mut self.faults_from);
+        if self.warnings.len() > MAX_LISTED {
+            let more = self.warnings.len() - (MAX_LISTED - 1);
+            self.warnings.truncate(MAX_LISTED - 1);
+            self.warnings.push(format!("and {more} more warnings"));
+        }
+        self.warnings.iter_mut().for_each(cut);
+        if let Some(faults) = self.faults.as_mut() {
+            faults.truncate(MAX_LISTED);
+            faults.iter_mut().for_each(cut);
+        }
+        for p in &mut self.policies {
+            p.gone.as_mut().map(cut);
+        }
+    }
+
     /// As one line of JSON.
     pub fn to_json(&self) -> String {
         // Plain data: serialising cannot fail.
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// `text` within [`MAX_TEXT`] bytes, cut at a character boundary with a note.
+fn fit_text(text: &mut String) {
+    const NOTE: &str = " [cut: longer than a partial holds]";
+    if text.len() <= MAX_TEXT {
+        return;
+    }
+    let mut end = MAX_TEXT - NOTE.len();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(NOTE);
 }
 
 /// Reads a partial report from a file: its JSON, or the last line of a log that carries
