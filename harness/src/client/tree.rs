@@ -117,8 +117,10 @@ impl Tree {
     fn signal(&self, child: &mut Child, signal: Signal) {
         #[cfg(target_os = "linux")]
         {
-            let _ = child;
             self.linux.signal(signal);
+            if matches!(signal, Signal::Kill) {
+                let _ = child.kill();
+            }
         }
         #[cfg(not(target_os = "linux"))]
         {
@@ -141,7 +143,9 @@ mod linux {
     use std::collections::{BTreeMap, BTreeSet};
     use std::process::Child;
 
-    use rustix::process::{Pid, Signal as S, WaitOptions, getpid, kill_process, waitpid};
+    use rustix::process::{
+        Pid, Signal as S, WaitOptions, getpid, kill_process, kill_process_group, waitpid,
+    };
 
     use super::Signal;
 
@@ -207,9 +211,16 @@ mod linux {
                 .filter(|p| !self.before.contains(&p.pid))
                 .copied()
                 .collect();
+            // Each pid once: `/proc` is not read atomically, and a pid reused meanwhile
+            // could make the parent links a cycle.
+            let mut seen: BTreeSet<i32> = members.iter().map(|p| p.pid).collect();
             let mut next = 0;
             while let Some(p) = members.get(next).copied() {
-                members.extend(below.get(&p.pid).into_iter().flatten().copied());
+                for child in below.get(&p.pid).into_iter().flatten() {
+                    if seen.insert(child.pid) {
+                        members.push(*child);
+                    }
+                }
                 next += 1;
             }
             members
@@ -224,6 +235,11 @@ mod linux {
                 Signal::Term => S::TERM,
                 Signal::Kill => S::KILL,
             };
+            // The program's own process group too: what `/proc` cannot show (not
+            // mounted, `hidepid`) is still ended, as before the tree was read.
+            if let Some(group) = Pid::from_raw(self.program) {
+                let _ = kill_process_group(group, signal);
+            }
             for p in self.members().iter().filter(|p| !p.zombie) {
                 if let Some(pid) = Pid::from_raw(p.pid) {
                     // Gone since it was read is fine.
