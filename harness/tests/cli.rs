@@ -362,6 +362,23 @@ fn one_mistake_in_every_policy_is_said_once_with_its_places() {
     assert!(!said.contains("stopped after"), "{said}");
 }
 
+/// A request path out of normal form is refused at its place: the fault-server reads
+/// `//x` as `/x`, and the simulator, which takes the path as written, would not.
+#[test]
+fn a_request_path_out_of_normal_form_is_refused_with_its_normal_form() {
+    let said = validate_error(
+        "unnormal",
+        "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: \"/api//%69tems/./{n}?q=1\" } ]\n",
+    );
+    assert!(
+        said.contains("unnormal.yaml:4:")
+            && said.contains(
+                "is not in normal form: the fault-server reads it as `/api/items/{n}?q=1`"
+            ),
+        "{said}"
+    );
+}
+
 /// A byte that is not UTF-8 is placed at its line and column, as an editor shows it.
 #[test]
 fn a_plan_that_is_not_utf8_is_refused_at_the_line_and_column_of_its_first_bad_byte() {

@@ -35,6 +35,7 @@ use std::time::Duration;
 use crate::seed::{IdSeed, fnv1a, splitmix64};
 
 pub mod grpc;
+pub mod path;
 pub mod seed;
 mod seen;
 mod via;

@@ -15,8 +15,12 @@ pub(crate) enum Pattern {
 }
 
 impl Pattern {
-    /// A path pattern: a glob if it contains `*`, a prefix otherwise.
+    /// A path pattern: a glob if it contains `*`, a prefix otherwise; in normal form
+    /// ([`crate::wire::path`]), as the paths it is matched against are (`/%7Ebob` is
+    /// `/~bob`, `//x` is `/x`).
     pub(crate) fn path(text: &str) -> Pattern {
+        let normal = crate::wire::path::normalise(text);
+        let text = normal.as_deref().unwrap_or(text);
         if text.contains('*') {
             Pattern::Glob(text.to_string())
         } else {
@@ -97,6 +101,15 @@ mod tests {
         check("/a*b*c", "/aXbYc", true);
         check("/a*b*c", "/aXcYb", false);
         check("/a**", "/a", true);
+    }
+
+    /// Written out of normal form, a pattern still meets the normalised paths it is
+    /// matched against.
+    #[test]
+    fn path_patterns_are_read_in_normal_form() {
+        check("/%7Ebob", "/~bob", true);
+        check("//admin", "/admin", true);
+        check("/a/./b/*", "/a/b/c", true);
     }
 
     #[test]

@@ -201,6 +201,27 @@ fn request_kind(
         return Err(found(at("path"), format!("path `{}` {why}", shorten(path)))
             .hint("write the path as it goes on the request line: percent-encode spaces and other reserved bytes (`%20`), e.g. `/items/{n}?q=a%20b`"));
     }
+    let path_only = path.split_once('?').map_or(path, |(p, _)| p);
+    match fault_server::wire::path::normalise(path_only) {
+        Ok(std::borrow::Cow::Borrowed(_)) => {}
+        Ok(std::borrow::Cow::Owned(normal)) => {
+            let normal = match path.split_once('?') {
+                Some((_, query)) => format!("{normal}?{query}"),
+                None => normal,
+            };
+            return Err(found(
+                at("path"),
+                format!("path `{}` is not in normal form: the fault-server reads it as `{}`", shorten(path), shorten(&normal)),
+            )
+            .hint(format!("write `{normal}`: doubled slashes, `.` and `..` segments and escapes of plain characters (`%61`) name the same path, and the simulator takes the path as written")));
+        }
+        Err(refused) => {
+            return Err(
+                found(at("path"), format!("path `{}`: {refused}", shorten(path)))
+                    .hint("paths are the service's, below its root, e.g. `/items/{n}`"),
+            );
+        }
+    }
     if is_control_path(path) {
         return Err(found(
             at("path"),
