@@ -25,6 +25,7 @@ fn full() -> Ledger {
         let who = RequestIdentity {
             request_id: Some(&id(n)),
             policy: Some("p"),
+            attempt: None,
         };
         ledger.record_request(who, Duration::ZERO);
     }
@@ -50,6 +51,7 @@ fn new_ids(c: &mut Criterion) {
                     let who = RequestIdentity {
                         request_id: Some(request_id),
                         policy: Some("p"),
+                        attempt: None,
                     };
                     ledger.record_request(black_box(who), Duration::from_micros(i as u64));
                 }

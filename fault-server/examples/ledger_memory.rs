@@ -64,6 +64,7 @@ fn main() {
         let who = RequestIdentity {
             request_id: Some(&id),
             policy: Some(&policies[i % policies.len()]),
+            attempt: None,
         };
         ledger.record_request(who, now);
         if i % (limits.max_ids / limits.max_examples) == 0 {

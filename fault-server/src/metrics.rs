@@ -306,6 +306,7 @@ mod tests {
         let who = crate::ledger::RequestIdentity {
             request_id: Some("a-1"),
             policy: Some("a"),
+            attempt: None,
         };
         ledger.record_request(who, Duration::ZERO);
         ledger.record_request(who, Duration::ZERO);

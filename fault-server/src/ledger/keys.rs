@@ -55,6 +55,10 @@ pub(super) struct KeyEntry {
     generation: u64,
     fingerprint: u64,
     state: KeyState,
+    /// Stored by a straggler that completed after the reset: its client's retry replays
+    /// it, but a request that states it is a first attempt (a later run's request of the
+    /// same id) executes afresh.
+    carried: bool,
 }
 
 impl Inner {
@@ -118,6 +122,10 @@ impl Ledger {
             });
         }
         inner.expire_keys(now, &self.limits);
+        if who.attempt == Some(1) && inner.keys.get(key).is_some_and(|e| e.carried) {
+            // Its order entry stays, and expires as stale (its generation is gone).
+            inner.keys.remove(key);
+        }
         match inner.keys.get(key) {
             Some(entry) if entry.fingerprint != fingerprint => {
                 inner.idempotency_mismatches += 1;
@@ -149,6 +157,7 @@ impl Ledger {
                     generation,
                     fingerprint,
                     state: KeyState::InFlight,
+                    carried: false,
                 };
                 let key: Arc<str> = Arc::from(key);
                 remember(
@@ -189,6 +198,7 @@ impl Ledger {
                     generation,
                     fingerprint: claim.fingerprint,
                     state: KeyState::Done(Arc::new(response)),
+                    carried: true,
                 };
                 remember(
                     &mut inner.key_order,

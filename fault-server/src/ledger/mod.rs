@@ -133,6 +133,8 @@ pub struct RequestIdentity<'a> {
     pub request_id: Option<&'a str>,
     /// `x-chaos-policy`: the client policy that sent it.
     pub policy: Option<&'a str>,
+    /// `x-chaos-attempt`: the attempt its client says it is, when it says.
+    pub attempt: Option<u32>,
 }
 
 #[derive(Debug, Default)]

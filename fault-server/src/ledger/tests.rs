@@ -10,6 +10,7 @@ fn who<'a>(id: &'a str, policy: &'a str) -> RequestIdentity<'a> {
     RequestIdentity {
         request_id: Some(id),
         policy: Some(policy),
+        attempt: None,
     }
 }
 
@@ -428,6 +429,18 @@ fn a_key_a_straggler_executed_is_replayed_after_the_reset_not_executed_again() {
         (snap.side_effects, snap.idempotent_replays, snap.stragglers),
         (0, 1, 1)
     );
+
+    // A later run's request of the same id, stating it is a first attempt: not the
+    // straggler's retry, so it executes rather than replays.
+    let first = RequestIdentity {
+        attempt: Some(1),
+        ..who("pay-1", "p")
+    };
+    let later = ledger.record_request(first, T0);
+    assert!(matches!(
+        ledger.begin_keyed_in(later, "k", 7, first, T0),
+        KeyCheck::Fresh(_)
+    ));
 }
 
 #[test]

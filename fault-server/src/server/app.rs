@@ -98,6 +98,7 @@ impl Facts {
         RequestIdentity {
             request_id: self.request_id.as_deref(),
             policy: self.policy.as_deref(),
+            attempt: self.attempt,
         }
     }
 

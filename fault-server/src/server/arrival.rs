@@ -49,6 +49,7 @@ pub(super) fn record_arrival(
         RequestIdentity {
             request_id: kept.request_id.as_deref(),
             policy: kept.policy.as_deref(),
+            attempt: kept.attempt,
         },
         now,
     );

@@ -142,6 +142,9 @@ impl<'a> Server<'a> {
         RequestIdentity {
             request_id: Some(&self.id),
             policy: Some(self.policy),
+            // Read only of a key carried across a reset, which a simulated world (one
+            // policy, never reset under a request) never has.
+            attempt: None,
         }
     }
 
