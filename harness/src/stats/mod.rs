@@ -100,11 +100,15 @@ impl Reached {
     /// with what its earlier attempts said. A failed connect or a stream above a GOAWAY's
     /// last-stream-id never reached it; a refused stream may have reached the server's
     /// handler (a scripted `refuse`, which the ledger counts) or not (an HTTP/2 layer
-    /// over its stream limit): the ledger may count it either way.
+    /// over its stream limit): the ledger may count it either way. So may a reset that
+    /// does not say it came after the request was written: on HTTP/2 a reset ends every
+    /// stream of the connection, and a stream whose headers were still in the server's
+    /// buffers never reached its handler.
     pub fn after(self, outcome: chaos_policy::Outcome) -> Reached {
-        use chaos_policy::{Outcome, Unprocessed};
+        use chaos_policy::{Outcome, ResetPhase, Unprocessed};
         let this = match outcome {
-            Outcome::Unprocessed(Unprocessed::RefusedStream) => Reached::Maybe,
+            Outcome::Unprocessed(Unprocessed::RefusedStream)
+            | Outcome::Reset(ResetPhase::Unknown | ResetPhase::BeforeWrite) => Reached::Maybe,
             o if o.proves_unsent() => Reached::No,
             _ => Reached::Yes,
         };
