@@ -421,13 +421,7 @@ impl Walk<'_> {
                     trace.gave_up = up.gave_up;
                     let bound = within(bound, [policy.config().deadline, carried.deadline]);
                     trace.took = bound;
-                    let reply = Reply {
-                        outcome: Outcome::Status(up.status),
-                        retry_after: up.retry_after,
-                        no_retry: up.no_retry,
-                        stop: false,
-                        allowance_left: up.allowance_left,
-                    };
+                    let reply = up.reply();
                     return Answer {
                         reply,
                         took: now,

@@ -27,6 +27,18 @@ pub struct Upward {
 }
 
 impl Upward {
+    /// The answer as the caller's policy hears it: what every shell hands its caller
+    /// (the simulator's next event, the audit's walk, the relay's response).
+    pub fn reply(&self) -> Reply {
+        Reply {
+            outcome: Outcome::Status(self.status),
+            retry_after: self.retry_after,
+            no_retry: self.no_retry,
+            stop: false,
+            allowance_left: self.allowance_left,
+        }
+    }
+
     pub(super) fn of(verdict: Verdict, last: Option<Reply>, retries: bool) -> Upward {
         let below_said_stop = last.is_some_and(|a| a.no_retry);
         let (gave_up, no_retry) = match verdict {

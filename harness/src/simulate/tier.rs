@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use chaos_policy::{Outcome, Policy};
+use chaos_policy::Policy;
 use fault_server::script::Script;
 use fault_server::wire::write_request_id;
 use rand_chacha::ChaCha8Rng;
@@ -218,13 +218,7 @@ impl<'a> Tier<'a> {
             }
             hop::Step::Wait { until } => queue.push(until, Event::Wake(step)),
             hop::Step::Answer(up) => {
-                let reply = Reply {
-                    outcome: Outcome::Status(up.status),
-                    retry_after: up.retry_after,
-                    no_retry: up.no_retry,
-                    stop: false,
-                    allowance_left: up.allowance_left,
-                };
+                let reply = up.reply();
                 let from = r.from;
                 self.requests.remove(slot);
                 queue.push(now + net.hop(), Event::Answer { to: from, reply });
