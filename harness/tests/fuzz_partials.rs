@@ -287,26 +287,13 @@ fn texts_longer_than_a_run_writes_are_refused_as_read() {
     let p = partial(&s.plan, &s.plan_file, 0);
     let json: serde_json::Value = serde_json::from_str(&p.to_json()).expect("json");
     let long = "x".repeat(harness::shard::partial::MAX_TEXT + 1);
-    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
     let cases: [(&str, Edit); 4] = [
         ("warnings", &|j| j["warnings"] = vec![long.as_str()].into()),
         ("error", &|j| j["error"] = long.as_str().into()),
         ("faults_from", &|j| j["faults_from"] = long.as_str().into()),
         ("gone", &|j| j["policies"][0]["gone"] = long.as_str().into()),
     ];
-    for (field, edit) in cases {
-        let mut j = json.clone();
-        edit(&mut j);
-        let file = s.dir.join("shard-0.json");
-        std::fs::write(&file, j.to_string()).expect("write");
-        let out = merge_binary(&s, &[&file]);
-        let err = common::stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{field}: {err}");
-        assert!(
-            err.contains("shard-0.json") && err.contains("bytes, in a place of at most 16384"),
-            "{field}: {err}"
-        );
-    }
+    refused_as_read(&s, &json, &cases, "bytes, in a place of at most 16384");
 }
 
 /// What a keeper writes fits what merge reads, however long the server's own script's
@@ -349,7 +336,6 @@ fn lists_longer_than_a_run_writes_are_refused_as_read() {
     let many: serde_json::Map<String, serde_json::Value> = (0..1025)
         .map(|i| (format!("{}", 100 + i), 1.into()))
         .collect();
-    type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
     let cases: [(&str, Edit); 4] = [
         ("warnings", &|j| j["warnings"] = vec![""; 1025].into()),
         ("faults", &|j| j["faults"] = vec!["down"; 1025].into()),
@@ -360,16 +346,24 @@ fn lists_longer_than_a_run_writes_are_refused_as_read() {
             j["policies"][0]["recorder"]["retried_permanent"]["examples"] = vec!["r-1"; 6].into();
         }),
     ];
+    refused_as_read(&s, &json, &cases, "entries in a list of at most");
+}
+
+type Edit<'a> = &'a dyn Fn(&mut serde_json::Value);
+
+/// Each edit of a good partial's JSON makes merge refuse it (exit 2), naming the file and
+/// saying `why`.
+fn refused_as_read(s: &Setup, json: &serde_json::Value, cases: &[(&str, Edit)], why: &str) {
     for (field, edit) in cases {
         let mut j = json.clone();
         edit(&mut j);
         let file = s.dir.join("shard-0.json");
         std::fs::write(&file, j.to_string()).expect("write");
-        let out = merge_binary(&s, &[&file]);
+        let out = merge_binary(s, &[&file]);
         let err = common::stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{field}: {err}");
         assert!(
-            err.contains("shard-0.json") && err.contains("entries in a list of at most"),
+            err.contains("shard-0.json") && err.contains(why),
             "{field}: {err}"
         );
     }
