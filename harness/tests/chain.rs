@@ -216,15 +216,7 @@ async fn relay_process(to: &str, args: &[&std::ffi::OsStr]) -> (std::process::Ch
     })
     .await
     .expect("read");
-    // `relay `backend` on http://127.0.0.1:PORT → http://… (…)`
-    let url = line
-        .split(" on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .filter(|u| u.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    (child, url)
+    (child, common::relay_url(&line))
 }
 
 /// A next hop that takes the request and never answers holds a standalone relay's request

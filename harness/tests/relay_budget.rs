@@ -1,6 +1,8 @@
 //! `harness relay` under more idle connections than its descriptors allow: its connections
 //! are bounded by the fault-server's budget, so a new client still gets an answer.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -34,15 +36,7 @@ fn relay_with_few_descriptors(to: &str, args: &[&str]) -> (Child, String) {
     let stderr = child.stderr.take().expect("stderr");
     let mut line = String::new();
     BufReader::new(stderr).read_line(&mut line).expect("a line");
-    // `relay `edge` on http://127.0.0.1:PORT → http://… (…)`
-    let url = line
-        .split(" on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .filter(|u| u.starts_with("http://127.0.0.1:"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    (child, url)
+    (child, common::relay_url(&line))
 }
 
 /// Before the budget, the relay accepted idle connections until its descriptors ran out,

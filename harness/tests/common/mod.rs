@@ -57,6 +57,17 @@ pub fn validate_error(name: &str, text: &str) -> String {
 pub const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
 
 /// A plan from YAML, named `test.yaml` in errors.
+/// The address in a `harness relay` process's first line,
+/// `relay `edge` on http://127.0.0.1:PORT → http://… (…)`.
+pub fn relay_url(line: &str) -> String {
+    line.split(" on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|u| u.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned()
+}
+
 pub fn plan(yaml: &str) -> harness::plan::Plan {
     harness::plan::parse(Path::new("test.yaml"), yaml).unwrap_or_else(|e| panic!("{e}"))
 }
