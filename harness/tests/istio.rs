@@ -114,13 +114,7 @@ fn a_policy_imports_the_same_sidecar_policy() {
             "istio-destination-rule.yaml }, deadline: 5s }",
         ),
     );
-    let out = harness()
-        .args(["validate", "--explain"])
-        .arg(&over)
-        .output()
-        .expect("run harness");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let explained = String::from_utf8_lossy(&out.stdout);
+    let explained = common::explained(&over);
     for line in [
         "    max_attempts: 3   # Istio's default: http route `default` (line 13) has no `retries:`: num_retries 2, 3 tries in all\n",
         "    deadline: 5s   # the plan's `deadline`, over the import\n",

@@ -154,13 +154,7 @@ fn validate_explain_shows_each_proxy_tier_as_resolved() {
         &format!("{NGINX}{HAPROXY}"),
         "policies: [ { name: p } ]\n",
     );
-    let out = harness()
-        .args(["validate", "--explain"])
-        .arg(&path)
-        .output()
-        .expect("run harness");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::explained(&path);
     for line in [
         "tiers:   # as resolved: each proxy and mesh tier as its config makes it behave\n  - name: edge\n",
         "    nginx: { config: stacks/nginx.conf, location: /api }   # runs nginx on PATH, or /usr/sbin/nginx\n",

@@ -57,6 +57,17 @@ pub fn validate_error(name: &str, text: &str) -> String {
 pub const BASE: &str = "duration: 1s\nload:\n  rate: 10\n  requests: [ { name: r, path: / } ]\n";
 
 /// A plan from YAML, named `test.yaml` in errors.
+/// What `harness validate --explain PATH` prints, the plan valid.
+pub fn explained(path: &Path) -> String {
+    let out = harness()
+        .args(["validate", "--explain"])
+        .arg(path)
+        .output()
+        .expect("run harness");
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The address in a `harness relay` process's first line,
 /// `relay `edge` on http://127.0.0.1:PORT → http://… (…)`.
 pub fn relay_url(line: &str) -> String {
