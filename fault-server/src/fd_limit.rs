@@ -65,6 +65,13 @@ pub fn connection_budget(limit: u64, upstream: bool) -> usize {
     .max(16)
 }
 
+/// [`connection_budget`] of this process's descriptor limit now; unbounded where the
+/// limit cannot be read. What a server, or another crate's router served by its accept
+/// loop, gets when it sets no budget of its own.
+pub fn default_budget(upstream: bool) -> usize {
+    current().map_or(usize::MAX, |limit| connection_budget(limit, upstream))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,11 +37,7 @@ pub async fn serve_bounded(
     // Connections run on tasks of their own: an abort of this future must end them too.
     let _force = stop.force.clone().drop_guard();
     let limits = Limits {
-        max_connections: max_connections.unwrap_or_else(|| {
-            crate::fd_limit::current().map_or(usize::MAX, |limit| {
-                crate::fd_limit::connection_budget(limit, true)
-            })
-        }),
+        max_connections: max_connections.unwrap_or_else(|| crate::fd_limit::default_budget(true)),
         ..Limits::default()
     };
     let tracker = TaskTracker::new();

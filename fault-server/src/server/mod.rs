@@ -149,12 +149,9 @@ pub async fn start(config: ServerConfig) -> Result<ServerHandle, StartError> {
     refuse_self_upstream(&config, &bound, &upstream_addrs)?;
     let shutdown_grace = config.shutdown_grace;
     let limits = conn::Limits {
-        max_connections: config.max_connections.unwrap_or_else(|| {
-            let upstream = config.upstream.is_some();
-            crate::fd_limit::current().map_or(usize::MAX, |limit| {
-                crate::fd_limit::connection_budget(limit, upstream)
-            })
-        }),
+        max_connections: config
+            .max_connections
+            .unwrap_or_else(|| crate::fd_limit::default_budget(config.upstream.is_some())),
         over_budget: crate::fd_limit::OVER_BUDGET,
         always_serve: control::always_serve,
         body_timeout: config.body_timeout,
