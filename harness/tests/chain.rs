@@ -542,6 +542,7 @@ async fn relay(name: &str, next: String, policy: harness::policy::Policy) -> har
         script: None,
         tracing: None,
         peers: 1,
+        max_connections: None,
     })
     .await
     .expect("a relay")
@@ -684,6 +685,7 @@ async fn two_tiers_in_a_loop(
         script: None,
         tracing: None,
         peers: 1,
+        max_connections: None,
     };
     let b_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -14,6 +14,7 @@ async fn relay(next: String, peers: u32, script: Option<&str>) -> Relay {
         script: script.map(|yaml| fault_server::Script::from_yaml_str(yaml).expect("a script")),
         tracing: None,
         peers,
+        max_connections: None,
     })
     .await
     .expect("a relay")

@@ -100,20 +100,17 @@ pub(super) fn relay(args: RelayArgs) -> u8 {
             }
         };
         let summary = crate::report::describe_policy(&policy);
-        let bounded = args.max_connections.map(std::num::NonZeroUsize::get);
-        let relay = match crate::relay::Relay::start_bounded(
-            crate::relay::RelayConfig {
-                name: args.name.clone(),
-                next: args.to.clone(),
-                policy,
-                seed: args.seed,
-                listen: args.listen,
-                script: None,
-                tracing: None,
-                peers: 1,
-            },
-            bounded,
-        )
+        let relay = match crate::relay::Relay::start(crate::relay::RelayConfig {
+            name: args.name.clone(),
+            next: args.to.clone(),
+            policy,
+            seed: args.seed,
+            listen: args.listen,
+            script: None,
+            tracing: None,
+            peers: 1,
+            max_connections: args.max_connections.map(std::num::NonZeroUsize::get),
+        })
         .await
         {
             Ok(relay) => relay,

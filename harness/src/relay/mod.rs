@@ -89,6 +89,9 @@ pub struct RelayConfig {
     /// when `listen`'s is 0), for a proxy in front with as many `server` lines. Each
     /// request knows the peer it came in at ([`Incoming::peer`]).
     pub peers: u32,
+    /// Connections served in full before the one idle longest is closed; `None`: what
+    /// the descriptor limit allows ([`fault_server::serve_bounded`]).
+    pub max_connections: Option<usize>,
 }
 
 struct Shared {
@@ -164,15 +167,6 @@ impl std::fmt::Debug for Relay {
 impl Relay {
     /// Starts a tier listening on `config.listen` (and as many peers as it says).
     pub async fn start(config: RelayConfig) -> Result<Relay, RelayError> {
-        Relay::start_bounded(config, None).await
-    }
-
-    /// [`Relay::start`] with `max_connections` connections served in full, not what the
-    /// descriptor limit allows ([`fault_server::serve_bounded`]).
-    pub async fn start_bounded(
-        config: RelayConfig,
-        max_connections: Option<usize>,
-    ) -> Result<Relay, RelayError> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| RelayError::Bind {
@@ -180,7 +174,7 @@ impl Relay {
                 listen: config.listen,
                 source,
             })?;
-        Relay::start_on_bounded(listener, config, max_connections).await
+        Relay::start_on(listener, config).await
     }
 
     /// Starts a tier on a listener already bound (`config.listen` is then only its name
@@ -190,15 +184,6 @@ impl Relay {
     pub async fn start_on(
         listener: tokio::net::TcpListener,
         config: RelayConfig,
-    ) -> Result<Relay, RelayError> {
-        Relay::start_on_bounded(listener, config, None).await
-    }
-
-    /// [`Relay::start_on`] with `max_connections` connections served in full.
-    pub async fn start_on_bounded(
-        listener: tokio::net::TcpListener,
-        config: RelayConfig,
-        max_connections: Option<usize>,
     ) -> Result<Relay, RelayError> {
         let bind_error = |listen, source| RelayError::Bind {
             name: config.name.clone(),
@@ -246,7 +231,7 @@ impl Relay {
             listeners,
             app,
             stop.clone(),
-            max_connections,
+            config.max_connections,
         ));
         Ok(Relay {
             urls,

@@ -93,6 +93,7 @@ pub(super) async fn start(
                 script: tier_script(plan, &tier.tier),
                 tracing: options.telemetry.as_ref().map(|t| t.tier_tracing()),
                 peers: policy.peers_of(i),
+                max_connections: None,
             })
             .await
             .map(Started::Relay)
