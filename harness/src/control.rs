@@ -187,30 +187,35 @@ impl Remote<'_> {
 
     /// Installs `spec`, marked as the harness's.
     pub(crate) async fn install(&self, spec: &ScriptSpec) -> Result<(), ControlError> {
-        let body = serde_json::to_string(spec).expect("a script spec always serialises");
-        let request = self
-            .client
-            .put(format!("{}/__chaos/script", self.url))
-            .header("content-type", "application/json")
-            .header(wire::SCRIPT_BY, wire::ORIGIN_HARNESS)
-            .body(body);
-        self.call("the script", request).await
+        self.put_script(spec, true, "the script").await
     }
 
     /// Puts back a script that was there before the run, as it was: marked as the
     /// harness's only if it was, so a later run asks again before replacing anyone
     /// else's.
     pub(crate) async fn restore(&self, in_force: &InForce) -> Result<(), ControlError> {
-        let body = serde_json::to_string(&in_force.spec).expect("a script spec always serialises");
+        let ours = in_force.origin == wire::ORIGIN_HARNESS;
+        self.put_script(&in_force.spec, ours, "its script back")
+            .await
+    }
+
+    /// `PUT /__chaos/script` of `spec`, marked as the harness's when `ours`.
+    async fn put_script(
+        &self,
+        spec: &ScriptSpec,
+        ours: bool,
+        what: &'static str,
+    ) -> Result<(), ControlError> {
+        let body = serde_json::to_string(spec).expect("a script spec always serialises");
         let mut request = self
             .client
             .put(format!("{}/__chaos/script", self.url))
             .header("content-type", "application/json")
             .body(body);
-        if in_force.origin == wire::ORIGIN_HARNESS {
+        if ours {
             request = request.header(wire::SCRIPT_BY, wire::ORIGIN_HARNESS);
         }
-        self.call("its script back", request).await
+        self.call(what, request).await
     }
 
     /// An empty ledger and the script's clock restarted.
