@@ -343,18 +343,19 @@ async fn put_script(
     let was = describe(&before);
     let at = tokio::time::Instant::now().saturating_duration_since(before.epoch);
     shared.install(script, origin);
-    shared.ledger.note_script(ScriptChange {
+    let change = ScriptChange {
         at_ms: u64::try_from(at.as_millis()).unwrap_or(u64::MAX),
         origin: origin.to_owned(),
         now: describe(&shared.active()),
-        was: was.clone(),
-    });
+        was,
+    };
     if let Some(log) = &shared.script_log {
         (log.0)(&format!(
-            "fault-server: script replaced over the control API by {origin}: now {}; was {was}",
-            describe(&shared.active())
+            "fault-server: script replaced over the control API by {origin}: now {}; was {}",
+            change.now, change.was
         ));
     }
+    shared.ledger.note_script(change);
     Ok(axum::Json(summary(&shared)).into_response())
 }
 
